@@ -1,0 +1,72 @@
+"""Dominant-resource policies: DRF, DRFH (first and best fit), per-machine DRF.
+
+* DRF (Ghodsi et al., tsf-paper §IV-B): the cluster as one machine; dominant share
+  max_r(Σ alloc_ir / total_r) / w_i = n_i · max_r(d_ir / total_r) / w_i.
+* DRFH (drfh-paper §IV, eq. 2-3): the same global dominant share, but placed on real
+  servers; ``drfh-ff`` takes the offered server (first fit), ``drfh-bf`` the server
+  with the least H(i, l) = ‖D_i / D_i1 − c̄_l / c̄_l1‖₁ (drfh-paper eq. 9), with D_i
+  and c̄_l the demand and the server's free resources as shares of the cluster total.
+* Per-machine DRF (tsf-paper §IV-B1): DRF on each machine separately; the key of
+  app i for an offer of machine m is n_im · max_r(d_ir / C_mr) / w_i.
+"""
+
+from __future__ import annotations
+
+from rm.model import EPS
+from rm.policies.base import Policy, dominant_share_per_task
+
+
+class DominantResourceFairness(Policy):
+    name = "drf"
+
+    def unit(self, app, cluster):
+        return dominant_share_per_task(app, cluster) / app.weight
+
+
+class DRFHFirstFit(DominantResourceFairness):
+    name = "drfh-ff"
+
+
+class DRFHBestFit(DominantResourceFairness):
+    name = "drfh-bf"
+    best_fit = True
+
+    def choose_node(self, app, offered, cluster):
+        k = len(cluster.dims)
+        total = cluster.total
+        demand = app.demand
+        # Normalise by the first resource with a non-zero demand (cpu in the paper).
+        lead = next(r for r in range(k) if demand[r] > 0)
+        want = [demand[r] / total[r] / (demand[lead] / total[lead]) if total[r] else 0.0
+                for r in range(k)]
+        best, best_h = offered, None
+        nodes, elig = cluster.nodes, app.eligible
+        for m in range(len(nodes)):
+            if not elig[m]:
+                continue
+            node = nodes[m]
+            free = node.free
+            if any(d > f + EPS for d, f in zip(demand, free)):
+                continue
+            lead_free = free[lead] / total[lead]
+            if lead_free <= 0:
+                continue
+            h = sum(abs(want[r] - (free[r] / total[r] if total[r] else 0.0) / lead_free)
+                    for r in range(k))
+            if best_h is None or h < best_h - 1e-12:
+                best, best_h = node, h
+        return best
+
+
+class PerMachineDRF(Policy):
+    name = "pm-drf"
+    per_node = True
+
+    def unit(self, app, cluster):
+        return 0.0
+
+    def node_key(self, app, node, cluster):
+        k = len(cluster.dims)
+        per_task = max((d / c for d, c in zip(app.demand[:k], node.capacity[:k]) if d > 0 and c > 0),
+                       default=0.0)
+        return app.on_node.get(node.index, 0) * per_task / app.weight

@@ -1,0 +1,230 @@
+"""The online scheduler: the offer rule of tsf-paper §V-D for every policy.
+
+When a node has free resources (a task finished, the node joined) it is offered
+to the apps in policy order: the lowest-key app that may use the node and whose
+task fits gets one container; its key grows and the offer goes on; it ends when
+no eligible pending app fits.  Ties break on (submit time, app id).
+
+Invariant after ``schedule()``: on every live node, no pending app that may use
+it has a task that fits its free resources.  Only three things break it — a node
+frees resources or joins (the node is *dirty*), or an app gains pending tasks
+(the app is *fresh*) — so ``schedule`` offers dirty nodes to every pending app,
+and the other nodes only to fresh apps.  Pending apps are kept in one list sorted
+by (key, submit, app id); an offer walks it from the front, and since a key only
+grows when its app is served, the walk resumes where it left off instead of
+starting again.  Nothing here reads a clock: the simulator and the Ray
+ResourceManager drive it with their own.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from typing import Iterable
+
+from rm.cluster import AppState, ClusterState, NodeState
+from rm.model import EPS, AppSpec, Container, NodeSpec
+from rm.policies import Policy, make_policy
+
+
+class OnlineScheduler:
+    """Cluster accounting plus a policy, with incremental policy order."""
+
+    def __init__(self, policy: Policy | str, dims: Iterable[str], nodes: Iterable[NodeSpec] = ()):
+        self.policy = make_policy(policy) if isinstance(policy, str) else policy
+        nodes = list(nodes)
+        dims = tuple(dims)
+        self.policy.prepare(nodes, dims)
+        p = self.policy
+        self.cluster = ClusterState(dims, p.virtual_dims, p.virtual_capacity, p.virtual_demand)
+        self._order: list[tuple] = []      # (key, submit, app_id, app) of apps with pending > 0
+        self._dirty: set[int] = set()      # node indexes to offer to every pending app
+        self._fresh: dict[str, AppState] = {}
+        self.placements = 0
+        for spec in nodes:
+            self.cluster.add_node(spec)
+            self._dirty.add(self.cluster.node_index[spec.name])
+
+    # ----- events --------------------------------------------------------------
+
+    def add_node(self, spec: NodeSpec) -> NodeState:
+        node = self.cluster.add_node(spec)
+        self._rekey_all()
+        self._dirty.add(node.index)
+        return node
+
+    def remove_node(self, name: str) -> list[Container]:
+        """The node is lost; returns its containers, now released (the caller re-asks)."""
+        lost = self.cluster.remove_node(name)
+        self._dirty.discard(self.cluster.node_index[name])
+        self._rekey_all()
+        return lost
+
+    def submit(self, spec: AppSpec, pending: int | None = None) -> tuple[AppState | None, str | None]:
+        """Register an app with ``pending`` tasks to place (all of them by default).
+
+        Returns (app, None), or (None, reason) when no live node could ever run it.
+        """
+        reason = self.cluster.rejection_reason(spec)
+        if reason is not None:
+            return None, reason
+        app = self.cluster.add_app(spec)
+        app.unit = self.policy.unit(app, self.cluster)
+        self._set_key(app)
+        self.ask(spec.app_id, spec.num_tasks if pending is None else pending)
+        return app, None
+
+    def ask(self, app_id: str, count: int) -> None:
+        """The app wants ``count`` more tasks placed (a new app, or a lost task asked again)."""
+        if count <= 0:
+            return
+        app = self.cluster.apps[app_id]
+        if app.pending == 0:
+            self._enter(app)
+        app.pending += count
+        self._fresh[app_id] = app
+
+    def cancel(self, app_id: str, count: int) -> None:
+        """The app no longer wants ``count`` of its pending tasks."""
+        app = self.cluster.apps[app_id]
+        app.pending = max(0, app.pending - count)
+        if app.pending == 0:
+            self._leave(app)
+
+    def release(self, container_id: int) -> Container:
+        """A container ended; its node is offered again at the next ``schedule``."""
+        container = self.cluster.containers[container_id]
+        app, node = self.cluster.release(container_id)
+        self._rekey(app)
+        if node.alive:
+            self._dirty.add(node.index)
+        return container
+
+    def finish_app(self, app_id: str) -> list[Container]:
+        """The app is done (or gone); returns containers it still held, now released."""
+        app = self.cluster.apps[app_id]
+        if app.pending:
+            self._leave(app)
+            app.pending = 0
+        self._fresh.pop(app_id, None)
+        left = self.cluster.remove_app(app_id)
+        for c in left:
+            node = self.cluster.nodes[self.cluster.node_index[c.node]]
+            if node.alive:
+                self._dirty.add(node.index)
+        return left
+
+    # ----- scheduling ----------------------------------------------------------
+
+    def schedule(self) -> list[Container]:
+        """Offer what the last events freed; returns the containers placed, in order."""
+        placed: list[Container] = []
+        nodes = self.cluster.nodes
+        dirty = sorted(self._dirty)
+        self._dirty.clear()
+        fresh = self._fresh
+        self._fresh = {}
+        for m in dirty:
+            if nodes[m].alive and self._order:
+                self._offer(nodes[m], self._order, placed)
+        fresh_apps = [a for a in fresh.values() if a.pending > 0]
+        if fresh_apps:
+            done = set(dirty)
+            if len(fresh_apps) == 1:
+                indexes: Iterable[int] = (m for m, e in enumerate(fresh_apps[0].eligible) if e)
+            else:
+                indexes = range(len(nodes))
+            cand = sorted(a.entry for a in fresh_apps)
+            for m in indexes:
+                if m in done or not nodes[m].alive:
+                    continue
+                self._offer(nodes[m], cand, placed)
+                if not cand:
+                    break
+        self.placements += len(placed)
+        return placed
+
+    def _offer(self, node: NodeState, order: list, placed: list) -> None:
+        """Serve ``node`` to apps in ``order`` (sorted entries) until no eligible app fits."""
+        if self.policy.per_node:
+            self._offer_per_node(node, order, placed)
+            return
+        m = node.index
+        free = node.free
+        best_fit = self.policy.best_fit
+        i = 0
+        while i < len(order):
+            app = order[i][3]
+            if app.eligible[m]:
+                for r, d in enumerate(app.demand):
+                    if d > free[r] + EPS:
+                        break
+                else:
+                    target = self.policy.choose_node(app, node, self.cluster) if best_fit else node
+                    placed.append(self._place(app, target, order))
+                    continue      # the apps before i still do not fit; look at i again
+            i += 1
+
+    def _offer_per_node(self, node: NodeState, order: list, placed: list) -> None:
+        """Per-machine keys: pick the least node_key among eligible apps that fit, repeatedly."""
+        m = node.index
+        while True:
+            best, best_key = None, None
+            for entry in order:
+                app = entry[3]
+                if app.eligible[m] and self.cluster.fits(app, node):
+                    k = (self.policy.node_key(app, node, self.cluster), app.submit, app.app_id)
+                    if best_key is None or k < best_key:
+                        best, best_key = app, k
+            if best is None:
+                return
+            placed.append(self._place(best, node, order))
+
+    def _place(self, app: AppState, node: NodeState, order: list) -> Container:
+        container = self.cluster.allocate(app, node)
+        if order is not self._order:
+            order.pop(bisect_left(order, app.entry))
+        self._leave(app)
+        app.pending -= 1
+        self._set_key(app)
+        if app.pending > 0:
+            insort(self._order, app.entry)
+            if order is not self._order:
+                insort(order, app.entry)
+        return container
+
+    # ----- the sorted order ----------------------------------------------------
+
+    def _set_key(self, app: AppState) -> None:
+        app.key = self.policy.key(app)
+        app.entry = (app.key, app.submit, app.app_id, app)
+
+    def _enter(self, app: AppState) -> None:
+        self._set_key(app)
+        insort(self._order, app.entry)
+
+    def _leave(self, app: AppState) -> None:
+        i = bisect_left(self._order, app.entry)
+        if i < len(self._order) and self._order[i][3] is app:
+            self._order.pop(i)
+
+    def _rekey(self, app: AppState) -> None:
+        """The app's running count changed: recompute its key and its place in the order."""
+        if app.pending > 0:
+            self._leave(app)
+            self._enter(app)
+        else:
+            self._set_key(app)
+
+    def _rekey_all(self) -> None:
+        """Nodes joined or left: every unit (h_i, totals) may have changed."""
+        for app in self.cluster.apps.values():
+            app.unit = self.policy.unit(app, self.cluster)
+            self._set_key(app)
+        self._order = sorted(a.entry for a in self.cluster.apps.values() if a.pending > 0)
+
+    # ----- views ---------------------------------------------------------------
+
+    @property
+    def pending_apps(self) -> list[AppState]:
+        """Apps with tasks waiting, lowest key first."""
+        return [e[3] for e in self._order]
