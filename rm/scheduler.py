@@ -23,7 +23,12 @@ from typing import Iterable
 
 from rm.cluster import AppState, ClusterState, NodeState
 from rm.model import EPS, AppSpec, Container, NodeSpec
+from rm.pending import PendingIndex
 from rm.policies import Policy, make_policy
+
+# Below this many pending apps a plain walk beats the vector "could anything fit" test.
+VECTOR_FROM = 48
+WALK_STEPS = 8
 
 
 class OnlineScheduler:
@@ -43,6 +48,7 @@ class OnlineScheduler:
         for spec in nodes:
             self.cluster.add_node(spec)
             self._dirty.add(self.cluster.node_index[spec.name])
+        self._index = PendingIndex(len(dims) + len(p.virtual_dims), len(self.cluster.nodes))
 
     # ----- events --------------------------------------------------------------
 
@@ -68,6 +74,7 @@ class OnlineScheduler:
         if reason is not None:
             return None, reason
         app = self.cluster.add_app(spec)
+        self._index.add(app.app_id, app.demand, app.eligible)
         app.unit = self.policy.unit(app, self.cluster)
         self._set_key(app)
         self.ask(spec.app_id, spec.num_tasks if pending is None else pending)
@@ -106,6 +113,7 @@ class OnlineScheduler:
             self._leave(app)
             app.pending = 0
         self._fresh.pop(app_id, None)
+        self._index.remove(app_id)
         left = self.cluster.remove_app(app_id)
         for c in left:
             node = self.cluster.nodes[self.cluster.node_index[c.node]]
@@ -151,6 +159,10 @@ class OnlineScheduler:
         m = node.index
         free = node.free
         best_fit = self.policy.best_fit
+        # For long lists, a few steps of the walk, then the vector index says whether anything
+        # pending can still use what is left of the node; if not, the offer ends there.
+        vector = len(order) >= VECTOR_FROM and order is self._order
+        budget = WALK_STEPS
         i = 0
         while i < len(order):
             app = order[i][3]
@@ -161,8 +173,14 @@ class OnlineScheduler:
                 else:
                     target = self.policy.choose_node(app, node, self.cluster) if best_fit else node
                     placed.append(self._place(app, target, order))
+                    budget = 0 if vector else WALK_STEPS
                     continue      # the apps before i still do not fit; look at i again
             i += 1
+            budget -= 1
+            if vector and budget <= 0:
+                if not self._index.any_fits(m, free):
+                    return
+                budget = len(order)     # something fits further on: walk to it
 
     def _offer_per_node(self, node: NodeState, order: list, placed: list) -> None:
         """Per-machine keys: pick the least node_key among eligible apps that fit, repeatedly."""
@@ -185,11 +203,12 @@ class OnlineScheduler:
             order.pop(bisect_left(order, app.entry))
         self._leave(app)
         app.pending -= 1
-        self._set_key(app)
         if app.pending > 0:
-            insort(self._order, app.entry)
+            self._enter(app)
             if order is not self._order:
                 insort(order, app.entry)
+        else:
+            self._set_key(app)
         return container
 
     # ----- the sorted order ----------------------------------------------------
@@ -201,11 +220,13 @@ class OnlineScheduler:
     def _enter(self, app: AppState) -> None:
         self._set_key(app)
         insort(self._order, app.entry)
+        self._index.set_pending(app.app_id, True)
 
     def _leave(self, app: AppState) -> None:
         i = bisect_left(self._order, app.entry)
         if i < len(self._order) and self._order[i][3] is app:
             self._order.pop(i)
+            self._index.set_pending(app.app_id, False)
 
     def _rekey(self, app: AppState) -> None:
         """The app's running count changed: recompute its key and its place in the order."""
@@ -220,7 +241,10 @@ class OnlineScheduler:
         for app in self.cluster.apps.values():
             app.unit = self.policy.unit(app, self.cluster)
             self._set_key(app)
+            self._index.set_eligible(app.app_id, app.eligible)
         self._order = sorted(a.entry for a in self.cluster.apps.values() if a.pending > 0)
+        for entry in self._order:
+            self._index.set_pending(entry[3].app_id, True)
 
     # ----- views ---------------------------------------------------------------
 
