@@ -22,6 +22,7 @@ class PendingIndex:
         self._slot: dict[str, int] = {}
         self._free_slots: list[int] = []
         self._used = 0          # slots [0, used) have been handed out
+        self._by_slot: dict[int, str] | None = None
 
     def _grow(self, nodes: int, slots: int) -> None:
         rows, cols = self._elig.shape
@@ -45,6 +46,7 @@ class PendingIndex:
             self._used += 1
         self._grow(len(eligible), self._used)
         self._slot[app_id] = slot
+        self._by_slot = None
         self._demand[:, slot] = demand
         self.set_eligible(app_id, eligible)
 
@@ -57,6 +59,7 @@ class PendingIndex:
 
     def remove(self, app_id: str) -> None:
         slot = self._slot.pop(app_id)
+        self._by_slot = None
         self._pending[slot] = False
         self._elig[:, slot] = False
         self._free_slots.append(slot)
@@ -64,11 +67,27 @@ class PendingIndex:
     def set_pending(self, app_id: str, pending: bool) -> None:
         self._pending[self._slot[app_id]] = pending
 
-    def any_fits(self, node: int, free) -> bool:
-        """Is there a pending app that may use ``node`` and whose task fits ``free``?"""
+    def _mask(self, node: int, free) -> np.ndarray:
         n = self._used
         cand = self._pending[:n] & self._elig[node, :n]
         demand = self._demand
         for r, f in enumerate(free):
             cand &= demand[r, :n] <= f + EPS
-        return bool(cand.any())
+        return cand
+
+    def any_fits(self, node: int, free) -> bool:
+        """Is there a pending app that may use ``node`` and whose task fits ``free``?"""
+        return bool(self._mask(node, free).any())
+
+    def fitting(self, node: int, free) -> list[str]:
+        """The pending apps that may use ``node`` and whose task fits ``free`` (any order)."""
+        slots = np.flatnonzero(self._mask(node, free))
+        if not len(slots):
+            return []
+        by_slot = self._apps_by_slot()
+        return [by_slot[s] for s in slots]
+
+    def _apps_by_slot(self) -> dict[int, str]:
+        if self._by_slot is None:
+            self._by_slot = {s: a for a, s in self._slot.items()}
+        return self._by_slot

@@ -184,17 +184,17 @@ class OnlineScheduler:
 
     def _offer_per_node(self, node: NodeState, order: list, placed: list) -> None:
         """Per-machine keys: pick the least node_key among eligible apps that fit, repeatedly."""
-        m = node.index
+        apps = self.cluster.apps
         while True:
-            best, best_key = None, None
-            for entry in order:
-                app = entry[3]
-                if app.eligible[m] and self.cluster.fits(app, node):
-                    k = (self.policy.node_key(app, node, self.cluster), app.submit, app.app_id)
-                    if best_key is None or k < best_key:
-                        best, best_key = app, k
-            if best is None:
+            if order is self._order:
+                fitting = [apps[a] for a in self._index.fitting(node.index, node.free)]
+            else:
+                fitting = [e[3] for e in order
+                           if e[3].eligible[node.index] and self.cluster.fits(e[3], node)]
+            if not fitting:
                 return
+            best = min(fitting, key=lambda a: (self.policy.node_key(a, node, self.cluster),
+                                               a.submit, a.app_id))
             placed.append(self._place(best, node, order))
 
     def _place(self, app: AppState, node: NodeState, order: list) -> Container:
