@@ -1,0 +1,370 @@
+"""What every importer shares: the skip report, strict mode, tokens, table reading, the config writer.
+
+An importer reads a public trace and returns an :class:`ImportResult` (nodes,
+node join/leave events, jobs).  Rows it cannot use go to a :class:`SkipReport`
+with the file, the row and the field; the report is printed to stderr as a
+summary (counts per reason, the first row numbers of each).  In strict mode
+the first bad row raises :class:`~rm.errors.InputError` instead, so the CLI
+prints one line naming file, row and field and exits non-zero.
+
+Row numbers are the file's line numbers (1-based, a header line counts) for
+CSV and TSV tables, and the line a job object starts on for JSON streams.
+
+:func:`write_config` writes the rayrm config (YAML) and its job table (a sibling
+CSV, ``<config stem>.jobs.csv``, via :func:`rm.config.write_job_table`) and then
+loads the result back with :func:`rm.config.load_config`, so an importer bug
+shows up at import time, not in ``rayrm simulate``.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import re
+import sys
+import warnings
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import yaml
+
+from apps.jobs import JobSpec
+from rm.errors import InputError
+from rm.model import NodeSpec
+
+SHOW_ROWS = 8          # row numbers listed per reason in the summary
+
+
+# ----- the skip report -----------------------------------------------------------
+
+class SkipReport:
+    """Rows skipped (with file, row, field, reason) and assumptions applied (notes).
+
+    Two kinds of skip: a *bad* row (malformed: a cell that is not a number, an
+    unknown code, a duplicate id) and a row *left out by a rule* the importer
+    documents (a pod that never ran, a task that was killed).  ``strict=True``
+    turns the first bad row into an InputError; rows left out by rule are only
+    reported, since every real trace has them.  Vectorised importers hand whole
+    masks to :meth:`check_rows`, which in strict mode raises for the lowest bad
+    row number across all checks, as a row-by-row reader would.
+    """
+
+    def __init__(self, source: str, strict: bool = False):
+        self.source = source
+        self.strict = strict
+        self._skips: dict[tuple, list] = defaultdict(list)   # (rule?, file, field, reason) -> rows
+        self._notes: dict[str, int] = defaultdict(int)
+
+    # skipping ----------------------------------------------------------------------
+
+    def skip(self, reason: str, *, file: str | Path | None = None, row: int | None = None,
+             field: str | None = None, rule: bool = False) -> None:
+        """Skip one row: bad (strict mode raises) or, with ``rule=True``, left out by rule."""
+        file = str(file) if file is not None else None
+        if self.strict and not rule:
+            raise InputError(reason, file=file, row=row, field=field)
+        self._skips[(rule, file, field, reason)].append(row)
+
+    def skip_rows(self, reason: str, rows: Iterable[int], *, file: str | Path | None = None,
+                  field: str | None = None, rule: bool = False) -> None:
+        rows = [int(r) for r in rows]
+        if not rows:
+            return
+        if self.strict and not rule:
+            self.skip(reason, file=file, row=min(rows), field=field)
+        self._skips[(rule, str(file) if file is not None else None, field, reason)].extend(rows)
+
+    def check_rows(self, rows: np.ndarray, checks: Sequence[tuple], *, file: str | Path) -> np.ndarray:
+        """Apply ``(bad_mask, field, reason[, "rule"])`` checks in order; returns the good-row mask.
+
+        A row failing several checks is reported once, under its first failing check.
+        """
+        rows = np.asarray(rows)
+        bad_any = np.zeros(len(rows), dtype=bool)
+        first: list[tuple[np.ndarray, str | None, str, bool]] = []
+        for mask, fld, reason, *kind in checks:
+            mask = np.asarray(mask, dtype=bool) & ~bad_any
+            if mask.any():
+                first.append((mask, fld, reason, kind == ["rule"]))
+                bad_any |= mask
+        if self.strict:
+            malformed = [f for f in first if not f[3]]
+            if malformed:
+                lowest = min(rows[m].min() for m, *_ in malformed)
+                for mask, fld, reason, _ in malformed:
+                    if (rows[mask] == lowest).any():
+                        raise InputError(reason, file=str(file), row=int(lowest), field=fld)
+        for mask, fld, reason, rule in first:
+            self.skip_rows(reason, rows[mask], file=file, field=fld, rule=rule)
+        return ~bad_any
+
+    # notes -------------------------------------------------------------------------
+
+    def note(self, text: str, count: int = 1) -> None:
+        """An assumption the importer applied ``count`` times (not a skip)."""
+        if count:
+            self._notes[text] += int(count)
+
+    @property
+    def skipped(self) -> int:
+        """Rows skipped, bad or by rule."""
+        return sum(len(v) for v in self._skips.values())
+
+    def reasons(self) -> dict[str, int]:
+        """Skipped-row counts by reason (all files, both kinds)."""
+        out: dict[str, int] = defaultdict(int)
+        for (_, _, _, reason), rows in self._skips.items():
+            out[reason] += len(rows)
+        return dict(out)
+
+    def notes(self) -> dict[str, int]:
+        return dict(self._notes)
+
+    def lines(self) -> list[str]:
+        bad = sum(len(v) for k, v in self._skips.items() if not k[0])
+        ruled = self.skipped - bad
+        out = [f"{self.source}: skipped {bad} bad row(s), left out {ruled} by rule"]
+        for (rule, file, fld, reason), rows in sorted(self._skips.items(),
+                                                       key=lambda kv: (kv[0][0], -len(kv[1]))):
+            shown = sorted(r for r in rows if r is not None)
+            listing = ", ".join(map(str, shown[:SHOW_ROWS])) + (", ..." if len(shown) > SHOW_ROWS else "")
+            where = (file or "") + (f": field '{fld}'" if fld else "")
+            out.append(f"  {'left out' if rule else 'bad'}: {len(rows)} x {reason}"
+                       + (f" [{where}]" if where else "") + (f" (rows {listing})" if listing else ""))
+        for text, n in sorted(self._notes.items(), key=lambda kv: -kv[1]):
+            out.append(f"  note: {text} ({n})")
+        return out
+
+    def print(self, stream=None) -> None:
+        print("\n".join(self.lines()), file=stream or sys.stderr)
+
+
+# ----- tokens for attribute names and values -----------------------------------------
+
+_SAFE = re.compile(r"[A-Za-z0-9_.\-+/:@%]+")
+_UNSAFE_CHAR = re.compile(r"[^A-Za-z0-9_.\-+/:@%]")
+
+
+def token(value: Any) -> str:
+    """``value`` as a word the constraint grammar reads back unchanged.
+
+    Characters outside ``[A-Za-z0-9_.-+/:@%]`` become ``_`` and ``..`` (a range in a
+    list) becomes ``._``; an empty value becomes ``_``.  Base64 hashes (the Google
+    trace's attribute names and values) only lose their ``=`` padding this way.
+    """
+    text = str(value).strip()
+    if isinstance(value, float) and value.is_integer():
+        text = str(int(value))
+    if not _SAFE.fullmatch(text) or ".." in text:
+        text = _UNSAFE_CHAR.sub("_", text).replace("..", "._") or "_"
+    return text
+
+
+def attr_value(text: str) -> str | int | float:
+    """An attribute value for YAML: integers and decimals as numbers, the rest as tokens."""
+    t = token(text)
+    if re.fullmatch(r"-?\d{1,15}", t):
+        return int(t)
+    if re.fullmatch(r"-?\d+\.\d+", t):
+        return float(t)
+    return t
+
+
+# ----- reading delimited tables fast, with line numbers ------------------------------------
+
+def read_table(path: str | Path, columns: Sequence[str], *, sep: str = ",", header: bool = False):
+    """A delimited table as strings (empty cells are ``""``) plus ``_line`` and ``_wide``.
+
+    With ``header=True`` the file's header must name every column in ``columns``
+    (others are ignored); without, cells are taken in the order of ``columns``.
+    ``_wide`` marks rows with more cells than the header (or ``columns``): pass
+    :func:`width_check` to :meth:`SkipReport.check_rows` to skip them.  Missing
+    trailing cells read as empty.  Blank lines count, so line numbers stay exact.
+    """
+    import pandas as pd  # noqa: PLC0415 (keeps `rayrm --help` fast)
+
+    path = Path(path)
+    try:
+        with warnings.catch_warnings():
+            # pandas may only *warn* that a row has too many cells and drop them; make it fail.
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            df, first_line = _read_fast(pd, path, columns, sep, header)
+    except FileNotFoundError:
+        raise InputError("no such file", file=str(path)) from None
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror or e}", file=str(path)) from None
+    except pd.errors.EmptyDataError:
+        if header:
+            raise InputError("the file is empty (a header line is needed)", file=str(path)) from None
+        return pd.DataFrame({c: pd.Series(dtype=str) for c in columns}
+                            | {"_line": pd.Series(dtype=int), "_wide": pd.Series(dtype=bool)})
+    except UnicodeDecodeError:
+        raise InputError("not a text table (cannot decode it)", file=str(path)) from None
+    except (pd.errors.ParserError, pd.errors.ParserWarning, ValueError):
+        return _read_table_slow(path, columns, sep=sep, header=header)
+    df = df.fillna("")
+    df["_line"] = np.arange(first_line, first_line + len(df))
+    df["_wide"] = False
+    return df
+
+
+def _read_fast(pd, path: Path, columns: Sequence[str], sep: str, header: bool):
+    if not header:
+        return pd.read_csv(path, sep=sep, header=None, names=list(columns), dtype=str,
+                           keep_default_na=False, skip_blank_lines=False, index_col=False), 1
+    head = pd.read_csv(path, sep=sep, nrows=0, dtype=str)
+    missing = [c for c in columns if c not in [h.strip() for h in head.columns]]
+    if missing:
+        raise InputError(f"the header has no '{missing[0]}' column", file=str(path), row=1)
+    df = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, skip_blank_lines=False,
+                     skipinitialspace=True)
+    df.columns = [c.strip() for c in df.columns]
+    return df[list(columns)], 2
+
+
+def width_check(df) -> tuple:
+    """The check that skips rows with more cells than columns (see :func:`read_table`)."""
+    return (df["_wide"].to_numpy(dtype=bool), None, "more cells than columns")
+
+
+def _read_table_slow(path: Path, columns: Sequence[str], *, sep: str, header: bool):
+    """Row-by-row reading when some rows have more cells than columns (marked ``_wide``)."""
+    import pandas as pd  # noqa: PLC0415
+
+    opener = gzip.open if path.suffix == ".gz" else open
+    rows, lines, wide = [], [], []
+    with opener(path, "rt", newline="") as handle:
+        idx, limit = list(range(len(columns))), len(columns)
+        for lineno, cells in enumerate(csv.reader(handle, delimiter=sep), start=1):
+            if header and lineno == 1:
+                head = [c.strip() for c in cells]
+                idx, limit = [head.index(c) for c in columns], len(head)
+                continue
+            wide.append(len(cells) > limit)
+            cells = cells + [""] * (limit - len(cells))
+            rows.append([cells[i].strip() if header else cells[i] for i in idx])
+            lines.append(lineno)
+    df = pd.DataFrame(rows, columns=list(columns), dtype=str) if rows else \
+        pd.DataFrame({c: pd.Series(dtype=str) for c in columns})
+    df["_line"] = np.asarray(lines, dtype=int)
+    df["_wide"] = np.asarray(wide, dtype=bool)
+    return df
+
+
+def numeric(df, column: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A column as floats, with masks of empty cells and of cells that are not numbers."""
+    import pandas as pd  # noqa: PLC0415
+
+    raw = df[column].astype(str).str.strip()
+    empty = (raw == "").to_numpy()
+    values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
+    bad = np.isnan(values) & ~empty
+    bad |= np.isinf(values)
+    return values, empty, bad
+
+
+# ----- the result and the config writer --------------------------------------------
+
+@dataclass
+class ImportResult:
+    """What an importer produces: the cluster (nodes and events) and the jobs."""
+
+    nodes: list[NodeSpec]
+    jobs: list[JobSpec]
+    events: list[dict] = field(default_factory=list)   # cluster.events entries (config form)
+    description: str = ""
+
+
+def dims_of(nodes: Iterable[NodeSpec], jobs: Iterable[JobSpec], events: Iterable[dict] = ()) -> tuple:
+    """Resource dimensions in the config's order: cpu first, GPUs last."""
+    names = {d for n in nodes for d in n.capacity}
+    names |= {d for j in jobs for d in j.app.demand}
+    names |= {d for e in events if "join" in e for d in e["join"]["capacity"]}
+    return tuple(sorted(names, key=lambda d: (d != "cpu", d.startswith("gpu"), d)))
+
+
+def _node_entry(spec: NodeSpec) -> dict:
+    entry: dict[str, Any] = {"name": spec.name, "capacity": {k: _num(v) for k, v in spec.capacity.items()}}
+    if spec.attributes:
+        entry["attributes"] = dict(spec.attributes)
+    return entry
+
+
+def _num(x: float) -> int | float:
+    return int(x) if float(x).is_integer() else float(x)
+
+
+def node_groups(nodes: Sequence[NodeSpec]) -> list[dict]:
+    """``cluster.nodes`` groups: runs of identical nodes named ``prefix<n>`` become one group."""
+    groups: list[dict] = []
+    run: list[tuple[str, int, int, NodeSpec]] = []   # (prefix, number, width, spec)
+
+    def flush():
+        if not run:
+            return
+        if len(run) == 1:
+            groups.append(_node_entry(run[0][3]))
+        else:
+            prefix, start, width, spec = run[0]
+            entry = _node_entry(spec)
+            entry["name"] = prefix + "{i:0%dd}" % width
+            entry["count"], entry["start"] = len(run), start
+            groups.append(entry)
+        run.clear()
+
+    for spec in nodes:
+        m = re.fullmatch(r"(.*?)(\d+)", spec.name)
+        if not m or "{" in spec.name or "}" in spec.name:
+            flush()
+            groups.append(_node_entry(spec))
+            continue
+        prefix, digits = m.group(1), m.group(2)
+        width, number = len(digits), int(digits)
+        if run:
+            p0, n0, w0, s0 = run[-1]
+            same = (p0 == prefix and w0 == width and number == n0 + 1 and s0.capacity == spec.capacity
+                    and dict(s0.attributes) == dict(spec.attributes))
+            if not same:
+                flush()
+        run.append((prefix, number, width, spec))
+    flush()
+    return groups
+
+
+def write_config(path: str | Path, result: ImportResult, *, name: str | None = None,
+                 policy: str = "tsf", check: bool = True) -> Path:
+    """Write ``path`` (YAML) and ``<stem>.jobs.csv`` next to it; returns the CSV path.
+
+    With ``check`` the written config is loaded back (every error it would raise in
+    ``rayrm simulate`` is raised here instead).
+    """
+    from rm.config import load_config, write_job_table  # noqa: PLC0415
+
+    path = Path(path)
+    if not result.nodes:
+        raise InputError("the trace yields no usable node (see the skip report)", file=str(path))
+    if not result.jobs:
+        raise InputError("the trace yields no usable job (see the skip report)", file=str(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = path.with_name(path.stem + ".jobs.csv")
+    dims = dims_of(result.nodes, result.jobs, result.events)
+    doc: dict[str, Any] = {"name": name or path.stem}
+    if result.description:
+        doc["description"] = result.description
+    doc["resources"] = list(dims)
+    doc["cluster"] = {"nodes": node_groups(result.nodes)}
+    if result.events:
+        doc["cluster"]["events"] = result.events
+    doc["workload"] = {"file": table.name}
+    doc["policy"] = policy
+    doc["run"] = {"seed": 1}
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    with open(path, "w") as handle:
+        yaml.dump(doc, handle, Dumper=dumper, sort_keys=False, default_flow_style=None, width=120)
+    write_job_table(table, result.jobs, dims)
+    if check:
+        load_config(path)
+    return table

@@ -1,0 +1,308 @@
+"""Hadoop Scheduler Load Simulator (SLS) traces as a rayrm config.
+
+Inputs follow hadoop-sls (``SLSConfiguration``, ``AMDefinitionSLS``,
+``TaskContainerDefinition``, ``SLSUtils``):
+
+* **Jobs file(s)** — a stream of JSON objects (or one JSON array), one per job:
+  ``job.id``, ``job.start.ms``, ``job.end.ms``, ``job.queue.name``, ``job.user``,
+  ``job.count``, ``job.label.expression``, ``am.type`` and ``job.tasks``, a list of
+  ``{count, container.host, container.start.ms, container.end.ms,
+  container.duration.ms (or legacy duration.ms), container.priority,
+  container.type, container.<resource>}``.  An object with ``num.nodes`` /
+  ``num.racks`` and no tasks sizes a generated cluster.
+* **Node file** (``--nodes FILE``, SLS's topology file) — a stream of
+  ``{"rack": R, "nodes": [{"node": N, "memory-mb": M, "vcores": V,
+  "labels": "l1, l2(exclusive=false)"}]}``.
+
+Mapping and assumptions:
+
+* Resources: ``memory-mb`` (or ``memory``) -> ``memory_mb``, ``vcores`` -> ``cpu``,
+  ``yarn.io/gpu`` -> ``gpu``, any other name with non-word characters as ``_``.
+  Unset amounts take SLS's defaults: containers ``cpu:1;memory_mb:1024``
+  (``yarn.sls.container.*``), nodes ``cpu:10;memory_mb:10240`` (``yarn.sls.nm.*``).
+* Without a node file the nodes are the hosts the tasks name (``/rack/host``),
+  plus generated ``node<k>`` up to ``num.nodes`` when a header gives it.
+* Nodes get ``rack`` and, per label L, ``label.L: yes``.  A label expression
+  ``L`` (or ``L1 && L2``) becomes ``label.L exists`` (and ...); YARN puts a job
+  without one in the default partition, so it gets ``label.X not exists`` for
+  every exclusive label X (labels are exclusive unless ``(exclusive=false)``;
+  ``--shared-labels`` drops this).  ``||`` cannot be a conjunction: that job is skipped.
+* One rayrm job per (container type, resource vector) of an SLS job: ``<id>`` when
+  there is one such group, else ``<id>-map``, ``<id>-reduce`` (``-reduce2``, ...).
+  Tasks keep their own durations (``container.duration.ms``, else ``duration.ms``,
+  else end - start; ``count`` repeats a task).  Groups are submitted at
+  ``job.start.ms``, except a reduce group of a job that also has maps, which is
+  submitted at its earliest ``container.start.ms`` (the observed end of the map
+  stage: rayrm has no stage dependency).  ``job.count = n`` makes ``<id>_1..n``.
+* ``container.host`` is a locality preference in YARN, so it is not a constraint
+  unless ``--pin-hosts`` (then ``node in (hosts)``).  ``container.priority``,
+  ``job.user``, ``job.end.ms`` and ``am.type`` are not used; the AM container is
+  not modelled.
+* Queues become weights where given (``--queue-weights q1=2,q2=1`` and/or
+  ``--queue-file``: a YAML/JSON ``{queue: weight}`` or a Fair Scheduler allocation
+  XML); every job of the queue gets that weight (rayrm has no queue hierarchy).
+* Skipped: an object that is not a job, a job without tasks, a task without a
+  positive duration or with a bad resource amount (the rest of its job is kept),
+  a job with a ``||`` label expression.  A malformed JSON stream stops the import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import yaml
+
+from apps.jobs import Durations, JobSpec
+from rm.constraints import Clause, Constraint
+from rm.errors import InputError
+from rm.model import AppSpec, NodeSpec, Resources
+from traces.importers.common import ImportResult, SkipReport, token
+from traces.importers.sls_jobs import ParsedJobs, _amount, json_stream, read_jobs, resource_name
+
+HELP = "Hadoop SLS JSON jobs (+ SLS node file)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("inputs", nargs="+", metavar="JOBS_JSON", help="SLS jobs file(s)")
+    parser.add_argument("--nodes", metavar="JSON", help="SLS node (topology) file")
+    parser.add_argument("--node-capacity", default="cpu:10;memory_mb:10240",
+                        help="capacity of a node that does not give one (SLS default)")
+    parser.add_argument("--container-default", default="cpu:1;memory_mb:1024",
+                        help="demand of a task that does not give one (SLS default)")
+    parser.add_argument("--queue-weights", metavar="Q=W,...", help="queue weights, e.g. a=2,b=1")
+    parser.add_argument("--queue-file", metavar="FILE",
+                        help="queue weights: YAML/JSON {queue: weight} or Fair Scheduler allocation XML")
+    parser.add_argument("--shared-labels", action="store_true",
+                        help="treat every node label as non-exclusive")
+    parser.add_argument("--pin-hosts", action="store_true",
+                        help="constrain each job to the hosts its tasks name")
+
+
+def load(args: argparse.Namespace, report: SkipReport) -> ImportResult:
+    weights = queue_weights(args.queue_weights, args.queue_file)
+    return import_sls(args.inputs, report, nodes_file=args.nodes, node_capacity=args.node_capacity,
+                      container_default=args.container_default, weights=weights,
+                      shared_labels=args.shared_labels, pin_hosts=args.pin_hosts)
+
+
+# ----- small readers ------------------------------------------------------------------
+
+def parse_resources(text: str, option: str) -> Resources:
+    try:
+        r = Resources.parse(text)
+    except ValueError:
+        raise InputError(f"cannot read resources {text!r} (write cpu:1;memory_mb:1024)",
+                         field=option) from None
+    if not r:
+        raise InputError(f"needs a positive amount, got {text!r}", field=option)
+    return r
+
+
+def queue_weights(spec: str | None, file: str | None) -> dict[str, float]:
+    """Queue -> weight from ``q=w,...`` and/or a queue file (YAML/JSON mapping or allocation XML)."""
+    weights: dict[str, float] = {}
+    if file:
+        path = Path(file)
+        try:
+            text = path.read_text()
+        except OSError as e:
+            raise InputError(f"cannot read queue file: {e.strerror}", file=file) from None
+        if text.lstrip().startswith("<"):
+            try:
+                root = ET.fromstring(text)
+            except ET.ParseError as e:
+                raise InputError(f"malformed XML: {e}", file=file) from None
+
+            def walk(elem, prefix):
+                for q in elem.findall("queue"):
+                    name = q.get("name", "")
+                    full = f"{prefix}.{name}" if prefix else name
+                    w = q.findtext("weight")
+                    if w is not None:
+                        value = _weight(w, file, f"queue {full} weight")
+                        weights[full] = weights[name] = value
+                        weights.setdefault(full if full.startswith("root.") else f"root.{full}", value)
+                    walk(q, full)
+            walk(root, "")
+        else:
+            try:
+                doc = yaml.safe_load(text)
+            except yaml.YAMLError:
+                raise InputError("malformed YAML/JSON", file=file) from None
+            doc = doc.get("queues", doc) if isinstance(doc, dict) else doc
+            if not isinstance(doc, dict):
+                raise InputError("needs a mapping of queue name to weight", file=file)
+            for k, v in doc.items():
+                weights[str(k)] = _weight(v, file, f"queue {k}")
+    for part in filter(None, (p.strip() for p in (spec or "").split(","))):
+        name, eq, value = part.partition("=")
+        if not eq:
+            raise InputError(f"write queue=weight, got {part!r}", field="--queue-weights")
+        weights[name.strip()] = _weight(value, None, "--queue-weights")
+    return weights
+
+
+def _weight(value, file, where) -> float:
+    try:
+        w = float(value)
+    except (TypeError, ValueError):
+        w = float("nan")
+    if not w > 0:
+        raise InputError(f"a weight must be a positive number, got {value!r}", file=file, field=where)
+    return w
+
+
+def parse_labels(text: str) -> list[tuple[str, bool]]:
+    """``"l1, l2(exclusive=false)"`` -> [(l1, True), (l2, False)]."""
+    out = []
+    for part in filter(None, (p.strip() for p in str(text).split(","))):
+        m = re.fullmatch(r"([^()\s]+)\s*(?:\(\s*exclusive\s*=\s*(true|false)\s*\))?", part, re.I)
+        if not m:
+            raise ValueError(part)
+        out.append((m.group(1), (m.group(2) or "true").lower() == "true"))
+    return out
+
+
+# ----- nodes ----------------------------------------------------------------------------
+
+def read_nodes(path, default_cap: Resources, report: SkipReport):
+    """Nodes of an SLS node file, and the set of exclusive labels."""
+    nodes: dict[str, NodeSpec] = {}
+    exclusive: set[str] = set()
+    for line, rack in json_stream(path):
+        if not isinstance(rack, dict) or not isinstance(rack.get("nodes"), list):
+            report.skip("not a rack object with a 'nodes' list", file=path, row=line)
+            continue
+        rack_name = token(str(rack.get("rack", "default-rack")).strip("/"))
+        for k, entry in enumerate(rack["nodes"]):
+            where = f"nodes[{k}]"
+            if not isinstance(entry, dict) or not str(entry.get("node", "")).strip():
+                report.skip("a node needs a 'node' name", file=path, row=line, field=where)
+                continue
+            name = token(str(entry["node"]).strip("/").split("/")[-1])
+            cap = dict(default_cap)
+            bad = None
+            for key, value in entry.items():
+                if key in ("node", "labels"):
+                    continue
+                amount = _amount(value)
+                if amount is None:
+                    bad = (f"{where}.{key}", f"not a non-negative number: {value!r}")
+                    break
+                cap[resource_name(key)] = amount
+            attrs: dict = {"rack": rack_name}
+            if bad is None and entry.get("labels"):
+                try:
+                    for label, excl in parse_labels(entry["labels"]):
+                        attrs[f"label.{token(label)}"] = "yes"
+                        if excl:
+                            exclusive.add(token(label))
+                except ValueError as e:
+                    bad = (f"{where}.labels", f"cannot read label {e}")
+            if bad is None and name in nodes:
+                bad = (f"{where}.node", f"node {name} is listed twice")
+            if bad is None and not any(v > 0 for v in cap.values()):
+                bad = (where, "no positive capacity")
+            if bad:
+                report.skip(bad[1], file=path, row=line, field=bad[0])
+                continue
+            nodes[name] = NodeSpec(name, Resources(cap), attrs)
+    return list(nodes.values()), exclusive
+
+
+# ----- jobs -----------------------------------------------------------------------------
+
+def label_constraint(expr, exclusive: set[str], shared: bool) -> Constraint | None:
+    """The constraint for ``job.label.expression`` (None when it cannot be a conjunction)."""
+    expr = str(expr or "").strip()
+    if not expr:
+        if shared:
+            return Constraint()
+        return Constraint(tuple(Clause(f"label.{x}", "not exists") for x in sorted(exclusive)))
+    if "||" in expr:
+        return None
+    labels = [token(p.strip()) for p in expr.split("&&") if p.strip()]
+    return Constraint(tuple(Clause(f"label.{x}", "exists") for x in labels))
+
+
+def import_sls(inputs, report: SkipReport, *, nodes_file=None, node_capacity="cpu:10;memory_mb:10240",
+               container_default="cpu:1;memory_mb:1024", weights=None, shared_labels=False,
+               pin_hosts=False) -> ImportResult:
+    default_cap = parse_resources(node_capacity, "--node-capacity")
+    default_demand = parse_resources(container_default, "--container-default")
+    inputs = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
+    exclusive: set[str] = set()
+    if nodes_file:
+        nodes, exclusive = read_nodes(nodes_file, default_cap, report)
+    else:
+        nodes = []
+    parsed = read_jobs(inputs, report, default_demand)
+    if not nodes_file:
+        hosts: dict[str, str] = {}
+        for job in parsed.jobs:
+            for group in job.groups:
+                for rack, host in group.hosts:
+                    hosts.setdefault(host, rack)
+        nodes = [NodeSpec(h, default_cap, {"rack": r}) for h, r in hosts.items()]
+        k = 0
+        while len(nodes) < parsed.num_nodes:
+            k += 1
+            if f"node{k}" not in hosts:
+                nodes.append(NodeSpec(f"node{k}", default_cap, {"rack": "default-rack"}))
+        if not nodes:
+            raise InputError("no nodes: give an SLS node file (--nodes) or container.host in the tasks",
+                             file=str(inputs[0]))
+    jobs = build_jobs(parsed, {n.name for n in nodes}, exclusive, weights or {}, report,
+                      shared_labels=shared_labels, pin_hosts=pin_hosts)
+    names = ", ".join(Path(p).name for p in inputs)
+    return ImportResult(nodes, jobs, description=f"SLS jobs {names} (rayrm trace import sls)")
+
+
+def build_jobs(parsed: ParsedJobs, node_names: set[str], exclusive: set[str], weights: dict,
+               report: SkipReport, *, shared_labels=False, pin_hosts=False) -> list[JobSpec]:
+    """One rayrm job per task group of each SLS job (see the module docstring)."""
+    jobs: list[JobSpec] = []
+    used: set[str] = set()
+    for job in parsed.jobs:
+        constraint = label_constraint(job.label_expression, exclusive, shared_labels)
+        if constraint is None:
+            report.skip(f"label expression {job.label_expression!r} uses || (rayrm constraints are "
+                        f"conjunctions)", file=job.file, row=job.line, field="job.label.expression", rule=True)
+            continue
+        weight = weights.get(job.queue, weights.get(f"root.{job.queue}"))
+        if weights and weight is None:
+            report.note(f"jobs in queues without a weight (weight 1), e.g. {job.queue!r}")
+        kinds = [g.kind for g in job.groups]
+        has_maps = "map" in kinds
+        for copy in range(1, job.count + 1):
+            base = job.job_id if job.count == 1 else f"{job.job_id}_{copy}"
+            if base in used:
+                n = 2
+                while f"{base}.{n}" in used:
+                    n += 1
+                report.note("job ids used before, renamed <id>.<n>")
+                base = f"{base}.{n}"
+            used.add(base)
+            seen: dict[str, int] = {}
+            for g in job.groups:
+                seen[g.kind] = seen.get(g.kind, 0) + 1
+                if len(job.groups) == 1:
+                    app_id = base
+                else:
+                    app_id = f"{base}-{g.kind}" + (str(seen[g.kind]) if seen[g.kind] > 1 else "")
+                submit = job.start
+                if g.kind == "reduce" and has_maps and g.starts and all(s is not None for s in g.starts):
+                    submit = max(job.start, min(g.starts))
+                    report.note("reduce stages submitted at their first container.start.ms")
+                c = constraint
+                if pin_hosts and g.hosts:
+                    hosts = sorted({h for _, h in g.hosts})
+                    c = c & Constraint.whitelist(hosts)
+                missing = {h for _, h in g.hosts} - node_names
+                report.note("tasks name a host that is not a node", sum(h in missing for _, h in g.hosts))
+                app = AppSpec(app_id, g.demand, len(g.durations), weight or 1.0, round(submit, 3), c)
+                jobs.append(JobSpec(app, Durations("list", values=tuple(g.durations))))
+    return jobs
