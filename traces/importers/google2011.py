@@ -168,20 +168,21 @@ def machines(tables, report: SkipReport):
     for k, f in enumerate(files):
         report.skip_rows("after the end of the trace window", df["_line"].to_numpy()[after & (df["_file"].to_numpy() == k)],
                          file=f, field="time", rule=True)
-    df = df[~after].assign(_t=time[~after]).sort_values(["_t", "_file", "_line"], kind="stable")
+    df = df[~after].assign(t=time[~after]).sort_values(["t", "_file", "_line"], kind="stable")
     attrs = machine_attributes(tables, report)
     capacity: dict[str, Resources] = {}
     order: list[tuple] = []
-    for row in df.itertuples(index=False):
-        name = f"m{int(float(row.machine_id))}"
-        ev = int(float(row.event_type))
-        if name not in capacity and ev != REMOVE and row.cpus.strip() and row.memory.strip():
-            cap = Resources(cpu=float(row.cpus), memory=float(row.memory))
+    for t, mid, ev, platform, cpus, memory, k, line in zip(
+            df["t"], df["machine_id"], df["event_type"], df["platform_id"], df["cpus"], df["memory"],
+            df["_file"], df["_line"]):
+        name, ev = f"m{int(float(mid))}", int(float(ev))
+        if name not in capacity and ev != REMOVE and cpus.strip() and memory.strip():
+            cap = Resources(cpu=float(cpus), memory=float(memory))
             if cap:
                 capacity[name] = cap
-        if row.platform_id.strip():
-            attrs.setdefault(name, {}).setdefault("platform", token(row.platform_id))
-        order.append((row._t, name, ev, files[row._file], row._line))
+        if platform.strip():
+            attrs.setdefault(name, {}).setdefault("platform", token(platform))
+        order.append((t, name, ev, files[k], line))
     adds = [t for t, name, ev, _, _ in order if ev == ADD and name in capacity]
     if not adds:
         raise InputError("no machine is ever ADDed with a capacity", file=str(files[0]))
@@ -220,15 +221,13 @@ def machine_attributes(tables, report: SkipReport) -> dict[str, dict]:
                    + number_checks(p, ["deleted"], optional=("deleted",))
                    + [((p["name"].str.strip() == "").to_numpy(), "name", "missing")])
     df = df[good]
-    df = df.assign(_t=df["time"].astype(float)).sort_values(["_t", "_file", "_line"], kind="stable")
+    df = df.assign(t=df["time"].astype(float)).sort_values(["t", "_file", "_line"], kind="stable")
     out: dict[str, dict] = {}
-    for row in df.itertuples(index=False):
-        if row.deleted.strip() in ("1", "1.0", "true", "True"):
+    for mid, name, value, deleted in zip(df["machine_id"], df["name"], df["value"], df["deleted"]):
+        if deleted.strip() in ("1", "1.0", "true", "True"):
             continue
-        name = f"m{int(float(row.machine_id))}"
-        key = attr_name(row.name)
-        node_attrs = out.setdefault(name, {})
-        value = attr_value(row.value)
+        node_attrs = out.setdefault(f"m{int(float(mid))}", {})
+        key, value = attr_name(name), attr_value(value)
         if key in node_attrs:
             if node_attrs[key] != value:
                 report.note("machine attribute changes after the first value (ignored)")

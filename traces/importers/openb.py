@@ -126,22 +126,25 @@ def read_pods(path: Path, report: SkipReport, *, unfinished="truncate", start="c
                       "deletion_time", "scheduled_time"], checks,
                  allow_empty=("deletion_time", "scheduled_time"))
     checks.append((v["gpu_milli"] > 1000, "gpu_milli", "gpu_milli is per GPU: 0..1000"))
-    never_ran = (phase == "pending") | np.isnan(v["scheduled_time"])
-    checks.append((never_ran, "scheduled_time", "never scheduled (Pending or no scheduled_time)", "rule"))
-    times = np.concatenate([v["creation_time"], v["deletion_time"], v["scheduled_time"]])
-    trace_end = float(np.nanmax(times)) if np.isfinite(times).any() else 0.0
-    open_ended = np.isnan(v["deletion_time"])
-    if unfinished == "skip":
-        checks.append((open_ended, "deletion_time", "never ended (no deletion_time)", "rule"))
-    end = np.where(open_ended, trace_end, v["deletion_time"])
-    begin = v["scheduled_time"] if start == "scheduled" else v["creation_time"]
-    duration = end - begin
-    checks.append((~(duration > 0), "deletion_time", "duration is not positive", "rule"))
     cpu, mem, num_gpu, milli = v["cpu_milli"] / 1000.0, v["memory_mib"], v["num_gpu"], v["gpu_milli"]
     gpu = num_gpu * np.where((milli > 0) & (milli < 1000), milli / 1000.0, 1.0)
     nothing = ~(np.nan_to_num(cpu) > 0) & ~(np.nan_to_num(mem) > 0) & ~(np.nan_to_num(gpu) > 0)
     checks.append((nothing, "cpu_milli", "the pod demands nothing"))
-    good = report.check_rows(lines, checks, file=path)
+    cells_ok = report.check_rows(lines, checks, file=path)
+    # The trace ends at the latest time among well-formed rows.
+    times = np.concatenate([v[c][cells_ok] for c in ("creation_time", "deletion_time", "scheduled_time")])
+    trace_end = float(np.nanmax(times)) if np.isfinite(times).any() else 0.0
+    never_ran = (phase == "pending") | np.isnan(v["scheduled_time"])
+    open_ended = np.isnan(v["deletion_time"])
+    end = np.where(open_ended, trace_end, v["deletion_time"])
+    begin = v["scheduled_time"] if start == "scheduled" else v["creation_time"]
+    duration = end - begin
+    rules = [(never_ran, "scheduled_time", "never scheduled (Pending or no scheduled_time)", "rule")]
+    if unfinished == "skip":
+        rules.append((open_ended, "deletion_time", "never ended (no deletion_time)", "rule"))
+    rules.append((~(duration > 0), "deletion_time", "duration is not positive", "rule"))
+    good = cells_ok.copy()
+    good[cells_ok] = report.check_rows(lines[cells_ok], [(m[cells_ok], *rest) for m, *rest in rules], file=path)
     if unfinished == "truncate":
         report.note("pods with no deletion_time run until the trace end "
                     f"(t = {trace_end:g} s)", int((good & open_ended).sum()))

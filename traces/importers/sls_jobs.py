@@ -199,6 +199,6 @@ def _read_job(obj: dict, path: str, line: int, index: int, report: SkipReport,
     if not groups:
         report.note("jobs left with no usable task (their tasks are listed as skipped)")
         return None
-    job_id = str(obj.get("job.id") or f"job_{index}").strip()
+    job_id = str(obj.get("job.id") or f"job_{index + 1}").strip()
     return SlsJob(job_id, path, line, start, str(obj.get("job.queue.name", "default")),
                   str(obj.get("job.label.expression") or ""), max(int(count), 1), list(groups.values()))
