@@ -1,0 +1,246 @@
+"""The discrete-event simulator: the scheduling core driven by a virtual clock.
+
+The engine is a heap of events keyed by (time, priority, sequence) as in SimPy's
+``core.py``: equal times resolve by priority — task completions first (they free
+resources), then nodes leaving, nodes joining, and jobs arriving — and then by
+the order events were pushed, so a run is a pure function of the config and the
+seed.  All events of one instant are applied before the scheduler's offer rule
+runs once (``OnlineScheduler.schedule``, tsf-paper §V-D), which is the moment
+"resources free up or jobs arrive".
+
+Events:
+
+* job arrival — ``submit`` the app; a job no live node could run is rejected
+  (``RunLog.reject`` with the reason) and the run goes on;
+* task completion — release the container; the job finishes with its last task;
+* node leave — its containers are *lost*: each attempt ends as ``lost`` and its
+  task is asked for again (a new attempt, submitted at the loss);
+* node join — a new node, or a lost one coming back empty.
+
+Task durations come from ``JobSpec.task_durations(seed)``, the same in every mode.
+The run is recorded through ``rm.runlog.RunLog``: one row per task attempt, and
+a share row per app whenever its running count changes (and for every app when
+the cluster changes, since h_i changes with it).
+"""
+
+from __future__ import annotations
+
+import heapq
+import sys
+import time as _time
+from collections import deque
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rm.runlog import RunLog, share_units
+from rm.scheduler import OnlineScheduler
+
+if TYPE_CHECKING:
+    from rm.config import ExperimentConfig
+
+# Priorities of events at one instant (lower first).
+COMPLETE, LEAVE, JOIN, ARRIVE = 0, 1, 2, 3
+
+#: show a progress bar when a run lasts longer than this (wall seconds)
+PROGRESS_DELAY = 3.0
+
+
+class _Job:
+    """The simulator's side of one job: its durations and which tasks are left."""
+
+    __slots__ = ("spec", "durations", "next_task", "retry", "attempts", "done", "units")
+
+    def __init__(self, spec, durations):
+        self.spec = spec
+        self.durations = durations      # list of per-task durations (seconds)
+        self.next_task = 0              # the next never-started task
+        self.retry: deque = deque()     # (task, submit) of lost tasks asked again
+        self.attempts: dict[int, int] = {}
+        self.done = 0
+        self.units = (0.0, 0.0, 0.0, 0.0)
+
+
+class Simulation:
+    """One run of a config under one policy; ``run()`` returns the filled RunLog."""
+
+    def __init__(self, config: "ExperimentConfig", policy: str | None = None, seed: int | None = None):
+        self.config = config
+        self.policy_name = policy or config.policy
+        self.seed = config.seed if seed is None else int(seed)
+        run = config.run
+        options = {"k": int(run.get("slots_per_node", 14))} if self.policy_name == "slots" else {}
+        from rm.policies import make_policy
+        self.scheduler = OnlineScheduler(make_policy(self.policy_name, **options), config.dims, config.nodes)
+        self.cluster = self.scheduler.cluster
+        self.log = RunLog(config.dims, mode="sim", policy=self.policy_name, name=config.name, seed=self.seed)
+        self.heap: list[tuple] = []
+        self._seq = 0
+        self.jobs: dict[str, _Job] = {}
+        self.running: dict[int, tuple] = {}   # container id -> (job, task, attempt, start)
+        self.now = 0.0
+        self.total_tasks = sum(j.app.num_tasks for j in config.jobs)
+        for spec in config.nodes:
+            self.log.add_node(spec, 0.0)
+        for ev in config.node_events:
+            self._push(ev.time, JOIN if ev.spec is not None else LEAVE, ev)
+        for job in config.jobs:
+            self._push(job.app.submit, ARRIVE, job)
+
+    def _push(self, t: float, priority: int, payload) -> None:
+        self._seq += 1
+        heapq.heappush(self.heap, (t, priority, self._seq, payload))
+
+    # ----- the loop ----------------------------------------------------------------
+
+    def run(self, progress: bool | None = None) -> RunLog:
+        """Pop events instant by instant until none are left; returns the run log."""
+        bar = _progress_bar(self.total_tasks, progress)
+        heap = self.heap
+        pop = heapq.heappop
+        changed: dict[str, object] = {}
+        finished_before = 0
+        while heap:
+            t = heap[0][0]
+            self.now = t
+            while heap and heap[0][0] == t:
+                _, priority, _, payload = pop(heap)
+                if priority == COMPLETE:
+                    self._complete(payload, t, changed)
+                elif priority == ARRIVE:
+                    self._arrive(payload, t)
+                elif priority == LEAVE:
+                    self._leave(payload, t, changed)
+                else:
+                    self._join(payload, t, changed)
+            self._place(self.scheduler.schedule(), t, changed)
+            if changed:
+                self._record_shares(t, changed)
+            if bar is not None and self.finished_tasks - finished_before >= 2000:
+                bar.update(self.finished_tasks - finished_before)
+                finished_before = self.finished_tasks
+        if bar is not None:
+            bar.update(self.finished_tasks - finished_before)
+            bar.close()
+        self._strand()
+        return self.log
+
+    finished_tasks = 0
+
+    def _arrive(self, jobspec, t: float) -> None:
+        app = jobspec.app
+        self.log.submit(app, t)
+        state, reason = self.scheduler.submit(app)
+        if state is None:
+            self.log.reject(app, reason, t)
+            return
+        job = _Job(jobspec, jobspec.task_durations(self.seed).tolist())
+        job.units = share_units(state, self.cluster)
+        self.jobs[app.app_id] = job
+        if app.num_tasks == 0:
+            self.scheduler.finish_app(app.app_id)
+            self.log.app_done(app.app_id, t)
+
+    def _place(self, containers, t: float, changed: dict) -> None:
+        log, running, jobs = self.log, self.running, self.jobs
+        for c in containers:
+            job = jobs[c.app_id]
+            if job.retry:
+                task, submit = job.retry.popleft()
+                attempt = job.attempts[task] = job.attempts.get(task, 0) + 1
+            else:
+                task, submit, attempt = job.next_task, job.spec.app.submit, 0
+                job.next_task += 1
+            running[c.container_id] = (job, task, attempt)
+            log.start(c.app_id, task, attempt, c.node, submit, t, container=c.container_id)
+            self._seq += 1
+            heapq.heappush(self.heap, (t + job.durations[task], COMPLETE, self._seq, c.container_id))
+            changed[c.app_id] = job
+
+    def _complete(self, cid: int, t: float, changed: dict) -> None:
+        entry = self.running.pop(cid, None)
+        if entry is None:          # the container was lost with its node
+            return
+        job, task, attempt = entry
+        app_id = job.spec.app.app_id
+        self.scheduler.release(cid)
+        self.log.end(app_id, task, attempt, "finished", t, container=cid)
+        self.finished_tasks += 1
+        job.done += 1
+        changed[app_id] = job
+        if job.done == job.spec.app.num_tasks:
+            self.scheduler.finish_app(app_id)
+            self.log.app_done(app_id, t)
+
+    def _leave(self, event, t: float, changed: dict) -> None:
+        if event.node not in self.cluster.node_index or not self.cluster.nodes[
+                self.cluster.node_index[event.node]].alive:
+            self.log.event("node_leave_ignored", t, node=event.node, detail="not a live node")
+            return
+        lost = self.scheduler.remove_node(event.node)
+        self.log.remove_node(event.node, t)
+        for c in lost:
+            job, task, attempt = self.running.pop(c.container_id)
+            self.log.end(c.app_id, task, attempt, "lost", t, container=c.container_id,
+                         detail=f"node {event.node} left")
+            job.retry.append((task, t))
+            self.scheduler.ask(c.app_id, 1)
+        self._cluster_changed(changed)
+
+    def _join(self, event, t: float, changed: dict) -> None:
+        index = self.cluster.node_index.get(event.node)
+        if index is not None and self.cluster.nodes[index].alive:
+            self.log.event("node_join_ignored", t, node=event.node, detail="already live")
+            return
+        self.scheduler.add_node(event.spec)
+        self.log.add_node(event.spec, t)
+        self._cluster_changed(changed)
+
+    def _cluster_changed(self, changed: dict) -> None:
+        """h_i and totals moved: every live app's share units, and a share row for each."""
+        for app_id, job in self.jobs.items():
+            state = self.cluster.apps.get(app_id)
+            if state is not None:
+                job.units = share_units(state, self.cluster)
+                changed[app_id] = job
+
+    def _record_shares(self, t: float, changed: dict) -> None:
+        share, apps = self.log.share, self.cluster.apps
+        for app_id, job in changed.items():
+            state = apps.get(app_id)
+            n = state.running if state is not None else 0
+            u = job.units
+            share(t, app_id, (n * u[0], n * u[1], n * u[2], n * u[3]), n)
+        changed.clear()
+
+    def _strand(self) -> None:
+        """Jobs with tasks never run (their nodes left for good) end as 'unfinished'."""
+        for app_id, job in self.jobs.items():
+            if job.done < job.spec.app.num_tasks:
+                self.log.mark(app_id, "unfinished",
+                              f"{job.spec.app.num_tasks - job.done} task(s) never ran: no live node could take them")
+
+
+def _progress_bar(total: int, progress: bool | None):
+    if progress is False:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm is a dependency of the CLI only
+        return None
+    return tqdm(total=total, unit="task", file=sys.stderr, delay=0 if progress else PROGRESS_DELAY,
+                desc="simulating", leave=False, mininterval=0.5)
+
+
+def simulate(config: "ExperimentConfig", policy: str | None = None, seed: int | None = None,
+             out: str | Path | None = None, progress: bool | None = None) -> dict:
+    """Simulate ``config`` under ``policy`` (default: the config's) with ``seed``.
+
+    Writes the run directory to ``out`` when given; returns the summary (summary.json).
+    ``progress``: True always shows a bar on stderr, False never, None after a few seconds.
+    """
+    started = _time.perf_counter()
+    sim = Simulation(config, policy, seed)
+    log = sim.run(progress)
+    if out is not None:
+        return log.write(out, wall_seconds=_time.perf_counter() - started)
+    return log.summary(wall_seconds=_time.perf_counter() - started)
