@@ -12,6 +12,7 @@ numbers when both sides read as numbers (``rm.constraints``), so "3" >= 3 holds.
 
 from __future__ import annotations
 
+import csv
 import json
 from dataclasses import dataclass
 from functools import cached_property
@@ -33,45 +34,55 @@ SHARES = {"time": "float", "app": "str", "task_share": "float?", "dominant_share
 NODE_META = ("node", "ray_node")
 
 
-def _read_text(path: Path) -> pd.DataFrame:
+def _fail(path: Path, e: Exception) -> InputError:
+    if isinstance(e, FileNotFoundError):
+        return InputError("is missing (not a run directory?)", file=str(path))
+    if isinstance(e, (pd.errors.ParserError, pd.errors.EmptyDataError, csv.Error)):
+        return InputError(f"malformed CSV: {str(e).strip().splitlines()[-1]}", file=str(path))
+    return InputError(f"cannot read: {getattr(e, 'strerror', None) or e}", file=str(path))
+
+
+def read_table(path: Path, columns: dict[str, str], extra: dict[str, str] | None = None,
+               other: str = "str") -> pd.DataFrame:
+    """A CSV with typed columns: ``columns`` by name (all required), ``extra`` by prefix,
+    ``other`` for the rest.  Numbers are parsed by pandas in C; a column that does not
+    parse is scanned again to name the first bad row."""
     try:
-        return pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
-    except FileNotFoundError:
-        raise InputError("is missing (not a run directory?)", file=str(path)) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read: {getattr(e, 'strerror', None) or e}", file=str(path)) from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
-        raise InputError(f"malformed CSV: {str(e).strip().splitlines()[-1]}", file=str(path)) from None
-
-
-def _convert(df: pd.DataFrame, kinds: dict[str, str], path: Path) -> pd.DataFrame:
-    for col in kinds:
-        if col not in df.columns:
+        with open(path, newline="") as fh:
+            header = next(csv.reader(fh), [])
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise _fail(path, e) from None
+    for col in columns:
+        if col not in header:
             raise InputError(f"the header has no '{col}' column", file=str(path), row=1)
-    for col, kind in kinds.items():
-        if kind == "str":
-            continue
-        text = df[col].str.strip()
-        values = pd.to_numeric(text, errors="coerce")
-        bad = np.array(values.isna() & ((text != "") | (not kind.endswith("?"))), dtype=bool)
+    kinds = {c: other for c in header}
+    for prefix, kind in (extra or {}).items():
+        kinds.update({c: kind for c in header if c.startswith(prefix)})
+    kinds.update(columns)
+    numeric = [c for c in header if kinds[c] != "str"]
+    try:
+        df = pd.read_csv(path, dtype={c: str for c in header if c not in numeric},
+                         keep_default_na=False, na_values={c: [""] for c in numeric})
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise _fail(path, e) from None
+    for col in numeric:
+        kind, values = kinds[col], df[col]
+        if values.dtype.kind not in "iuf":
+            values = pd.to_numeric(values.astype(str).str.strip().replace("", np.nan), errors="coerce")
+            bad = np.array(values.isna() & df[col].notna(), dtype=bool)
+        else:
+            bad = np.zeros(len(df), dtype=bool)
+        if not kind.endswith("?"):
+            bad |= np.array(df[col].isna(), dtype=bool)
         if kind == "int":
             bad |= np.array(values.notna() & (values != np.floor(values)), dtype=bool)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             what = "a whole number" if kind == "int" else "a number"
-            raise InputError(f"must be {what}, got {df[col].iloc[i]!r}", file=str(path), row=i + 2,
-                             field=col)
+            cell = "" if pd.isna(df[col].iloc[i]) else df[col].iloc[i]
+            raise InputError(f"must be {what}, got {cell!r}", file=str(path), row=i + 2, field=col)
         df[col] = values.astype(np.int64) if kind == "int" else values.astype(float)
     return df
-
-
-def read_table(path: Path, columns: dict[str, str], extra: dict[str, str] | None = None) -> pd.DataFrame:
-    """A CSV with the named columns converted; ``extra`` maps column prefixes to kinds."""
-    df = _read_text(path)
-    kinds = dict(columns)
-    for prefix, kind in (extra or {}).items():
-        kinds.update({c: kind for c in df.columns if c.startswith(prefix)})
-    return _convert(df, kinds, path)
 
 
 @dataclass
@@ -87,10 +98,8 @@ class RunDir:
 
     @cached_property
     def nodes(self) -> pd.DataFrame:
-        path = self.path / "nodes.csv"
-        df = _read_text(path)
-        dims = [c for c in df.columns if c not in NODE_META and not c.startswith("attr.")]
-        return _convert(df, {"node": "str", **{d: "float" for d in dims}}, path)
+        return read_table(self.path / "nodes.csv", {"node": "str"}, {"attr.": "str", "ray_node": "str"},
+                          other="float")
 
     @cached_property
     def dims(self) -> tuple[str, ...]:

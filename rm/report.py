@@ -1,0 +1,308 @@
+"""``rayrm report RUN_DIR...``: the tables and plots of tsf-paper §VI from run directories.
+
+Everything is computed from the run directories alone (DESIGN.md principle 3), so a
+simulated run and a Ray run of the same trace are compared by the same code.
+
+Per run:
+
+* **share timelines** (tsf-paper Fig. 5): task share n_i/(h_i w_i), CPU share and
+  memory share of each app over time, as step functions from shares.csv;
+* **time-averaged shares** over a window [t0, t1] (default: first submit to last
+  finish): (1/(t1 − t0)) ∫ s_i(t) dt, exact because shares.csv has a row at every change;
+* **utilization** over time: U_r(t) = Σ_{attempts a running at t} d_{app(a), r} / Σ_m C_{m,r};
+* CDFs (one line per run) of **job queueing delay** (first task start − job arrival),
+  **job completion time** (finish − arrival) and **task queueing delay** (start of a
+  task's first attempt − its submission) — tsf-paper Fig. 9a, 9b, 11a.
+
+When runs of several policies on the same trace (same apps and task counts) include a
+``tsf`` run, for each other policy P:
+
+* **per-job speedup** (tsf-paper Fig. 10), binned by job size (<= 10, 11–100, 101–500,
+  > 500 tasks), mean ± std: the paper defines it as the difference between a job's
+  completion time under P and under TSF; the table gives that difference in seconds and
+  relative to P, (C_P − C_TSF) / C_P, which is what "10% faster" means;
+* **per-task speedup** (tsf-paper Fig. 11b): the reduction of task queueing delay,
+  D_P − D_TSF, per task; its CDF, and the fractions of tasks TSF shortens, leaves
+  equal, lengthens (the paper: TSF shortens about 60% against each alternative).
+
+Output (``--out``, default ``<first run>/report/``): PNGs (``rm.report_plots``),
+``index.html`` with the tables, and ``tables.json`` with the same numbers.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from rm.errors import InputError
+from rm.rundir import RunDir
+
+SIZE_BINS = ((1, 10, "<=10"), (11, 100, "11-100"), (101, 500, "101-500"), (501, math.inf, ">500"))
+SHARE_KINDS = ("task_share", "dominant_share", "cpu_share", "mem_share")
+
+
+# ----- per-run metrics (private until rm/metrics.py offers them) -------------------
+
+def _job_times(run: RunDir) -> pd.DataFrame:
+    """app, num_tasks, queueing_delay, completion_time of the run's jobs (NaN when never)."""
+    return run.jobs[["app", "num_tasks", "queueing_delay", "completion_time"]].set_index("app")
+
+
+def _task_queueing_delays(run: RunDir) -> pd.Series:
+    """(app, task) -> start of the task's first attempt − its submission."""
+    t = run.tasks[run.tasks["start"].notna()]
+    first = t.sort_values("attempt", kind="stable").drop_duplicates(["app", "task"])
+    return (first["start"] - first["submit"]).set_axis(pd.MultiIndex.from_frame(first[["app", "task"]]))
+
+
+def _utilization(run: RunDir) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Step function (times, {dim: U_r after each time}) of the fraction of capacity in use."""
+    t = run.tasks[run.tasks["start"].notna()]
+    if t.empty:
+        return np.zeros(0), {}
+    end = float(np.nanmax(np.concatenate([t["finish"].to_numpy(), t["start"].to_numpy()])))
+    demand = run.jobs.set_index("app")
+    times = np.concatenate([t["start"].to_numpy(), t["finish"].fillna(end).to_numpy()])
+    order = np.argsort(times, kind="stable")
+    out = {}
+    for d in run.dims:
+        total = float(run.nodes[d].sum())
+        col = f"demand.{d}"
+        if total <= 0 or col not in demand.columns:
+            continue
+        per = demand[col].reindex(t["app"]).fillna(0.0).to_numpy()
+        out[d] = np.cumsum(np.concatenate([per, -per])[order]) / total
+    return times[order], out
+
+
+def _time_averaged_shares(run: RunDir, t0: float, t1: float) -> pd.DataFrame:
+    """app -> (1/(t1 − t0)) ∫_{t0}^{t1} s_i(t) dt for each share kind (0 before an app's first row).
+
+    Row k of an app holds its value on [t_k, t_{k+1}); its last row holds to the window's end.
+    """
+    s = run.shares.sort_values(["app", "time"], kind="stable")
+    if s.empty:
+        return pd.DataFrame(columns=list(SHARE_KINDS))
+    times = s["time"].to_numpy()
+    last = (s["app"] != s["app"].shift(-1)).to_numpy()
+    ends = np.where(last, np.maximum(t1, times), np.roll(times, -1))
+    overlap = np.clip(np.minimum(ends, t1) - np.maximum(times, t0), 0, None)
+    weighted = s[list(SHARE_KINDS)].fillna(0.0).mul(overlap / (t1 - t0), axis=0)
+    return weighted.groupby(s["app"], sort=False).sum()
+
+
+def _size_bin(n: int) -> str:
+    return next(label for lo, hi, label in SIZE_BINS if lo <= n <= hi)
+
+
+def _job_speedups(tsf: RunDir, other: RunDir) -> pd.DataFrame:
+    """Per job finished in both runs: num_tasks, bin, speedup_s = C_P − C_TSF, speedup = that / C_P."""
+    a, b = _job_times(tsf), _job_times(other)
+    both = a.join(b.add_suffix("_p"), how="inner").dropna(subset=["completion_time", "completion_time_p"])
+    out = pd.DataFrame({"num_tasks": both["num_tasks"],
+                        "speedup_s": both["completion_time_p"] - both["completion_time"]})
+    cp = both["completion_time_p"]
+    out["speedup"] = np.where(cp > 0, out["speedup_s"] / cp.where(cp > 0, 1), 0.0)
+    out["bin"] = [_size_bin(int(n)) for n in out["num_tasks"]]
+    return out
+
+
+def _speedup_by_bin(speedups: pd.DataFrame) -> pd.DataFrame:
+    """bin -> jobs, mean and std (population, ddof = 0) of the relative and absolute speedup."""
+    rows = []
+    for _, _, label in SIZE_BINS:
+        g = speedups[speedups["bin"] == label]
+        rows.append({"bin": label, "jobs": len(g),
+                     "mean_speedup": float(g["speedup"].mean()) if len(g) else math.nan,
+                     "std_speedup": float(g["speedup"].std(ddof=0)) if len(g) else math.nan,
+                     "mean_speedup_s": float(g["speedup_s"].mean()) if len(g) else math.nan,
+                     "std_speedup_s": float(g["speedup_s"].std(ddof=0)) if len(g) else math.nan})
+    return pd.DataFrame(rows)
+
+
+def _task_speedups(tsf: RunDir, other: RunDir) -> pd.Series:
+    """(app, task) -> D_P − D_TSF for tasks that started in both runs."""
+    a, b = _task_queueing_delays(tsf), _task_queueing_delays(other)
+    both = pd.concat([a.rename("tsf"), b.rename("p")], axis=1, join="inner")
+    return both["p"] - both["tsf"]
+
+
+# ----- the report ----------------------------------------------------------------
+
+@dataclass
+class Report:
+    """The numbers of a report: per-run summaries, shares, and TSF comparisons."""
+
+    runs: list[RunDir]
+    labels: list[str]
+    window: tuple[float, float] | None = None
+    tables: dict = field(default_factory=dict)
+    speedups: dict[str, pd.DataFrame] = field(default_factory=dict)       # label -> per-job
+    task_speedups: dict[str, pd.Series] = field(default_factory=dict)     # label -> per-task
+
+
+def _labels(runs: list[RunDir]) -> list[str]:
+    base = [r.label for r in runs]
+    return [b if base.count(b) == 1 else f"{b} ({r.path.name})" for b, r in zip(base, runs)]
+
+
+def _fingerprint(run: RunDir) -> tuple:
+    return tuple(sorted(zip(run.jobs["app"], run.jobs["num_tasks"].astype(int))))
+
+
+def _stats(values) -> dict:
+    v = np.asarray(pd.Series(values).dropna(), dtype=float)
+    if not len(v):
+        return {"n": 0}
+    return {"n": int(len(v)), "mean": float(v.mean()), "p50": float(np.percentile(v, 50)),
+            "p90": float(np.percentile(v, 90)), "p99": float(np.percentile(v, 99)), "max": float(v.max())}
+
+
+def build_report(paths, window: tuple[float, float] | None = None) -> Report:
+    """Read the runs and compute every table; raises InputError on an unreadable run."""
+    runs = [RunDir(p) for p in paths]
+    if not runs:
+        raise InputError("needs at least one run directory", field="RUN_DIR")
+    rep = Report(runs, _labels(runs), window)
+    summary, shares = [], {}
+    for run, label in zip(runs, rep.labels):
+        jobs = run.jobs
+        tasks = run.tasks
+        times, util = _utilization(run)
+        finish = tasks["finish"].max() if len(tasks) else math.nan
+        t0 = window[0] if window else float(jobs["submit"].min()) if len(jobs) else 0.0
+        t1 = window[1] if window else float(finish) if not math.isnan(finish) else t0
+        row = {"run": label, "path": str(run.path), "mode": run.summary.get("mode", ""),
+               "jobs": len(jobs), "finished": int((jobs["status"] == "finished").sum()),
+               "rejected": int((jobs["status"] == "rejected").sum()),
+               "tasks": int(jobs["num_tasks"].sum()), "attempts": len(tasks),
+               "makespan": float(finish - jobs["submit"].min()) if len(jobs) and len(tasks) else 0.0,
+               "job_queueing_delay": _stats(jobs["queueing_delay"]),
+               "job_completion_time": _stats(jobs["completion_time"]),
+               "task_queueing_delay": _stats(_task_queueing_delays(run))}
+        if len(times) and t1 > t0:
+            span = times[-1] - times[0]
+            row["utilization"] = {d: float((u[:-1] * np.diff(times)).sum() / span) if span > 0 else 0.0
+                                  for d, u in util.items()}
+        summary.append(row)
+        if t1 > t0 and len(run.shares):
+            shares[label] = {"window": [t0, t1],
+                             "apps": _time_averaged_shares(run, t0, t1).to_dict(orient="index")}
+    rep.tables["runs"] = summary
+    rep.tables["time_averaged_shares"] = shares
+    _compare(rep)
+    return rep
+
+
+def _compare(rep: Report) -> None:
+    """Fig. 10 and Fig. 11b tables for every non-TSF run on the same trace as a TSF run."""
+    tsf = [(r, lab) for r, lab in zip(rep.runs, rep.labels) if r.label == "tsf"]
+    if not tsf:
+        return
+    base, base_label = tsf[0]
+    key = _fingerprint(base)
+    by_bin, per_task = {}, {}
+    for run, label in zip(rep.runs, rep.labels):
+        if run.label == "tsf" or _fingerprint(run) != key:
+            continue
+        rep.speedups[label] = _job_speedups(base, run)
+        by_bin[label] = _speedup_by_bin(rep.speedups[label]).to_dict(orient="records")
+        s = rep.task_speedups[label] = _task_speedups(base, run)
+        n = len(s)
+        per_task[label] = {"tasks": n,
+                           "shortened": float((s > 0).mean()) if n else math.nan,
+                           "equal": float((s == 0).mean()) if n else math.nan,
+                           "lengthened": float((s < 0).mean()) if n else math.nan,
+                           "median_s": float(s.median()) if n else math.nan}
+    if by_bin:
+        rep.tables["baseline"] = base_label
+        rep.tables["job_speedup_by_size"] = by_bin
+        rep.tables["task_speedup"] = per_task
+
+
+# ----- writing -------------------------------------------------------------------
+
+def _fmt(x) -> str:
+    if isinstance(x, float):
+        return "" if math.isnan(x) else f"{x:.4g}"
+    return html.escape(str(x))
+
+
+def _table(header: list[str], rows: list[list]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{_fmt(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def render_html(rep: Report, images: list[tuple[str, str]]) -> str:
+    """index.html: the tables, then the plots (``images``: (title, file name))."""
+    t = rep.tables
+    parts = ["<!doctype html><meta charset='utf-8'><title>rayrm report</title>",
+             "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}"
+             "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}img{max-width:48%}</style>",
+             "<h1>rayrm report</h1><h2>Runs</h2>"]
+    metrics = ("job_queueing_delay", "job_completion_time", "task_queueing_delay")
+    parts.append(_table(
+        ["run", "mode", "jobs", "finished", "rejected", "tasks", "attempts", "makespan (s)"]
+        + [f"{m.replace('_', ' ')} {q}" for m in metrics for q in ("mean", "p50", "p90", "p99")]
+        + ["utilization"],
+        [[r["run"], r["mode"], r["jobs"], r["finished"], r["rejected"], r["tasks"], r["attempts"],
+          r["makespan"]] + [r[m].get(q, math.nan) for m in metrics for q in ("mean", "p50", "p90", "p99")]
+         + [", ".join(f"{d} {u:.1%}" for d, u in r.get("utilization", {}).items())] for r in t["runs"]]))
+    if "job_speedup_by_size" in t:
+        parts.append(f"<h2>Per-job speedup of TSF ({html.escape(t['baseline'])}) by job size "
+                     "(tsf-paper Fig. 10)</h2><p>speedup = (C<sub>P</sub> − C<sub>TSF</sub>) / "
+                     "C<sub>P</sub>; mean ± std over the jobs of each bin.</p>")
+        parts.append(_table(["vs", "bin", "jobs", "mean", "std", "mean (s)", "std (s)"],
+                            [[p, b["bin"], b["jobs"], b["mean_speedup"], b["std_speedup"],
+                              b["mean_speedup_s"], b["std_speedup_s"]]
+                             for p, bins in t["job_speedup_by_size"].items() for b in bins]))
+        parts.append("<h2>Per-task speedup: D<sub>P</sub> − D<sub>TSF</sub> (tsf-paper Fig. 11b)</h2>")
+        parts.append(_table(["vs", "tasks", "TSF shorter", "equal", "TSF longer", "median (s)"],
+                            [[p, v["tasks"], v["shortened"], v["equal"], v["lengthened"], v["median_s"]]
+                             for p, v in t["task_speedup"].items()]))
+    for label, sh in t["time_averaged_shares"].items():
+        t0, t1 = sh["window"]
+        apps = sorted(sh["apps"].items(), key=lambda kv: -kv[1]["task_share"])[:20]
+        parts.append(f"<h2>Time-averaged shares, {html.escape(label)}, t in [{t0:g}, {t1:g}]"
+                     f"{' (top 20 by task share)' if len(sh['apps']) > 20 else ''}</h2>")
+        parts.append(_table(["app", *SHARE_KINDS], [[a, *(v[k] for k in SHARE_KINDS)] for a, v in apps]))
+    parts.append("<h2>Plots</h2>")
+    parts += [f"<figure><img src='{html.escape(f)}'><figcaption>{html.escape(title)}</figcaption></figure>"
+              for title, f in images]
+    return "\n".join(parts) + "\n"
+
+
+def write_report(paths, out: str | Path | None = None, window=None, max_apps: int = 8) -> tuple[Path, Report]:
+    """Compute the report and write PNGs, index.html and tables.json to ``out``."""
+    from rm.report_plots import draw_all  # noqa: PLC0415 (matplotlib only here)
+
+    rep = build_report(paths, window)
+    out = Path(out) if out else rep.runs[0].path / "report"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        images = draw_all(rep, out, max_apps=max_apps)
+        (out / "index.html").write_text(render_html(rep, images))
+        (out / "tables.json").write_text(json.dumps(_plain(rep.tables), indent=2) + "\n")
+    except OSError as e:
+        raise InputError(f"cannot write the report: {e.strerror}", file=str(out)) from None
+    return out, rep
+
+
+def _plain(x):
+    """JSON-ready: numpy scalars as Python numbers, NaN as null."""
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        return None if math.isnan(x) else float(x)
+    return x
