@@ -1,0 +1,395 @@
+"""`rayrm trace import`: SWIM, SLS, openb and Google 2011 samples in, rayrm configs out.
+
+The samples under tests/data/ follow the published schemas; every expected number
+below is worked by hand from them (the arithmetic is in the comments).  MB = 2^20 B.
+"""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rm.cli import main as rayrm
+from rm.config import load_config
+from rm.constraints import Clause, Constraint
+from rm.errors import InputError
+from rm.model import NodeSpec, Resources
+from traces.importers.common import SkipReport, node_groups, token
+from traces.importers.google2011 import import_google2011
+from traces.importers.openb import import_openb
+from traces.importers.sls import import_sls, queue_weights
+from traces.importers.swim import import_swim, task_model
+
+DATA = Path(__file__).parent / "data"
+REPO = Path(__file__).parent.parent
+SWIM_SHIPPED = REPO / "traces" / "data" / "swim" / "FB-2009_samples_24_times_1hr_0.tsv"
+OPENB = [DATA / "openb" / "openb_node_list_sample.csv", DATA / "openb" / "openb_pod_list_sample.csv"]
+GOOGLE = DATA / "google2011"
+GK = "GK8dyGk8DkcNqGJ4VvIjHsFzZBxL+I5EDDEb6hScbzg_"   # the hashed attribute name, '=' made '_'
+
+
+def jobs_by_id(result):
+    return {j.job_id: j for j in result.jobs}
+
+
+def durations(job):
+    return list(job.task_durations(seed=1))
+
+
+# ----- shared pieces ------------------------------------------------------------------
+
+@pytest.mark.parametrize("raw, want", [
+    ("V100M32", "V100M32"),
+    ("GK8dyGk8DkcNqGJ4VvIjHsFzZBxL+I5EDDEb6hScbzg=", GK),
+    ("a b(c)", "a_b_c_"),
+    ("x..y", "x._y"),          # '..' would read as a range inside a list
+    ("", "_"),
+    (5.0, "5"),
+])
+def test_token(raw, want):
+    assert token(raw) == want
+
+
+@given(st.text(max_size=20), st.lists(st.text(max_size=12), min_size=1, max_size=4))
+def test_tokens_round_trip_through_the_constraint_grammar(name, values):
+    c = Constraint((Clause(token(name), "==", (token(values[0]),)),
+                    Clause(token(name), "in", tuple(token(v) for v in values))))
+    assert Constraint.parse(str(c)) == c
+
+
+def test_strict_check_rows_raises_for_the_lowest_bad_row_not_a_rule():
+    rows = np.array([2, 3, 4, 5])
+    checks = [(np.array([0, 0, 0, 1], bool), "b", "late"),
+              (np.array([1, 0, 0, 0], bool), "x", "left out", "rule"),
+              (np.array([0, 0, 1, 0], bool), "a", "early")]
+    with pytest.raises(InputError) as e:
+        SkipReport("t", strict=True).check_rows(rows, checks, file="f.csv")
+    assert str(e.value) == "f.csv:4: field 'a': early"
+    report = SkipReport("t")
+    good = report.check_rows(rows, checks, file="f.csv")
+    assert good.tolist() == [False, True, False, False]
+    assert report.reasons() == {"late": 1, "left out": 1, "early": 1}
+
+
+def test_node_groups_fold_numbered_identical_nodes():
+    cap, big = Resources(cpu=8), Resources(cpu=16)
+    nodes = [NodeSpec(f"n{i:03d}", cap, {}) for i in (1, 2, 3)] + [NodeSpec("n004", big, {}),
+                                                                   NodeSpec("gpu-a", cap, {})]
+    groups = node_groups(nodes)
+    assert groups[0] == {"name": "n{i:03d}", "capacity": {"cpu": 8}, "count": 3, "start": 1}
+    assert [g["name"] for g in groups[1:]] == ["n004", "gpu-a"]
+
+
+# ----- SWIM ------------------------------------------------------------------------------
+
+def test_swim_task_model_full_split():
+    # 640 MB input -> 10 maps of 64 MB: 2 + 64/8 = 10 s; 128 MB shuffle -> 2 reduces of 64 MB,
+    # 32 MB output -> 16 MB each: 2 + 64/8 + 16/16 = 11 s.
+    maps, reduces, t_map, t_reduce = task_model([640 * 2**20], [128 * 2**20], [32 * 2**20])
+    assert (maps[0], reduces[0], t_map[0], t_reduce[0]) == (10, 2, 10.0, 11.0)
+
+
+def test_swim_sample():
+    report = SkipReport("swim")
+    result = import_swim([DATA / "swim" / "sample.tsv"], report)
+    jobs = jobs_by_id(result)
+    assert list(jobs) == ["j1-map", "j1-reduce", "j2-map", "j3-map", "j3-reduce"]
+    # j1: 128 MB input -> 2 maps of 64 MB, 2 + 64/8 = 10 s, at t=10.
+    m = jobs["j1-map"].app
+    assert (m.num_tasks, m.submit, m.demand, durations(jobs["j1-map"])) == \
+        (2, 10.0, Resources(cpu=1, memory_mb=1024), [10.0, 10.0])
+    # 64 MB shuffle -> 1 reduce: 2 + 64/8 + 32 MB/16 = 12 s, submitted one map later: 10 + 10 = 20.
+    r = jobs["j1-reduce"].app
+    assert (r.num_tasks, r.submit, r.demand, durations(jobs["j1-reduce"])) == \
+        (1, 20.0, Resources(cpu=1, memory_mb=2048), [12.0])
+    # j2: no shuffle -> map-only; 1000 B in, 16 MB out written by the map:
+    # 2 + 1000/(8 MB) + 16/16 = 3.000119 -> 3.0 (ms precision).
+    assert durations(jobs["j2-map"]) == [3.0]
+    # j3: empty input still has 1 map (2 s); 200 MB shuffle -> ceil(200/64) = 4 reduces of 50 MB:
+    # 2 + 50/8 = 8.25 s, submitted at 40 + 2 = 42.
+    assert (jobs["j3-map"].app.num_tasks, durations(jobs["j3-map"])) == (1, [2.0])
+    assert (jobs["j3-reduce"].app.num_tasks, jobs["j3-reduce"].app.submit) == (4, 42.0)
+    assert durations(jobs["j3-reduce"]) == [8.25] * 4
+    assert len(result.nodes) == 600 and result.nodes[0].capacity == Resources(cpu=8, memory_mb=16384)
+    assert report.reasons() == {"not a number": 1, "negative": 1, "job id used before": 1, "missing": 1,
+                                "more cells than columns": 1}
+
+
+def test_swim_strict_stops_at_the_first_bad_row():
+    with pytest.raises(InputError) as e:
+        import_swim([DATA / "swim" / "sample.tsv"], SkipReport("swim", strict=True))
+    assert str(e.value).endswith("sample.tsv:4: field 'submit': not a number")
+
+
+def test_swim_cluster_file(tmp_path):
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text("cluster:\n  nodes:\n    - {name: 'w{i}', count: 3, capacity: {cpu: 4, memory_mb: 8192},"
+                       " attributes: {rack: r1}}\n")
+    result = import_swim([DATA / "swim" / "sample.tsv"], SkipReport("swim"), cluster=cluster)
+    assert [n.name for n in result.nodes] == ["w1", "w2", "w3"]
+    assert result.nodes[0].attributes == {"rack": "r1"}
+
+
+def test_swim_shipped_sample_with_license():
+    assert (SWIM_SHIPPED.parent / "LICENSE").read_text().startswith("\nCopyright (c) 2011, Regents of the Univ")
+    report = SkipReport("swim")
+    result = import_swim([SWIM_SHIPPED], report)
+    jobs = jobs_by_id(result)
+    assert report.skipped == 0
+    # 5,894 lines; the 1,446 with shuffle bytes also get a reduce job.
+    assert len(result.jobs) == 5894 + 1446
+    # job0: 740,773 B in -> 1 map: 2 + 740773/8388608 = 2.0883 -> 2.088 s, at t=49;
+    # 2,339,561 B shuffle -> 1 reduce: 2 + 2339561/8388608 + 627471/16777216 = 2.3163 -> 2.316 s.
+    assert (jobs["job0-map"].app.submit, durations(jobs["job0-map"])) == (49.0, [2.088])
+    assert (jobs["job0-reduce"].app.submit, durations(jobs["job0-reduce"])) == (51.088, [2.316])
+
+
+# ----- SLS --------------------------------------------------------------------------------
+
+def sls(**kw):
+    report = SkipReport("sls", strict=kw.pop("strict", False))
+    weights = queue_weights(kw.pop("queue_weights", None), kw.pop("queue_file", None))
+    return import_sls([DATA / "sls" / "jobs.json"], report, weights=weights, **kw), report
+
+
+def test_sls_nodes_from_the_node_file():
+    result, _ = sls(nodes_file=DATA / "sls" / "nodes.json")
+    nodes = {n.name: n for n in result.nodes}
+    assert nodes["node1"].capacity == Resources(cpu=8, memory_mb=8192)
+    assert nodes["node2"].capacity == Resources(cpu=10, memory_mb=10240)      # SLS's NM default
+    assert nodes["node3"].capacity == Resources(cpu=16, memory_mb=16384, gpu=4)
+    assert nodes["node3"].attributes == {"rack": "rack2", "label.gpu": "yes", "label.ssd": "yes"}
+    assert nodes["node1"].attributes == {"rack": "rack1"}
+
+
+def test_sls_jobs_groups_durations_labels_and_queue_weights():
+    result, report = sls(nodes_file=DATA / "sls" / "nodes.json", queue_file=DATA / "sls" / "fair-scheduler.xml")
+    jobs = jobs_by_id(result)
+    assert list(jobs) == ["job_1-map", "job_1-reduce", "job_2", "job_3_1", "job_3_2", "job_5"]
+    m = jobs["job_1-map"].app
+    # count 2 x (23707 - 6664 ms = 17.043 s), then container.duration.ms 15000.
+    assert durations(jobs["job_1-map"]) == [17.043, 17.043, 15.0]
+    # gpu is exclusive (ssd is not): a job without a label expression stays off gpu nodes.
+    assert (m.demand, m.weight, m.submit, str(m.constraint)) == \
+        (Resources(cpu=1, memory_mb=2048), 0.25, 0.0, "label.gpu not exists")
+    r = jobs["job_1-reduce"].app
+    # The reduce stage is submitted at its first container.start.ms: 30,000 ms.
+    assert (r.demand, r.submit, durations(jobs["job_1-reduce"])) == (Resources(cpu=2, memory_mb=4096), 30.0, [20.0])
+    g = jobs["job_2"].app
+    assert (g.demand, g.weight, g.submit, str(g.constraint)) == \
+        (Resources(cpu=4, memory_mb=4096, gpu=1), 0.25, 105.204, "label.gpu exists")
+    assert durations(jobs["job_2"]) == [20.0] * 3                      # legacy duration.ms
+    # No job.id, job.count 2: the 3rd job becomes job_3_1 and job_3_2, SLS's default container.
+    assert jobs["job_3_2"].app.demand == Resources(cpu=1, memory_mb=1024) and jobs["job_3_2"].app.weight == 0.5
+    # job_5 keeps its one good task (9 s).
+    assert durations(jobs["job_5"]) == [9.0]
+    jobs_json = str(DATA / "sls" / "jobs.json")
+    assert report.lines()[1:5] == [
+        f"  bad: 1 x a task needs a positive duration [{jobs_json}: field 'job.tasks[0].container.end.ms'] (rows 72)",
+        f"  bad: 1 x a resource amount must be a non-negative number, not all zero [{jobs_json}: "
+        f"field 'job.tasks[1].container.memory-mb'] (rows 72)",
+        f"  bad: 1 x a job needs a non-empty job.tasks list [{jobs_json}: field 'job.tasks'] (rows 89)",
+        f"  left out: 1 x label expression 'gpu || ssd' uses || (rayrm constraints are conjunctions) "
+        f"[{jobs_json}: field 'job.label.expression'] (rows 65)"]
+
+
+def test_sls_options():
+    result, _ = sls(nodes_file=DATA / "sls" / "nodes.json", queue_weights="sls_queue_1=3",
+                    shared_labels=True, pin_hosts=True)
+    jobs = jobs_by_id(result)
+    assert jobs["job_1-map"].app.weight == 3.0 and jobs["job_2"].app.weight == 1.0
+    assert str(jobs["job_1-map"].app.constraint) == "node in (node1, node2)"
+    assert str(jobs["job_2"].app.constraint) == "label.gpu exists and node in (node4)"
+
+
+def test_sls_without_a_node_file_uses_the_hosts():
+    result, _ = sls()
+    assert [(n.name, n.attributes["rack"]) for n in result.nodes] == \
+        [("node1", "rack1"), ("node2", "rack1"), ("node3", "rack2"), ("node4", "rack2")]
+    assert all(n.capacity == Resources(cpu=10, memory_mb=10240) for n in result.nodes)
+    assert jobs_by_id(result)["job_1-map"].app.constraint.is_empty      # no exclusive labels known
+
+
+def test_sls_strict_and_malformed_json(tmp_path):
+    with pytest.raises(InputError) as e:
+        sls(strict=True)
+    assert str(e.value).endswith("jobs.json:72: field 'job.tasks[0].container.end.ms': a task needs a positive duration")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"job.tasks": [{"duration.ms": 5}]}\n{"job.id": oops}\n')
+    with pytest.raises(InputError, match=r"bad.json:2: malformed JSON"):
+        import_sls([bad], SkipReport("sls"))
+
+
+def test_sls_json_array(tmp_path):
+    arr = tmp_path / "arr.json"
+    arr.write_text('[{"job.id": "a", "job.tasks": [{"container.host": "h1", "duration.ms": 1000}]},\n'
+                   ' {"job.id": "b", "job.start.ms": 500, "job.tasks": [{"container.host": "h2", "duration.ms": 2000}]}]')
+    result = import_sls([arr], SkipReport("sls"))
+    assert [(j.job_id, j.app.submit, durations(j)) for j in result.jobs] == [("a", 0.0, [1.0]), ("b", 0.5, [2.0])]
+
+
+# ----- openb -------------------------------------------------------------------------------
+
+def test_openb_nodes_and_pods():
+    report = SkipReport("openb")
+    result = import_openb(OPENB, report)
+    nodes = {n.name: n for n in result.nodes}
+    assert list(nodes) == ["openb-node-0001", "openb-node-0002", "openb-node-0003", "openb-node-0004"]
+    # 96000 millicores = 96 CPUs; memory in MiB; 8 GPUs.
+    assert nodes["openb-node-0001"].capacity == Resources(cpu=96, memory_mb=786432, gpu=8)
+    assert nodes["openb-node-0003"].attributes == {"gpu_model": "T4"}
+    assert nodes["openb-node-0004"].attributes == {} and nodes["openb-node-0004"].capacity["gpu"] == 0
+    jobs = jobs_by_id(result)
+    assert list(jobs) == ["openb-pod-0001", "openb-pod-0002", "openb-pod-0003", "openb-pod-0004"]
+    p1 = jobs["openb-pod-0001"].app
+    # 8000 millicores, 1 full GPU; deletion - creation = 1100 - 100 = 1000 s.
+    assert (p1.demand, p1.submit, p1.num_tasks, str(p1.constraint)) == \
+        (Resources(cpu=8, memory_mb=30000, gpu=1), 100.0, 1, "gpu_model in (V100M32)")
+    assert durations(jobs["openb-pod-0001"]) == [1000.0]
+    p2 = jobs["openb-pod-0002"].app
+    # gpu_milli 500 on 1 GPU -> 0.5 GPU; never deleted -> runs to the trace end, the latest
+    # well-formed time (pod 0009's 5000 s): 5000 - 200 = 4800 s.
+    assert (p2.demand["gpu"], str(p2.constraint)) == (0.5, "gpu_model in (V100M32, T4)")
+    assert durations(jobs["openb-pod-0002"]) == [4800.0]
+    assert jobs["openb-pod-0003"].app.constraint.is_empty and jobs["openb-pod-0004"].app.demand["gpu"] == 4
+    assert report.reasons() == {"not a number": 2, "pod name used before": 1, "gpu_milli is per GPU: 0..1000": 1,
+                                "never scheduled (Pending or no scheduled_time)": 1, "duration is not positive": 1}
+
+
+def test_openb_options_and_strict(tmp_path):
+    result = import_openb(OPENB, SkipReport("openb"), unfinished="skip", start="scheduled")
+    jobs = jobs_by_id(result)
+    assert "openb-pod-0002" not in jobs
+    assert durations(jobs["openb-pod-0001"]) == [995.0]                # 1100 - scheduled 105
+    with pytest.raises(InputError) as e:
+        import_openb(OPENB, SkipReport("openb", strict=True))
+    assert str(e.value).endswith("openb_node_list_sample.csv:6: field 'cpu_milli': not a number")
+    # A Pending pod is left out by rule, not bad: strict mode goes on.
+    nodes, pods = tmp_path / "nodes.csv", tmp_path / "pods.csv"
+    nodes.write_text("".join(OPENB[0].read_text().splitlines(keepends=True)[:5]))
+    pods.write_text("".join(OPENB[1].read_text().splitlines(keepends=True)[:6]))   # pods 0001..0005
+    report = SkipReport("openb", strict=True)
+    assert len(import_openb([pods, nodes], report).jobs) == 4
+    assert report.reasons() == {"never scheduled (Pending or no scheduled_time)": 1}
+
+
+# ----- Google 2011 ---------------------------------------------------------------------------
+
+def test_google_machines_attributes_and_events():
+    result = import_google2011([GOOGLE], SkipReport("g"))
+    nodes = {n.name: n for n in result.nodes}
+    # m4 never has a capacity; m5 joins later; the first machines are ADDed at t = 0.
+    assert list(nodes) == ["m1", "m2", "m3"]
+    assert nodes["m1"].capacity == Resources(cpu=0.5, memory=0.2493)
+    # First values win (m1's later GK = 6 is ignored); an empty value reads "_".
+    assert nodes["m1"].attributes == {GK: 5, "platform": "pA", "rs": "Ab3_"}
+    assert nodes["m3"].attributes == {GK: 8, "kernel": "_", "platform": "HofLGzk1Or/8Ildj2+Lqv0UGGvY82NLoni8+J/Yy0RU_",
+                                      "rs": "Zz9_"}
+    assert [(e["time"], e.get("leave") or e["join"]["name"]) for e in result.events] == \
+        [(600.0, "m5"), (700.0, "m2"), (800.0, "m2")]
+    assert result.events[0]["join"]["capacity"] == {"cpu": 0.25, "memory": 0.1241}
+
+
+def test_google_jobs_durations_and_constraints():
+    report = SkipReport("g")
+    jobs = jobs_by_id(import_google2011([GOOGLE], report))
+    assert list(jobs) == ["100", "200-1", "200-2", "400"]
+    j = jobs["100"].app
+    # SCHEDULE 601 -> FINISH 661 = 60 s; 601.5 -> 721.5 = 120 s.
+    assert (j.num_tasks, j.submit, j.demand, str(j.constraint)) == \
+        (2, 600.0, Resources(cpu=0.0625, memory=0.0311), "rs == Ab3_")
+    assert durations(jobs["100"]) == [60.0, 120.0]
+    # Job 200's tasks differ in CPU request -> two rayrm jobs.  Task 1 was evicted at 630
+    # and rescheduled at 640: its duration runs from the last SCHEDULE, 700 - 640 = 60 s.
+    assert (jobs["200-1"].app.demand["cpu"], durations(jobs["200-1"])) == (0.125, [100.0])
+    assert (jobs["200-2"].app.demand["cpu"], durations(jobs["200-2"])) == (0.25, [60.0])
+    # GREATER_THAN 4 on the hashed attribute, NOT_EQUAL "" -> exists; the LESS_THAN on a hash is bad.
+    c = jobs["400"].app.constraint
+    assert str(c) == f"{GK} > 4 and kernel exists"
+    assert Constraint.parse(str(c)) == c
+    assert c.matches("m3", {GK: 8, "kernel": "_"}) and not c.matches("m1", {GK: 5})
+    assert report.reasons() == {
+        "not a number": 2, "unknown code (expected [0, 1, 2, 3, 4, 5, 6, 7, 8])": 1,
+        "LESS_THAN/GREATER_THAN needs a number": 1, "the machine never has CPUs and memory": 1,
+        "task never scheduled": 1, "task still running at the end of the trace": 1,
+        "task last attempt ended in KILL": 1, "task requests neither CPU nor memory": 1}
+
+
+def test_google_unfinished_truncate_and_gzip_parts(tmp_path):
+    copy = tmp_path / "g"
+    shutil.copytree(GOOGLE, copy)
+    part = copy / "task_events" / "part-00000-of-00001.csv"
+    with open(part, "rb") as src, gzip.open(f"{part}.gz", "wb") as dst:
+        dst.write(src.read())
+    part.unlink()
+    jobs = jobs_by_id(import_google2011([copy], SkipReport("g"), unfinished="truncate"))
+    # Job 300: task 0 killed at 650 after SCHEDULE 621 -> 29 s; task 2 still running ->
+    # until the last task_events time, 721.5: 721.5 - 621 = 100.5 s.
+    assert durations(jobs["300"]) == [29.0, 100.5]
+
+
+def test_google_strict():
+    with pytest.raises(InputError) as e:
+        import_google2011([GOOGLE], SkipReport("g", strict=True))
+    assert str(e.value).endswith("machine_events/part-00000-of-00001.csv:9: field 'time': not a number")
+
+
+# ----- the command: configs that load, simulate and check ---------------------------------------
+
+CASES = {
+    "swim": ([DATA / "swim" / "sample.tsv"], []),
+    "sls": ([DATA / "sls" / "jobs.json"], ["--nodes", str(DATA / "sls" / "nodes.json"),
+                                           "--queue-file", str(DATA / "sls" / "fair-scheduler.xml")]),
+    "openb": (OPENB, []),
+    "google2011": ([GOOGLE], []),
+}
+TASKS = {"swim": 9, "sls": 10, "openb": 4, "google2011": 5}
+
+
+@pytest.mark.parametrize("fmt", list(CASES))
+def test_import_command_simulate_and_check(fmt, tmp_path, capsys):
+    from rm.check import check_run
+    from rm.sim import simulate
+
+    inputs, options = CASES[fmt]
+    config = tmp_path / f"{fmt}.yaml"
+    assert rayrm(["trace", "import", fmt, *map(str, inputs), "-o", str(config), *options]) == 0
+    out, err = capsys.readouterr()
+    assert f"{TASKS[fmt]} tasks" in out and err.startswith(f"rayrm trace import {fmt}: skipped")
+    assert (tmp_path / f"{fmt}.jobs.csv").exists()
+    cfg = load_config(config)
+    assert sum(j.app.num_tasks for j in cfg.jobs) == TASKS[fmt]
+    summary = simulate(cfg, policy="tsf", out=tmp_path / "run")
+    assert summary["tasks"]["finished"] == TASKS[fmt]
+    assert check_run(tmp_path / "run").ok
+
+
+def test_shipped_swim_prefix_simulates(tmp_path):
+    from rm.check import check_run
+    from rm.sim import simulate
+
+    head = tmp_path / "fb-head.tsv"
+    head.write_text("".join(SWIM_SHIPPED.read_text().splitlines(keepends=True)[:300]))
+    config = tmp_path / "swim.yaml"
+    assert rayrm(["trace", "import", "swim", str(head), "-o", str(config), "--nodes", "50"]) == 0
+    cfg = load_config(config)
+    summary = simulate(cfg, out=tmp_path / "run")
+    assert summary["tasks"]["finished"] == sum(j.app.num_tasks for j in cfg.jobs)
+    assert check_run(tmp_path / "run").ok
+
+
+def test_user_errors_are_one_line(tmp_path, capsys):
+    assert rayrm(["trace", "import", "openb", str(tmp_path / "nope.csv"), str(OPENB[1]),
+                  "-o", str(tmp_path / "x.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nope.csv" in err and "Traceback" not in err
+    assert rayrm(["trace", "import", "swim", str(DATA / "swim" / "sample.tsv"), "--strict",
+                  "-o", str(tmp_path / "x.yaml")]) == 2
+    assert capsys.readouterr().err.strip().endswith("sample.tsv:4: field 'submit': not a number")
+    assert not (tmp_path / "x.yaml").exists()
