@@ -1,0 +1,278 @@
+"""The LP side of offline progressive filling: a warm HiGHS model and the rounds of Algorithm 1.
+
+``Filling`` runs the rounds and the freeze step that ``rm/offline.py`` describes
+(tsf-paper §V-B, Algorithm 1), on one LP built once and re-solved warm.
+
+``LinearProgram`` is that LP.  Progressive filling solves a chain of LPs that
+differ in a few bounds and costs (Gavel's lesson: build the model once, re-solve
+it warm).  scipy's
+public ``linprog`` rebuilds and re-validates the model on every call, which costs
+far more than HiGHS's dual simplex needs for a warm re-solve, so this module
+drives the HiGHS object scipy ships (``scipy.optimize._highspy``, scipy >= 1.15)
+directly and falls back to ``linprog`` when that is not importable.  Both paths
+solve the same model:
+
+    min  cost · x    s.t.   row_lo ≤ A x ≤ row_hi,   col_lo ≤ x ≤ col_hi.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import sparse
+from scipy.optimize import linprog
+
+try:  # scipy's own HiGHS bindings (what linprog calls underneath)
+    from scipy.optimize._highspy import _core as _highs
+except ImportError:  # pragma: no cover - older scipy
+    _highs = None
+
+#: HiGHS feasibility tolerances (its defaults are 1e-7)
+TOLERANCE = 1e-9
+#: set False to force the linprog path (tests use this to check both agree)
+USE_BINDINGS = _highs is not None
+#: a user that can rise by less than this (in units of h_i) is saturated
+TOL_SATURATED = 1e-7
+#: the freeze LP asks each candidate for at most this rise (units of h_i); small, so
+#: that unsaturated users rarely compete for it and one LP usually finds them all
+T_CAP = 1e-3
+#: if HiGHS calls a later LP infeasible because a level carried from an earlier
+#: one sits at the edge of its tolerance, the carried bounds are relaxed by this
+#: (units of h_i) and the LP solved again; normally they are kept exact
+RELAX = 1e-9
+
+
+class LinearProgram:
+    """One LP, modified in place and re-solved; ``solve()`` returns x or raises RuntimeError."""
+
+    def __init__(self, a, cost, col_lo, col_hi, row_lo, row_hi):
+        self.a = sparse.csc_matrix(a, dtype=float)
+        self.cost = np.array(cost, dtype=float)
+        self.col_lo, self.col_hi = np.array(col_lo, dtype=float), np.array(col_hi, dtype=float)
+        self.row_lo, self.row_hi = np.array(row_lo, dtype=float), np.array(row_hi, dtype=float)
+        self._edits: dict[tuple[int, int], float] = {}
+        self._highs = _build(self) if USE_BINDINGS else None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.a.shape
+
+    def set_cost(self, cols, values) -> None:
+        cols = np.atleast_1d(np.asarray(cols, dtype=np.int32))
+        values = np.broadcast_to(np.asarray(values, dtype=float), cols.shape).copy()
+        self.cost[cols] = values
+        if self._highs is not None and len(cols):
+            self._highs.changeColsCost(len(cols), cols, values)
+
+    def set_col_bounds(self, cols, lo, hi) -> None:
+        cols = np.atleast_1d(np.asarray(cols, dtype=np.int32))
+        lo = np.broadcast_to(np.asarray(lo, dtype=float), cols.shape).copy()
+        hi = np.broadcast_to(np.asarray(hi, dtype=float), cols.shape).copy()
+        self.col_lo[cols], self.col_hi[cols] = lo, hi
+        if self._highs is not None and len(cols):
+            self._highs.changeColsBounds(len(cols), cols, _finite(lo), _finite(hi))
+
+    def set_row_bounds(self, rows, lo, hi) -> None:
+        rows = np.atleast_1d(np.asarray(rows, dtype=np.int64))
+        lo = np.broadcast_to(np.asarray(lo, dtype=float), rows.shape)
+        hi = np.broadcast_to(np.asarray(hi, dtype=float), rows.shape)
+        self.row_lo[rows], self.row_hi[rows] = lo, hi
+        if self._highs is not None:
+            for r, a, b in zip(rows.tolist(), _finite(lo).tolist(), _finite(hi).tolist()):
+                self._highs.changeRowBounds(r, a, b)
+
+    def set_coeff(self, row: int, col: int, value: float) -> None:
+        self._edits[(int(row), int(col))] = float(value)
+        if self._highs is not None:
+            self._highs.changeCoeff(int(row), int(col), float(value))
+
+    def solve(self) -> np.ndarray:
+        if self._highs is not None:
+            self._highs.run()
+            status = self._highs.getModelStatus()
+            if status != _highs.HighsModelStatus.kOptimal:
+                raise RuntimeError(f"offline LP failed: {self._highs.modelStatusToString(status)}")
+            return np.array(self._highs.getSolution().col_value)
+        return self._solve_linprog()
+
+    def _solve_linprog(self) -> np.ndarray:
+        a = self.a.tolil()
+        for (r, c), v in self._edits.items():
+            a[r, c] = v
+        a = a.tocsr()
+        upper = np.isfinite(self.row_hi)
+        lower = np.isfinite(self.row_lo)
+        a_ub = sparse.vstack([a[upper], -a[lower]]).tocsc()
+        b_ub = np.concatenate([self.row_hi[upper], -self.row_lo[lower]])
+        res = linprog(self.cost, A_ub=a_ub, b_ub=b_ub, bounds=np.column_stack([self.col_lo, self.col_hi]),
+                      method="highs", options={"primal_feasibility_tolerance": TOLERANCE,
+                                               "dual_feasibility_tolerance": TOLERANCE})
+        if res.status != 0:
+            raise RuntimeError(f"offline LP failed: {res.message}")
+        return res.x
+
+
+def _finite(values: np.ndarray) -> np.ndarray:
+    """HiGHS reads ±1e30 and beyond as infinite."""
+    return np.clip(np.asarray(values, dtype=float), -1e30, 1e30)
+
+
+def _build(lp: LinearProgram):
+    model = _highs.HighsLp()
+    rows, cols = lp.a.shape
+    model.num_col_, model.num_row_ = cols, rows
+    model.a_matrix_.num_col_, model.a_matrix_.num_row_ = cols, rows
+    model.a_matrix_.format_ = _highs.MatrixFormat.kColwise
+    model.a_matrix_.start_ = lp.a.indptr.astype(np.int32)
+    model.a_matrix_.index_ = lp.a.indices.astype(np.int32)
+    model.a_matrix_.value_ = lp.a.data
+    model.col_cost_ = lp.cost
+    model.col_lower_, model.col_upper_ = _finite(lp.col_lo), _finite(lp.col_hi)
+    model.row_lower_, model.row_upper_ = _finite(lp.row_lo), _finite(lp.row_hi)
+    solver = _highs._Highs()
+    solver.setOptionValue("output_flag", False)
+    solver.setOptionValue("primal_feasibility_tolerance", TOLERANCE)
+    solver.setOptionValue("dual_feasibility_tolerance", TOLERANCE)
+    solver.setOptionValue("presolve", "off")
+    solver.passModel(model)
+    return solver
+
+
+def solve_once(a, cost, col_lo, col_hi, row_lo, row_hi) -> np.ndarray:
+    """Build and solve one LP (no warm start needed)."""
+    return LinearProgram(a, cost, col_lo, col_hi, row_lo, row_hi).solve()
+
+
+class Filling:
+    """The rounds of Algorithm 1 over coalesced variables y_v = n_v / h_i (module docstring).
+
+    Agents are users (one level per user), or (user, type) pairs for per-machine DRF;
+    agent k's level is c_k · z_k with z_k = Σ_{v of k} y_v.  One LP is built once and
+    re-solved warm; its columns are [y_v..., s, t_k...] and its rows the machine
+    constraints (4), the task limits, then two rows per agent, each on or off:
+
+        z_k − s / c_k − t_k ≥ 0        (on while k is active: eq. 2, and the freeze test)
+        z_k             ≥ floor_k     (on once k is inactive: eq. 3)
+    """
+
+    def __init__(self, problem, h, users, types, count, cap_t, agent_of_var, level, limits=True):
+        n_vars = len(users)
+        n_agents = len(level)
+        agent_user = np.zeros(n_agents, dtype=int)
+        agent_user[agent_of_var] = users
+        self.c = np.asarray(level, dtype=float)
+        self.agent_of_var, self.n_vars, self.n_agents = agent_of_var, n_vars, n_agents
+        # (4) machine constraints per type and resource, as shares of the cluster total.
+        total = problem.total
+        rows, cols, vals = [], [], []
+        for r in np.flatnonzero(total > 0):
+            coef = h[users] * problem.demand[users, r] / total[r]
+            keep = np.flatnonzero(coef > 0)
+            rows.append(types[keep] * len(total) + r)
+            cols.append(keep)
+            vals.append(coef[keep])
+        rows = np.concatenate(rows).astype(int) if rows else np.zeros(0, dtype=int)
+        used_rows, row_of = np.unique(rows, return_inverse=True)
+        blocks = [sparse.csr_matrix((np.concatenate(vals) if vals else [], (row_of, np.concatenate(cols) if cols else [])),
+                                    shape=(len(used_rows), n_vars))]
+        rhs = [((cap_t * count[:, None]) / np.where(total > 0, total, 1.0)).reshape(-1)[used_rows]]
+        # The tasks each app has: Σ_t y_it ≤ limit_i / h_i.
+        finite = np.flatnonzero(np.isfinite(problem.limit) & (h > 0) & limits)
+        if len(finite):
+            pick = np.flatnonzero(np.isin(users, finite))
+            blocks.append(sparse.csr_matrix((np.ones(len(pick)), (np.searchsorted(finite, users[pick]), pick)),
+                                            shape=(len(finite), n_vars)))
+            rhs.append(problem.limit[finite] / h[finite])
+        fixed = sparse.vstack(blocks)
+        self.n_fixed = fixed.shape[0]
+        self.s_col = n_vars
+        self.active = (np.bincount(agent_of_var, minlength=n_agents) > 0) \
+            & (problem.limit[agent_user] > 0) & (self.c > 0)
+        # Two rows per agent, switched on and off by their bounds alone so HiGHS
+        # keeps its basis: "rise" rows  z_k − s / c_k − t_k ≥ 0  (active agents) and
+        # "floor" rows  z_k ≥ floor_k  (inactive agents, eq. 3).
+        with np.errstate(divide="ignore"):
+            s_coef = np.where(self.c > 0, -1.0 / self.c, 0.0)
+        group = sparse.csr_matrix((np.ones(n_vars), (agent_of_var, np.arange(n_vars))), shape=(n_agents, n_vars))
+        a = sparse.vstack([
+            sparse.hstack([fixed, sparse.csr_matrix((self.n_fixed, 1 + n_agents))]),
+            sparse.hstack([group, sparse.csr_matrix(s_coef.reshape(-1, 1)), -sparse.identity(n_agents)]),
+            sparse.hstack([group, sparse.csr_matrix((n_agents, 1 + n_agents))]),
+        ])
+        self.rise_row = self.n_fixed + np.arange(n_agents)
+        self.floor_row = self.n_fixed + n_agents + np.arange(n_agents)
+        cost = np.zeros(n_vars + 1 + n_agents)
+        cost[self.s_col] = -1.0
+        col_hi = np.concatenate([np.full(n_vars, np.inf), [np.inf], np.zeros(n_agents)])
+        row_lo = np.concatenate([np.full(self.n_fixed, -np.inf), np.where(self.active, 0.0, -np.inf),
+                                 np.full(n_agents, -np.inf)])
+        row_hi = np.concatenate([np.concatenate(rhs), np.full(2 * n_agents, np.inf)])
+        self.lp = LinearProgram(a, cost, np.zeros(len(cost)), col_hi, row_lo, row_hi)
+        self.floor = np.zeros(n_agents)     # frozen levels z_k of inactive agents
+        self.relax = 0.0
+
+    def _solve(self) -> np.ndarray:
+        try:
+            return self.lp.solve()
+        except RuntimeError:
+            if self.relax:
+                raise
+        self.relax = RELAX
+        frozen = np.flatnonzero(~self.active & (self.floor > 0))
+        self.lp.set_row_bounds(self.floor_row[frozen], self.floor[frozen] - RELAX, np.inf)
+        if self.lp.col_lo[self.s_col] == self.lp.col_hi[self.s_col]:     # in a freeze LP
+            self.lp.set_row_bounds(self.rise_row[self.active], -RELAX, np.inf)
+        return self.lp.solve()
+
+    def _round_lp(self, s_prev: float) -> tuple[float, np.ndarray]:
+        """(1)-(4): the largest s with c_k z_k ≥ s for every active agent."""
+        lp = self.lp
+        lp.set_col_bounds(self.s_col, s_prev, np.inf)
+        lp.set_cost(self.s_col, -1.0)
+        lp.set_row_bounds(self.rise_row[self.active], 0.0, np.inf)
+        x = self._solve()
+        return float(x[self.s_col]), x[:self.n_vars]
+
+    def _unsaturated(self, s: float, candidates: np.ndarray) -> np.ndarray:
+        """One freeze LP: max Σ t_k, 0 ≤ t_k ≤ T_CAP, z_k − t_k ≥ s / c_k for candidates k."""
+        lp, tcols = self.lp, self.s_col + 1 + candidates
+        lp.set_col_bounds(self.s_col, s, s)
+        lp.set_cost(self.s_col, 0.0)
+        lp.set_row_bounds(self.rise_row[self.active], -self.relax, np.inf)
+        lp.set_col_bounds(tcols, 0.0, T_CAP)
+        lp.set_cost(tcols, -1.0)
+        x = self._solve()
+        lp.set_col_bounds(tcols, 0.0, 0.0)
+        lp.set_cost(tcols, 0.0)
+        return x[tcols] > TOL_SATURATED
+
+    def _freeze(self, agents: np.ndarray, s: float) -> None:
+        """Eq. (3) from now on: the agents keep their level z_k = s / c_k."""
+        self.floor[agents] = s / self.c[agents]
+        self.active[agents] = False
+        self.lp.set_row_bounds(self.rise_row[agents], -np.inf, np.inf)
+        self.lp.set_row_bounds(self.floor_row[agents], self.floor[agents] - self.relax, np.inf)
+
+    def run(self) -> tuple[np.ndarray, int]:
+        y = np.zeros(self.n_vars)
+        rounds, s_prev = 0, 0.0
+        while self.active.any():
+            rounds += 1
+            s, y = self._round_lp(s_prev)
+            act = np.flatnonzero(self.active)
+            if rounds > 1 and np.all((s - s_prev) / self.c[act] < 1e-12):
+                saturated = act                       # no progress: nobody can rise
+            else:
+                saturated = act
+                while len(saturated):
+                    up = self._unsaturated(s, saturated)
+                    if not up.any():
+                        break
+                    saturated = saturated[~up]
+            self._freeze(saturated, s)
+            s_prev = s
+        # Every agent is now at its frozen level (none could rise); report exactly those levels.
+        y = np.maximum(y, 0.0)
+        z = np.bincount(self.agent_of_var, weights=y, minlength=self.n_agents)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            scale = np.where(z > 0, self.floor / z, 0.0)
+        return y * scale[self.agent_of_var], rounds
