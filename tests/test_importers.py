@@ -317,6 +317,7 @@ def test_google_jobs_durations_and_constraints():
     assert report.reasons() == {
         "not a number": 2, "unknown code (expected [0, 1, 2, 3, 4, 5, 6, 7, 8])": 1,
         "LESS_THAN/GREATER_THAN needs a number": 1, "the machine never has CPUs and memory": 1,
+        "after the end of the trace window": 1,
         "task never scheduled": 1, "task still running at the end of the trace": 1,
         "task last attempt ended in KILL": 1, "task requests neither CPU nor memory": 1}
 
@@ -382,6 +383,18 @@ def test_shipped_swim_prefix_simulates(tmp_path):
     summary = simulate(cfg, out=tmp_path / "run")
     assert summary["tasks"]["finished"] == sum(j.app.num_tasks for j in cfg.jobs)
     assert check_run(tmp_path / "run").ok
+
+
+def test_trace_generate_is_wired_to_the_generator(monkeypatch, capsys):
+    import traces.generate
+    from rm.cli import build_parser
+
+    args = build_parser().parse_args(["trace", "generate", "google", "-o", "x.yaml"])
+    assert args._trace_run is traces.generate.run
+    monkeypatch.setitem(__import__("sys").modules, "traces.generate", None)    # not written yet
+    assert rayrm(["trace", "generate", "google", "-o", "x.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert err == "rayrm trace generate: error: the generator is not available: traces/generate.py is not there yet\n"
 
 
 def test_user_errors_are_one_line(tmp_path, capsys):

@@ -33,7 +33,7 @@ import yaml
 
 from apps.jobs import JobSpec
 from rm.errors import InputError
-from rm.model import NodeSpec
+from rm.model import NodeSpec, Resources
 
 SHOW_ROWS = 8          # row numbers listed per reason in the summary
 
@@ -171,6 +171,18 @@ def attr_value(text: str) -> str | int | float:
     if re.fullmatch(r"-?\d+\.\d+", t):
         return float(t)
     return t
+
+
+def parse_resources(text: str, option: str) -> Resources:
+    """A resource literal given on the command line (``cpu:1;memory_mb:1024``)."""
+    try:
+        r = Resources.parse(text)
+    except ValueError:
+        raise InputError(f"cannot read resources {text!r} (write cpu:1;memory_mb:1024)",
+                         field=option) from None
+    if not r or any(v < 0 for v in r.values()):
+        raise InputError(f"needs positive amounts, got {text!r}", field=option)
+    return r
 
 
 # ----- reading delimited tables fast, with line numbers ------------------------------------

@@ -106,7 +106,7 @@ def find_tables(inputs) -> dict[str, list[Path]]:
     return {t: sorted(set(fs)) for t, fs in found.items()}
 
 
-def read(files: list[Path], table: str, report: SkipReport):
+def read(files: list[Path], table: str):
     """One table from its part files: strings plus ``_file`` (index into files) and ``_line``."""
     import pandas as pd  # noqa: PLC0415
     frames = []
@@ -158,15 +158,16 @@ def attr_name(name: str) -> str:
 def machines(tables, report: SkipReport):
     """(initial nodes, cluster events) from machine_events and machine_attributes."""
     files = tables["machine_events"]
-    df = read(files, "machine_events", report)
+    df = read(files, "machine_events")
     good = checked(df, files, report, lambda p: number_checks(p, ["time", "machine_id", "event_type"])
                    + number_checks(p, ["cpus", "memory"], optional=("cpus", "memory"))
                    + [code_check(p, "event_type", [ADD, REMOVE, UPDATE])])
     df = df[good]
     time = df["time"].astype(float).to_numpy()
     after = time >= float(AFTER_TRACE) * 0.999
+    lines, fidx = df["_line"].to_numpy(), df["_file"].to_numpy()
     for k, f in enumerate(files):
-        report.skip_rows("after the end of the trace window", df["_line"].to_numpy()[after & (df["_file"].to_numpy() == k)],
+        report.skip_rows("after the end of the trace window", lines[after & (fidx == k)],
                          file=f, field="time", rule=True)
     df = df[~after].assign(t=time[~after]).sort_values(["t", "_file", "_line"], kind="stable")
     attrs = machine_attributes(tables, report)
@@ -216,7 +217,7 @@ def machine_attributes(tables, report: SkipReport) -> dict[str, dict]:
     files = tables["machine_attributes"]
     if not files:
         return {}
-    df = read(files, "machine_attributes", report)
+    df = read(files, "machine_attributes")
     good = checked(df, files, report, lambda p: number_checks(p, ["time", "machine_id"])
                    + number_checks(p, ["deleted"], optional=("deleted",))
                    + [((p["name"].str.strip() == "").to_numpy(), "name", "missing")])

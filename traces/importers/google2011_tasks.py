@@ -21,7 +21,7 @@ def task_constraints(tables, report: SkipReport) -> dict[tuple[int, int], Constr
     files = tables["task_constraints"]
     if not files:
         return {}
-    df = read(files, "task_constraints", report)
+    df = read(files, "task_constraints")
 
     def checks(p):
         op, _, _ = numeric(p, "operator")
@@ -49,7 +49,7 @@ def task_jobs(tables, report: SkipReport, *, unfinished: str = "skip") -> list[J
     import pandas as pd  # noqa: PLC0415
 
     files = tables["task_events"]
-    raw = read(files, "task_events", report)
+    raw = read(files, "task_events")
     good = checked(raw, files, report, lambda p: number_checks(p, ["time", "job_id", "task_index", "event_type"])
                    + number_checks(p, ["cpu_request", "memory_request", "disk_request", "different_machine"],
                                    optional=("cpu_request", "memory_request", "disk_request",

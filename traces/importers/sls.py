@@ -33,7 +33,8 @@ Mapping and assumptions:
   else end - start; ``count`` repeats a task).  Groups are submitted at
   ``job.start.ms``, except a reduce group of a job that also has maps, which is
   submitted at its earliest ``container.start.ms`` (the observed end of the map
-  stage: rayrm has no stage dependency).  ``job.count = n`` makes ``<id>_1..n``.
+  stage: rayrm has no stage dependency).  ``job.count = n`` makes ``<id>_1..n``; a
+  job without ``job.id`` is ``job_<k>``, k its position among the jobs (from 1).
 * ``container.host`` is a locality preference in YARN, so it is not a constraint
   unless ``--pin-hosts`` (then ``node in (hosts)``).  ``container.priority``,
   ``job.user``, ``job.end.ms`` and ``am.type`` are not used; the AM container is
@@ -59,7 +60,7 @@ from apps.jobs import Durations, JobSpec
 from rm.constraints import Clause, Constraint
 from rm.errors import InputError
 from rm.model import AppSpec, NodeSpec, Resources
-from traces.importers.common import ImportResult, SkipReport, token
+from traces.importers.common import ImportResult, SkipReport, parse_resources, token
 from traces.importers.sls_jobs import ParsedJobs, _amount, json_stream, read_jobs, resource_name
 
 HELP = "Hadoop SLS JSON jobs (+ SLS node file)"
@@ -89,17 +90,6 @@ def load(args: argparse.Namespace, report: SkipReport) -> ImportResult:
 
 
 # ----- small readers ------------------------------------------------------------------
-
-def parse_resources(text: str, option: str) -> Resources:
-    try:
-        r = Resources.parse(text)
-    except ValueError:
-        raise InputError(f"cannot read resources {text!r} (write cpu:1;memory_mb:1024)",
-                         field=option) from None
-    if not r:
-        raise InputError(f"needs a positive amount, got {text!r}", field=option)
-    return r
-
 
 def queue_weights(spec: str | None, file: str | None) -> dict[str, float]:
     """Queue -> weight from ``q=w,...`` and/or a queue file (YAML/JSON mapping or allocation XML)."""

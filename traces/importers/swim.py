@@ -42,7 +42,8 @@ import yaml
 from apps.jobs import Durations, JobSpec
 from rm.errors import InputError
 from rm.model import AppSpec, NodeSpec, Resources
-from traces.importers.common import ImportResult, SkipReport, numeric, read_table, width_check
+from traces.importers.common import (ImportResult, SkipReport, numeric, parse_resources, read_table,
+                                     width_check)
 
 MB = 2 ** 20
 COLUMNS = ["job id", "submit", "gap", "input bytes", "shuffle bytes", "output bytes"]
@@ -73,17 +74,6 @@ def load(args: argparse.Namespace, report: SkipReport) -> ImportResult:
                        reduce_demand=args.reduce_demand, overhead=args.overhead,
                        map_rate=args.map_rate, shuffle_rate=args.shuffle_rate,
                        write_rate=args.write_rate)
-
-
-def _resources(text: str, option: str) -> Resources:
-    try:
-        r = Resources.parse(text)
-    except ValueError:
-        raise InputError(f"cannot read resources {text!r} (write cpu:1;memory_mb:1024)",
-                         field=option) from None
-    if not r or any(v < 0 for v in r.values()):
-        raise InputError(f"needs positive amounts, got {text!r}", field=option)
-    return r
 
 
 def cluster_from_file(path: str | Path) -> tuple[list[NodeSpec], list[dict]]:
@@ -132,14 +122,14 @@ def import_swim(inputs, report: SkipReport, *, cluster=None, nodes=600, node_cap
             raise InputError(f"must be positive, got {v}", field=name)
     if overhead < 0:
         raise InputError(f"must not be negative, got {overhead}", field="--overhead")
-    d_map = _resources(map_demand, "--map-demand")
-    d_reduce = _resources(reduce_demand, "--reduce-demand")
+    d_map = parse_resources(map_demand, "--map-demand")
+    d_reduce = parse_resources(reduce_demand, "--reduce-demand")
     if cluster:
         node_list, events = cluster_from_file(cluster)
     else:
         if nodes < 1:
             raise InputError(f"must be at least 1, got {nodes}", field="--nodes")
-        cap = _resources(node_capacity, "--node-capacity")
+        cap = parse_resources(node_capacity, "--node-capacity")
         node_list = [NodeSpec(f"n{i:03d}", cap, {}) for i in range(1, nodes + 1)]
         events = []
 

@@ -1,0 +1,234 @@
+"""Fuzzing the loaders: every input either loads or raises InputError — never anything else.
+
+DESIGN.md principle 5: bad input gets one clear line naming the file, row and field.
+Hypothesis feeds rm.config.parse_config random YAML-shaped trees and mutations of a
+valid config, load_config random bytes and YAML-ish text, read_job_table random
+CSVs, and Constraint.parse random strings.  The budget is 200 examples per test.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import importlib.util
+import io
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rm.cli import main
+from rm.config import ExperimentConfig, load_config, parse_config, read_job_table
+from rm.constraints import Constraint
+from rm.errors import InputError
+
+FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+KEYS = ["name", "resources", "cluster", "nodes", "capacity", "attributes", "count", "start", "events",
+        "time", "join", "leave", "workload", "jobs", "file", "id", "tasks", "demand", "duration", "dist",
+        "mean", "jitter", "sigma", "alpha", "submit", "weight", "constraint", "policy", "run", "seed",
+        "time_scale", "heartbeat_interval", "faults", "cpu", "memory_mb", "description"]
+# Text that means something to the loaders: name patterns, durations, constraints, YAML oddities.
+WORDS = ["n{i:02d}", "{i}", "{i[0]}", "{i.x}", "{0}", "{i:s}", "{", "}", "tsf", "drf", "fifo",
+         "cpu:1;memory_mb:512", "cpu:x", "pareto:1.9:30", "pareto:0.5:30", "uniform:10:2", "lognormal:5:1",
+         "exponential:-1", "10|12|9", "1|", "nan", "inf", "-0", "1e400", "disk == ssd", "node in (n01..n03)",
+         "cores > x", "a in ()", "2001-02-30", "0x1F", "~", "yes", "on", ".inf", "*", "&a", "!!python/none"]
+scalars = (st.none() | st.booleans() | st.integers() | st.integers(-3, 3)
+           | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=12) | st.sampled_from(WORDS))
+keys = st.sampled_from(KEYS) | st.text(max_size=8) | st.integers(-2, 2) | st.booleans()
+trees = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
+                     | st.dictionaries(keys, inner, max_size=5), max_leaves=25)
+
+VALID = {
+    "name": "fuzz",
+    "cluster": {"nodes": [{"name": "n{i:02d}", "count": 3, "capacity": {"cpu": 2, "memory_mb": 1024},
+                           "attributes": {"disk": "ssd", "cores": 8}},
+                          {"name": "big", "capacity": "cpu:8;memory_mb:8192"}],
+                "events": [{"time": 5, "leave": "n01"},
+                           {"time": 9, "join": {"name": "x1", "capacity": {"cpu": 1, "memory_mb": 512}}}]},
+    "workload": {"jobs": [{"id": "j1", "submit": 0, "tasks": 2, "demand": {"cpu": 1},
+                           "duration": {"mean": 10, "jitter": 0.2}, "constraint": "disk == ssd"},
+                          {"id": "j2", "tasks": 3, "demand": "cpu:1;memory_mb:512", "duration": [1, 2, 3],
+                           "weight": 2, "constraint": "node in (n01..n03) and cores >= 4"},
+                          {"id": "j3", "tasks": 1, "demand": {"cpu": 1},
+                           "duration": {"dist": "pareto", "alpha": 1.9, "mean": 30}}]},
+    "policy": "tsf",
+    "run": {"seed": 3, "time_scale": 0.5},
+}
+
+
+def loads_or_input_error(fn, *args):
+    """Call fn; an InputError is fine (its message must be one line), anything else fails."""
+    try:
+        return fn(*args)
+    except InputError as e:
+        assert "\n" not in str(e).strip(), str(e)
+        return e
+
+
+def test_the_valid_config_is_valid():
+    cfg = parse_config(copy.deepcopy(VALID))
+    assert isinstance(cfg, ExperimentConfig)
+    assert [n.name for n in cfg.nodes] == ["n01", "n02", "n03", "big"]
+    assert [j.app.num_tasks for j in cfg.jobs] == [2, 3, 1]
+
+
+@FUZZ
+@given(trees)
+def test_parse_config_random_trees(doc):
+    with tempfile.TemporaryDirectory() as d:      # 'workload.file' resolves in an empty directory
+        loads_or_input_error(parse_config, doc, Path(d) / "c.yaml")
+
+
+def _mutate(doc, data) -> None:
+    """Replace, delete or add one entry somewhere in ``doc`` (a dict or list tree)."""
+    node = doc
+    while True:
+        items = list(node.items()) if isinstance(node, dict) else list(enumerate(node))
+        deeper = [(k, v) for k, v in items if isinstance(v, (dict, list)) and v]
+        if not deeper or data.draw(st.booleans()):
+            break
+        node = data.draw(st.sampled_from(deeper))[1]
+    items = list(node.keys()) if isinstance(node, dict) else list(range(len(node)))
+    action = data.draw(st.sampled_from(["replace", "delete", "add"] if items else ["add"]))
+    if action == "add":
+        value = data.draw(trees)
+        if isinstance(node, dict):
+            node[data.draw(keys)] = value
+        else:
+            node.append(value)
+        return
+    key = data.draw(st.sampled_from(items))
+    if action == "delete":
+        del node[key]
+    else:
+        node[key] = data.draw(trees)
+
+
+@FUZZ
+@given(st.data())
+def test_parse_config_mutated_valid_configs(data):
+    doc = copy.deepcopy(VALID)
+    for _ in range(data.draw(st.integers(1, 3))):
+        _mutate(doc, data)
+    with tempfile.TemporaryDirectory() as d:
+        loads_or_input_error(parse_config, doc, Path(d) / "c.yaml")
+
+
+yaml_text = (st.builds(lambda t: yaml.safe_dump(t, allow_unicode=True), trees)
+             | st.lists(st.sampled_from(WORDS + KEYS + [": ", "\n", "  ", "- ", "[", "]", "{", "}", ",",
+                                                           "'", '"', "#", "\t", "%YAML 1.1\n", "---\n", "? "]),
+                        max_size=30).map("".join)
+             | st.text(max_size=200))
+
+
+@FUZZ
+@given(st.binary(max_size=300) | yaml_text.map(lambda s: s.encode("utf-8", "surrogatepass")))
+def test_load_config_random_files(content):
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "c.yaml"
+        path.write_bytes(content)
+        result = loads_or_input_error(load_config, path)
+        if isinstance(result, InputError):
+            assert str(path) in str(result)           # the message names the file
+
+
+COLUMNS = ["id", "submit", "tasks", "weight", "constraint", "duration", "demand.cpu", "demand.memory_mb",
+           "demand.", "demand.gpu"]
+cells = (st.sampled_from(["", "0", "1", "2", "-1", "1.5", "1e400", "nan", "abc", "3|4", "pareto:1.9:30",
+                          "uniform:10:0.2", "uniform:10:5", "disk == ssd", "a in (x", "j1"])
+         | st.integers().map(str) | st.floats().map(str) | st.text(max_size=8))
+
+
+@FUZZ
+@given(st.lists(st.sampled_from(COLUMNS) | st.text(max_size=6), max_size=9),
+       st.lists(st.lists(cells, max_size=10), max_size=6))
+def test_read_job_table_random_rows(header, rows):
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(header)
+    writer.writerows(rows)
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "jobs.csv"
+        path.write_text(buf.getvalue())
+        result = loads_or_input_error(read_job_table, path)
+        if isinstance(result, InputError):
+            assert str(path) in str(result)
+
+
+@FUZZ
+@given(st.binary(max_size=300) | st.text(alphabet=st.sampled_from(list('ab1.:|,"\n\r\x00 -') + ["id", "tasks",
+                                                                                              "duration",
+                                                                                              "demand.cpu"]),
+                                         max_size=120).map(str.encode))
+def test_read_job_table_random_bytes(content):
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "jobs.csv"
+        path.write_bytes(content)
+        loads_or_input_error(read_job_table, path)
+
+
+constraint_text = (st.text(max_size=40)
+                   | st.lists(st.sampled_from(["a", "node", "disk", "==", "!=", "<", ">=", "in", "not", "exists",
+                                               "and", "(", ")", ",", "n01..n03", "n3..n1", "x..y", "..", "'q'",
+                                               '"', "1.5", "-2", " "]), max_size=12).map(" ".join))
+
+
+@FUZZ
+@given(constraint_text)
+def test_constraint_parse_random_strings(text):
+    result = loads_or_input_error(Constraint.parse, text)
+    if isinstance(result, Constraint):
+        # What parses prints back to an expression that parses to the same constraint.
+        assert Constraint.parse(str(result)) == result
+
+
+# ----- the CLI: one line on stderr, exit status 2 ------------------------------------
+
+CONFIG_COMMANDS = [c for c in ("simulate", "replay") if importlib.util.find_spec(f"rm.commands.{c}")]
+
+
+@pytest.fixture
+def config_command():
+    assert CONFIG_COMMANDS, "no command that reads a CONFIG is installed"
+    return CONFIG_COMMANDS[0]
+
+
+BAD_FILES = {
+    "malformed YAML": ("bad.yaml", b"cluster: [nodes\n", "bad.yaml:2: malformed YAML"),
+    "not UTF-8": ("latin.yaml", b"name: caf\xe9\n", "latin.yaml"),
+    "bad capacity": ("cap.yaml", yaml.safe_dump({**VALID, "cluster": {"nodes": [
+        {"name": "a", "capacity": {"cpu": -2}}]}}).encode(), "field 'cluster.nodes[0].capacity.cpu'"),
+    "unknown policy": ("pol.yaml", yaml.safe_dump({**VALID, "policy": "lottery"}).encode(),
+                       "unknown policy 'lottery'"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_FILES, ids=list(BAD_FILES))
+def test_cli_bad_config_is_one_line(tmp_path, capsys, config_command, case):
+    name, content, expected = BAD_FILES[case]
+    path = tmp_path / name
+    path.write_bytes(content)
+    assert main([config_command, str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith(f"rayrm {config_command}: error: {path}") and expected in err[0]
+
+
+def test_cli_bad_job_table_names_row_and_field(tmp_path, capsys, config_command):
+    (tmp_path / "jobs.csv").write_text("id,tasks,duration,demand.cpu\nj1,2,10,1\nj2,three,10,1\n")
+    doc = {k: v for k, v in VALID.items() if k != "workload"} | {"workload": {"file": "jobs.csv"}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(doc))
+    assert main([config_command, str(tmp_path / "c.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert f"{tmp_path / 'jobs.csv'}:3: field 'tasks': must be a number, got 'three'" in err[0]
+
+
+def test_cli_missing_config(tmp_path, capsys, config_command):
+    assert main([config_command, str(tmp_path / "nope.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nope.yaml: cannot read config" in err[0]
