@@ -20,13 +20,7 @@ import argparse
 import importlib
 import sys
 
-FORMATS = {
-    "swim": "SWIM Facebook workload TSV (job, submit s, gap s, input B, shuffle B, output B)",
-    "sls": "Hadoop Scheduler Load Simulator JSON jobs (+ SLS node file, queue weights)",
-    "openb": "Alibaba GPU cluster trace (cluster-trace-gpu-v2023): node list and pod list CSV",
-    "google2011": "Google ClusterData 2011 tables: machine_events, machine_attributes, "
-                  "task_events, task_constraints",
-}
+FORMATS = ("swim", "sls", "openb", "google2011")   # modules in traces/importers/
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,8 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     imp = verbs.add_parser("import", help="import a public trace format as a rayrm config",
                            description="Import a public trace format as a rayrm config.")
     formats = imp.add_subparsers(dest="format", metavar="FORMAT")
-    for name, help_text in FORMATS.items():
-        p = formats.add_parser(name, help=help_text, description=help_text)
+    for name in FORMATS:
+        importer = _importer(name)
+        p = formats.add_parser(name, help=importer.HELP, description=importer.HELP)
         p.add_argument("-o", "--output", required=True, metavar="CONFIG",
                        help="config to write (YAML); the job table goes to <stem>.jobs.csv beside it")
         p.add_argument("--strict", action="store_true",
@@ -44,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.add_argument("--policy", default="tsf", help="policy written into the config (default tsf)")
         p.add_argument("--no-check", action="store_true",
                        help="do not load the written config back to validate it")
-        _importer(name).add_arguments(p)
+        importer.add_arguments(p)
         p.set_defaults(_trace_run=_run_import)
     imp.set_defaults(_trace_run=lambda args: _usage(imp))
 

@@ -59,7 +59,7 @@ from rm.model import NodeSpec, Resources
 from traces.importers.common import (ImportResult, SkipReport, attr_value, numeric, read_table, token,
                                      width_check)
 
-HELP = "Google ClusterData 2011 tables (machine_events, machine_attributes, task_events, task_constraints)"
+HELP = "Google ClusterData 2011 tables: machine_events, machine_attributes, task_events, task_constraints"
 TABLES = {
     "machine_events": ["time", "machine_id", "event_type", "platform_id", "cpus", "memory"],
     "machine_attributes": ["time", "machine_id", "name", "value", "deleted"],

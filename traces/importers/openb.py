@@ -43,7 +43,7 @@ from rm.errors import InputError
 from rm.model import AppSpec, NodeSpec, Resources
 from traces.importers.common import ImportResult, SkipReport, numeric, read_table, token, width_check
 
-HELP = "Alibaba openb GPU trace: node list and pod list CSV"
+HELP = "Alibaba GPU cluster trace (cluster-trace-gpu-v2023): node list and pod list CSV"
 NODE_COLUMNS = ["sn", "cpu_milli", "memory_mib", "gpu", "model"]
 POD_COLUMNS = ["name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "qos",
                "pod_phase", "creation_time", "deletion_time", "scheduled_time"]

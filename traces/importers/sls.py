@@ -63,7 +63,7 @@ from rm.model import AppSpec, NodeSpec, Resources
 from traces.importers.common import ImportResult, SkipReport, parse_resources, token
 from traces.importers.sls_jobs import ParsedJobs, _amount, json_stream, read_jobs, resource_name
 
-HELP = "Hadoop SLS JSON jobs (+ SLS node file)"
+HELP = "Hadoop Scheduler Load Simulator JSON jobs (+ SLS node file, queue weights)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
