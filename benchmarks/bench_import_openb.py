@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
 
         t0 = time.perf_counter()
         err = io.StringIO()
-        with contextlib.redirect_stderr(err):
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
             rc = rayrm(["trace", "import", "openb", str(node_path), str(pod_path), "-o", str(config)])
         t_import = time.perf_counter() - t0
         if rc:
@@ -104,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         has_simulate = "simulate" in build_parser()._subparsers._group_actions[0].choices
         t0 = time.perf_counter()
         if has_simulate:
-            rc = rayrm(["simulate", str(config), "--policy", "tsf", "--out", str(run_dir)])
+            with contextlib.redirect_stdout(io.StringIO()):
+                rc = rayrm(["simulate", str(config), "--policy", "tsf", "--out", str(run_dir), "--no-progress"])
         else:
             from rm.config import load_config  # noqa: PLC0415
             from rm.sim import simulate  # noqa: PLC0415
