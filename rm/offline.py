@@ -292,3 +292,26 @@ def _per_machine(problem, h, users, types, count, cap_t, level) -> tuple[np.ndar
     if np.any(tasks > problem.limit * (1 + 1e-9) + 1e-9):
         return Filling(problem, h, users, types, count, cap_t, np.arange(len(users)), level).run()
     return y, rounds
+
+
+#: online policy names (rm.policies) and the offline policy each one maps to
+ONLINE_NAMES = {"drfh-ff": ("drfh", None), "drfh-bf": ("drfh", None),
+                "cmmf-cpu": ("cmmf", "cpu"), "cmmf-mem": ("cmmf", "memory")}
+
+
+def resolve_policy(name: str, resource: str | None = None) -> tuple[str, str | None]:
+    """(offline policy, resource) for a policy name, online names included.
+
+    ``cmmf-cpu``/``cmmf-mem`` are CMMF on cpu/memory, ``drfh-ff``/``drfh-bf`` are
+    DRFH (placement heuristics do not exist offline); ``resource`` overrides the
+    resource of ``cmmf``.  Names with no max-min form (fifo, slots) raise InputError.
+    """
+    if name in ONLINE_NAMES:
+        policy, default = ONLINE_NAMES[name]
+    elif name in POLICIES:
+        policy, default = name, ("cpu" if name == "cmmf" else None)
+    else:
+        hint = " has no offline (max-min) form" if name in ("fifo", "slots", "ray-native") else " is unknown"
+        raise InputError(f"policy '{name}'{hint}; offline policies: {', '.join(POLICIES)} "
+                         f"(or the online names {', '.join(ONLINE_NAMES)})", field="policy")
+    return policy, (resource or default) if policy == "cmmf" else None
