@@ -74,6 +74,12 @@ def _unavailable(reason: str) -> int:
 def _run_import(args: argparse.Namespace) -> int:
     from traces.importers.common import SkipReport, write_config  # noqa: PLC0415
 
+    from rm.errors import InputError  # noqa: PLC0415
+    from rm.policies import POLICY_NAMES  # noqa: PLC0415
+
+    if args.policy not in POLICY_NAMES:
+        raise InputError(f"unknown policy '{args.policy}' (choose from {', '.join(POLICY_NAMES)})",
+                         field="--policy")
     report = SkipReport(f"rayrm trace import {args.format}", strict=args.strict)
     result = _importer(args.format).load(args, report)
     table = write_config(args.output, result, name=args.name, policy=args.policy,

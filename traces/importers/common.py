@@ -378,5 +378,10 @@ def write_config(path: str | Path, result: ImportResult, *, name: str | None = N
         yaml.dump(doc, handle, Dumper=dumper, sort_keys=False, default_flow_style=None, width=120)
     write_job_table(table, result.jobs, dims)
     if check:
-        load_config(path)
+        try:
+            load_config(path)
+        except InputError:
+            path.unlink(missing_ok=True)      # never leave a config rayrm cannot read
+            table.unlink(missing_ok=True)
+            raise
     return table
