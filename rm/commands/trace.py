@@ -77,7 +77,7 @@ def _run_import(args: argparse.Namespace) -> int:
     from rm.errors import InputError  # noqa: PLC0415
     from rm.policies import POLICY_NAMES  # noqa: PLC0415
 
-    if args.policy not in POLICY_NAMES:
+    if args.policy not in POLICY_NAMES and args.policy != "ray-native":
         raise InputError(f"unknown policy '{args.policy}' (choose from {', '.join(POLICY_NAMES)})",
                          field="--policy")
     report = SkipReport(f"rayrm trace import {args.format}", strict=args.strict)
