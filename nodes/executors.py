@@ -1,0 +1,132 @@
+"""Container executors: how a granted container's payload runs on its NM's Ray node.
+
+* ``task`` — each container is a Ray task pinned to the NM's Ray node
+  (``NodeAffinitySchedulingStrategy(soft=False)``, ``num_cpus=0``: the RM's
+  accounting is the only admission control).  Each running container holds a
+  Ray worker process, so the workers are started before t = 0 (``prewarm``) and
+  kept alive (``num_workers_soft_limit`` and a long
+  ``idle_worker_killing_time_threshold_ms`` in ``_system_config``).
+* ``actor`` — each container is an async actor task on a ``ContainerExecutor``
+  actor on the NM's Ray node: thousands of concurrent containers cost one
+  process.  The ``cpu`` payload burns CPU in a thread there (one process: the GIL
+  caps it at one core per Ray node).
+
+``auto`` (``choose_executor``) picks ``task`` when, on every Ray node, the most
+containers that could ever run at once — Σ over its NMs of the most tasks of any
+job that fit the NM — is at most ``TASK_WORKERS_PER_CPU`` × the Ray node's CPUs,
+and ``actor`` otherwise.  The TSF micro-benchmark (up to 100 containers at once)
+on a 2-core machine gets ``actor``; a 4-NM test cluster gets ``task``.
+
+Payloads: ``sleep`` sleeps ``seconds``; ``cpu`` spins until ``seconds`` have passed.
+Both return ``(start, finish)`` wall times read where the payload ran.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterable
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from rm.errors import InputError
+from rm.model import NodeSpec, tasks_fit
+
+EXECUTORS = ("auto", "task", "actor")
+PAYLOADS = ("sleep", "cpu")
+TASK_WORKERS_PER_CPU = 4
+
+
+def payload(seconds: float, kind: str) -> tuple[float, float]:
+    """Run a container's payload here; returns (start, finish) wall times."""
+    start = time.time()
+    if kind == "cpu":
+        deadline = start + seconds
+        x = 0
+        while time.time() < deadline:
+            for _ in range(1000):
+                x += 1
+    else:
+        time.sleep(max(0.0, seconds))
+    return start, time.time()
+
+
+@ray.remote(num_cpus=0, max_retries=0)
+def run_container(seconds: float, kind: str) -> tuple[float, float]:
+    """The ``task`` executor: one container = one Ray task."""
+    return payload(seconds, kind)
+
+
+@ray.remote(num_cpus=0, max_concurrency=100_000)
+class ContainerExecutor:
+    """The ``actor`` executor: containers are async actor tasks of this actor."""
+
+    def __init__(self):
+        self._threads: ThreadPoolExecutor | None = None
+
+    async def run(self, seconds: float, kind: str) -> tuple[float, float]:
+        if kind == "cpu":
+            if self._threads is None:
+                self._threads = ThreadPoolExecutor(max_workers=256)
+            return await asyncio.get_running_loop().run_in_executor(self._threads, payload, seconds, kind)
+        start = time.time()
+        await asyncio.sleep(max(0.0, seconds))
+        return start, time.time()
+
+    async def ping(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+
+@ray.remote(num_cpus=0, max_retries=0)
+def _warm(barrier) -> int:
+    """Hold a worker until ``barrier`` (the NM host) has seen every warm task arrive."""
+    import os  # noqa: PLC0415
+    ray.get(barrier.arrive.remote())
+    return os.getpid()
+
+
+class Launcher:
+    """Starts container payloads for one NM host; returns an ObjectRef per container."""
+
+    def __init__(self, kind: str, ray_node: str, actor=None):
+        self.kind, self.ray_node, self.actor = kind, ray_node, actor
+        self._task = run_container.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(ray_node, soft=False))
+
+    def launch(self, container: int, seconds: float, kind: str):
+        if self.kind == "actor":
+            return self.actor.run.options(name=f"container-{container}").remote(seconds, kind)
+        return self._task.options(name=f"container-{container}").remote(seconds, kind)
+
+    def warm_tasks(self, barrier, count: int) -> list:
+        strategy = NodeAffinitySchedulingStrategy(self.ray_node, soft=False)
+        return [_warm.options(scheduling_strategy=strategy).remote(barrier) for _ in range(count)]
+
+
+def peak_containers(nodes: Iterable[NodeSpec], apps, dims: tuple[str, ...]) -> int:
+    """The most containers that could ever run at once on ``nodes``.
+
+    Σ over nodes of max over apps whose constraint admits the node of
+    floor(min_r C_mr / d_ir) — an upper bound, since one job rarely fills every node.
+    """
+    total = 0
+    for n in nodes:
+        cap = n.capacity.vector(dims)
+        best = 0.0
+        for a in apps:
+            if a.constraint.matches(n.name, n.attributes):
+                best = max(best, tasks_fit(cap, a.demand.vector(dims)))
+        total += int(best)
+    return total
+
+
+def choose_executor(requested: str, peaks: dict[str, int], cpus: dict[str, float]) -> str:
+    """``task`` or ``actor`` for ``requested`` (auto/task/actor); see the module docstring."""
+    if requested not in EXECUTORS:
+        raise InputError(f"unknown executor '{requested}' (choose from {', '.join(EXECUTORS)})")
+    if requested != "auto":
+        return requested
+    fits = all(peaks[n] <= TASK_WORKERS_PER_CPU * max(1.0, cpus.get(n, 1.0)) for n in peaks)
+    return "task" if fits else "actor"

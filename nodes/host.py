@@ -1,0 +1,299 @@
+"""NodeManager host: many logical NodeManagers in one async actor on one Ray node.
+
+Each logical NM has its own capacity, attributes and heartbeat schedule (phases
+spread over the interval so a host's NMs do not all beat at once).  The host
+batches: one ``node_heartbeat`` call to the RM carries every NM that is due, and
+one NM whose container just completed beats *out of band* at once (YARN's
+``sendOutOfBandHeartBeat``), so the RM reschedules freed resources without
+waiting for the next interval.  A host has one RM call in flight at a time,
+numbered by ``request_id``; a failed call is retried with the same id.
+
+What an NM reports (YARN NodeStatus): a container once as RUNNING when launched,
+and as COMPLETE until the RM acknowledges it (``ack``).  It kills what the RM
+lists in ``cleanup``.  ``start_containers`` (from AMs) starts a container only on
+an NM of this host that is alive, and at most once per container id.
+
+Measured per host for benchmarks: heartbeats sent and answered, round trip
+(call sent -> answer), lag (due -> answered), and the backlog (NMs overdue by
+more than one interval when a batch goes out).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import time
+
+import ray
+
+from nodes.executors import ContainerExecutor, Launcher
+from rm.model import NodeSpec
+from rm.protocol import (COMPLETE, FAILED, FINISHED, KILLED, NORMAL, RESYNC, RUNNING,
+                         ContainerLaunch, ContainerStatus, NodeHeartbeat, NodeRegistration)
+
+
+class _NM:
+    """One logical NodeManager's state inside the host."""
+
+    __slots__ = ("spec", "alive", "due", "new", "unacked", "containers")
+
+    def __init__(self, spec: NodeSpec, due: float):
+        self.spec = spec
+        self.alive = True
+        self.due = due
+        self.new: list[ContainerStatus] = []                 # RUNNING, not yet reported
+        self.unacked: dict[int, ContainerStatus] = {}        # COMPLETE, not yet acknowledged
+        self.containers: dict[int, tuple[ContainerLaunch, float, object]] = {}
+
+
+@ray.remote(num_cpus=0, max_concurrency=10_000)
+class NodeManagerHost:
+    """Logical NMs of one Ray node (see the module docstring)."""
+
+    def __init__(self, host_id: str, rm, nodes: list[NodeSpec], ray_node: str, *,
+                 interval_wall: float, executor: str = "actor", container_actor=None,
+                 batch_window: float = 0.002, keep_samples: bool = True):
+        self.host_id, self.rm, self.ray_node = host_id, rm, ray_node
+        self.interval = interval_wall
+        self.window = batch_window
+        n = max(1, len(nodes))
+        now = time.time()
+        self.nms = {s.name: _NM(s, now + self.interval * (i + 0.5) / n) for i, s in enumerate(nodes)}
+        self.launcher = Launcher(executor, ray_node, container_actor)
+        self._rid = 0
+        self._oob: set[str] = set()
+        self._wake: asyncio.Event | None = None
+        self._loop_task: asyncio.Task | None = None
+        self._stopped = False
+        self._warm_count = 0
+        self._warm_target = 0
+        self._warm_done: asyncio.Event | None = None
+        self.keep_samples = keep_samples
+        self.stats = {"sent": 0, "answered": 0, "batches": 0, "oob": 0, "backlog_max": 0,
+                      "backlog_sum": 0, "resync": 0, "launched": 0, "refused_launch": 0}
+        self.rtt: list[float] = []
+        self.error = ""
+        self.lag: list[float] = []
+
+    # ----- registration and the heartbeat loop ---------------------------------
+
+    async def register(self) -> dict[str, str]:
+        """Register every NM with the RM and start heartbeating; returns NM -> Ray node."""
+        self._wake = asyncio.Event()
+        regs = [NodeRegistration(nm.spec.name, dict(nm.spec.capacity), dict(nm.spec.attributes),
+                                 self.ray_node, 0) for nm in self.nms.values()]
+        await self._call("register_nodes", regs)
+        if self._loop_task is None:
+            self._loop_task = asyncio.get_running_loop().create_task(self._heartbeat_loop())
+        return {name: self.ray_node for name in self.nms}
+
+    async def _call(self, method: str, payload, *extra):
+        """One RM call; retried with the same request id if the RM is unreachable."""
+        self._rid += 1
+        rid = self._rid
+        delay = 0.05
+        for attempt in range(40):
+            try:
+                return await getattr(self.rm, method).remote(self.host_id, rid, payload, *extra)
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
+                if attempt == 39:
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(1.0, delay * 2)
+
+    async def _heartbeat_loop(self) -> None:
+        try:
+            await self._heartbeats()
+        except Exception as e:  # noqa: BLE001 - surfaced through measurements() and the log
+            import traceback  # noqa: PLC0415
+            self.error = f"{type(e).__name__}: {e}"
+            traceback.print_exc()
+            raise
+
+    async def _heartbeats(self) -> None:
+        heap = [(nm.due, name) for name, nm in self.nms.items()]
+        heapq.heapify(heap)
+        while not self._stopped:
+            now = time.time()
+            wait = (heap[0][0] - now) if heap else self.interval
+            if wait > 0 and not self._oob:
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout=wait)
+                except asyncio.TimeoutError:
+                    pass
+                if self._stopped:
+                    return
+            now = time.time()
+            due_names: dict[str, float] = {}
+            while heap and heap[0][0] <= now + self.window:
+                t, name = heapq.heappop(heap)
+                due_names[name] = t
+            oob = self._oob - due_names.keys()
+            self._oob = set()
+            names = [n for n in list(due_names) + sorted(oob) if self.nms[n].alive]
+            backlog = sum(1 for t in due_names.values() if now - t > self.interval)
+            self.stats["backlog_max"] = max(self.stats["backlog_max"], backlog)
+            self.stats["backlog_sum"] += backlog
+            if names:
+                await self._beat(names, due_names)
+            for name, t in due_names.items():
+                nxt = t + self.interval
+                if nxt < time.time():                      # fell behind: keep the phase, skip beats
+                    nxt += self.interval * int((time.time() - nxt) / self.interval + 1)
+                self.nms[name].due = nxt
+                heapq.heappush(heap, (nxt, name))
+
+    async def _beat(self, names: list[str], due: dict[str, float]) -> None:
+        beats = []
+        for name in names:
+            nm = self.nms[name]
+            statuses = [s for s in nm.new if s.container not in nm.unacked] + list(nm.unacked.values())
+            beats.append(NodeHeartbeat(name, tuple(statuses)))
+        sent = time.time()
+        self.stats["sent"] += len(beats)
+        self.stats["batches"] += 1
+        self.stats["oob"] += len(names) - len(due)
+        responses = await self._call("node_heartbeat", beats)
+        got = time.time()
+        self.stats["answered"] += len(responses)
+        if self.keep_samples:
+            self.rtt.append(got - sent)
+            self.lag.extend(got - t for t in due.values())
+        resync = []
+        for beat, resp in zip(beats, responses):
+            nm = self.nms[resp.node]
+            reported = {s.container for s in beat.statuses if s.state == RUNNING}
+            nm.new = [s for s in nm.new if s.container not in reported and s.container not in nm.unacked]
+            for cid in resp.ack:
+                nm.unacked.pop(cid, None)
+            for cid in resp.cleanup:
+                self._kill(nm, cid)
+            if resp.action == RESYNC:
+                resync.append(nm)
+            elif resp.action != NORMAL:
+                nm.alive = False
+        if resync:
+            self.stats["resync"] += len(resync)
+            regs = [NodeRegistration(nm.spec.name, dict(nm.spec.capacity), dict(nm.spec.attributes),
+                                     self.ray_node, 0) for nm in resync]
+            await self._call("register_nodes", regs)
+
+    # ----- containers ----------------------------------------------------------
+
+    async def start_containers(self, launches: list[ContainerLaunch]) -> list[str]:
+        """YARN startContainers: launch each granted container on its NM; "ok" or why not."""
+        out = []
+        for launch in launches:
+            nm = self.nms.get(launch.node)
+            if nm is None or not nm.alive:
+                self.stats["refused_launch"] += 1
+                out.append(f"node {launch.node} is not running on this host")
+                continue
+            if launch.container in nm.containers or launch.container in nm.unacked:
+                out.append("ok")
+                continue
+            ref = self.launcher.launch(launch.container, launch.seconds, launch.payload)
+            launched = time.time()
+            nm.containers[launch.container] = (launch, launched, ref)
+            nm.new.append(ContainerStatus(launch.container, launch.app, launch.task, launch.attempt,
+                                          launch.node, RUNNING, launched))
+            asyncio.get_running_loop().create_task(self._watch(nm, launch, launched, ref))
+            self.stats["launched"] += 1
+            out.append("ok")
+        return out
+
+    async def _watch(self, nm: _NM, launch: ContainerLaunch, launched: float, ref) -> None:
+        start = finish = None
+        exit_, detail = FINISHED, ""
+        try:
+            start, finish = await ref
+        except (ray.exceptions.TaskCancelledError, asyncio.CancelledError):
+            exit_, finish = KILLED, time.time()
+        except ray.exceptions.RayError as e:
+            exit_, finish, detail = FAILED, time.time(), type(e).__name__
+        nm.containers.pop(launch.container, None)
+        if not nm.alive:
+            return
+        nm.unacked[launch.container] = ContainerStatus(
+            launch.container, launch.app, launch.task, launch.attempt, launch.node, COMPLETE,
+            launched, start, finish, exit_, detail)
+        self._oob.add(nm.spec.name)
+        if self._wake is not None:
+            self._wake.set()
+
+    def _kill(self, nm: _NM, cid: int) -> None:
+        entry = nm.containers.get(cid)
+        if entry is not None:
+            ray.cancel(entry[2])
+
+    # ----- warm-up, stop, stats ----------------------------------------------------
+
+    async def prewarm(self, count: int, timeout: float = 120.0) -> int:
+        """Before t = 0: make the first containers as fast as the rest.
+
+        Task executor: start ``count`` worker processes on this Ray node and leave
+        them idle (each waits until all have arrived, so they are distinct).  Actor
+        executor: run a few empty containers through the executor actor.
+        Returns the number of distinct worker processes (task) or runs (actor).
+        """
+        if self.launcher.kind == "actor":
+            refs = [self.launcher.launch(-1 - i, 0.0, "sleep") for i in range(max(1, min(count, 8)))]
+            return len(await asyncio.gather(*refs))
+        if count <= 0:
+            return 0
+        self._warm_count, self._warm_target = 0, count
+        self._warm_done = asyncio.Event()
+        me = ray.get_runtime_context().current_actor
+        refs = self.launcher.warm_tasks(me, count)
+        try:
+            await asyncio.wait_for(self._warm_done.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+        self._warm_done.set()
+        pids = await asyncio.gather(*refs)
+        return len(set(pids))
+
+    async def arrive(self) -> None:
+        """A warm task checks in and waits until all of them have."""
+        self._warm_count += 1
+        if self._warm_count >= self._warm_target:
+            self._warm_done.set()
+        await self._warm_done.wait()
+
+    async def stop(self) -> dict:
+        """Stop heartbeating; returns the host's measurements."""
+        self._stopped = True
+        if self._wake is not None:
+            self._wake.set()
+        if self._loop_task is not None:
+            try:
+                await asyncio.wait_for(self._loop_task, timeout=5.0)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                self._loop_task.cancel()
+        return await self.measurements()
+
+    async def health(self) -> str:
+        """'' while the heartbeat loop is fine, else the error that stopped it."""
+        return self.error
+
+    async def measurements(self) -> dict:
+        return {"host": self.host_id, "ray_node": self.ray_node, "nms": len(self.nms), "error": self.error,
+                **self.stats, "rtt": list(self.rtt), "lag": list(self.lag)}
+
+    async def kill_nm(self, node: str) -> bool:
+        """Stop one logical NM (it stops heartbeating; its containers are killed)."""
+        nm = self.nms.get(node)
+        if nm is None or not nm.alive:
+            return False
+        nm.alive = False
+        for cid in list(nm.containers):
+            self._kill(nm, cid)
+        return True
+
+
+def make_container_executor(ray_node: str):
+    """An ``actor``-executor ContainerExecutor pinned to ``ray_node``."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415
+    return ContainerExecutor.options(
+        scheduling_strategy=NodeAffinitySchedulingStrategy(ray_node, soft=False)).remote()

@@ -1,0 +1,158 @@
+"""Messages of the replay's YARN-style protocol (DESIGN.md, "The Ray replay").
+
+Everything that crosses an actor boundary is one of these small frozen
+dataclasses.  Every call to the ResourceManager carries ``caller`` (the id of the
+host actor making it) and ``request_id`` (increasing per caller); the RM answers a
+repeated ``(caller, request_id)`` with the response it gave the first time, so a
+retried call never allocates, releases or finishes twice.
+
+    NodeManager host  -> RM   register_nodes([NodeRegistration])     -> [str action]
+                              node_heartbeat([NodeHeartbeat])        -> [NodeHeartbeatResponse]
+    AppMaster host    -> RM   register_apps([AppRegistration])       -> [AppRegistered]
+                              allocate([AllocateRequest], wait)       -> [AllocateResponse]
+                              finish_apps([(app, attempt)])           -> [str action]
+    AppMaster host    -> NM   start_containers([ContainerLaunch])     -> [str]  ("ok" or why not)
+
+Actions (YARN's NodeAction / AMCommand): ``normal``; ``resync`` — the RM does not
+know the caller (it restarted, or the node was declared lost): register again;
+``shutdown`` — stop; ``fenced`` — the call came from an attempt that is no longer
+current and was refused.
+
+Wall times are ``time.time()`` seconds read by the actor that observed the event;
+the RM turns them into trace seconds with trace = (wall - start) / time_scale.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from rm.model import AppSpec
+
+NORMAL, RESYNC, SHUTDOWN, FENCED = "normal", "resync", "shutdown", "fenced"
+
+# Container states as the NM reports them (YARN ContainerState) and how a COMPLETE one ended.
+RUNNING, COMPLETE = "RUNNING", "COMPLETE"
+FINISHED, KILLED, LOST, FAILED = "finished", "killed", "lost", "failed"
+
+
+@dataclass(frozen=True)
+class ContainerStatus:
+    """What an NM knows of one container (YARN ContainerStatus).
+
+    ``launched`` is when the NM started it; ``start`` and ``finish`` are when the
+    payload itself began and ended (known once it has ended).  ``exit`` says how a
+    COMPLETE container ended: finished, killed (cleanup), lost (its node died) or
+    failed (the payload raised).
+    """
+
+    container: int
+    app: str
+    task: int
+    attempt: int
+    node: str
+    state: str
+    launched: float
+    start: float | None = None
+    finish: float | None = None
+    exit: str = ""
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class NodeRegistration:
+    """An NM introduces itself (YARN RegisterNodeManagerRequest)."""
+
+    node: str
+    capacity: Mapping[str, float]
+    attributes: Mapping[str, str | float]
+    ray_node: str
+    host: int
+    running: tuple[ContainerStatus, ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeHeartbeat:
+    """One NM's heartbeat: container statuses not yet acknowledged (YARN NodeStatus)."""
+
+    node: str
+    statuses: tuple[ContainerStatus, ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeHeartbeatResponse:
+    """The RM's answer to one NM: what to kill (``cleanup``), what it recorded (``ack``)."""
+
+    node: str
+    action: str = NORMAL
+    cleanup: tuple[int, ...] = ()
+    ack: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class AppRegistration:
+    """An AM registers its app (YARN RegisterApplicationMasterRequest)."""
+
+    spec: AppSpec
+    attempt: int = 1
+    finished_tasks: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class AppRegistered:
+    app: str
+    accepted: bool
+    reason: str = ""
+    action: str = NORMAL
+
+
+@dataclass(frozen=True)
+class AllocateRequest:
+    """One AM's heartbeat (YARN AllocateRequest).
+
+    ``ask`` is absolute: the number of tasks the AM still wants containers for,
+    counted before it sees this call's answer.  The RM subtracts the containers
+    it allocated but has not delivered yet, so an ask never double counts.
+    ``releases`` are containers the AM got but does not need.
+    """
+
+    app: str
+    attempt: int
+    ask: int
+    releases: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A container granted to an app (YARN Container): where, and when the RM placed it."""
+
+    container: int
+    app: str
+    node: str
+    host: int
+    allocated: float
+
+
+@dataclass(frozen=True)
+class AllocateResponse:
+    app: str
+    action: str = NORMAL
+    allocated: tuple[Allocation, ...] = ()
+    completed: tuple[ContainerStatus, ...] = ()
+
+
+@dataclass(frozen=True)
+class ContainerLaunch:
+    """An AM asks an NM to start a granted container for one task attempt.
+
+    ``seconds`` is the wall time the payload runs: the task's duration × time_scale.
+    """
+
+    container: int
+    app: str
+    task: int
+    attempt: int
+    node: str
+    seconds: float
+    payload: str = "sleep"
+    demand: Mapping[str, float] = field(default_factory=dict)

@@ -1,0 +1,279 @@
+"""The Ray replay driver: a trace replayed by RM, NM and AM actors running real timed tasks.
+
+``replay(config, policy=..., out=..., time_scale=..., address=...)`` returns the
+run's summary (summary.json) and writes the run directory of DESIGN.md to ``out``.
+
+1. **Connect.**  ``address=None`` starts a local Ray (``ray.init`` with this
+   machine's CPUs, a small object store, and workers kept warm via
+   ``_system_config``); an address (or ``auto``) joins the cluster started with
+   ``ray start``; if Ray is already initialised (tests) that session is used.
+2. **Place.**  The trace's nodes are assigned to Ray nodes (``nodes.placement``);
+   one NodeManager host actor per Ray node that got NMs; the executor is chosen
+   (``nodes.executors.choose_executor``).
+3. **Warm up.**  The RM actor (``rayrm-rm``) starts; task-executor workers are
+   pre-started, or the container executor actors are; every NM registers.
+4. **t = 0.**  ``start_wall`` is set a moment ahead and handed to the RM and the
+   AM host; trace time = (wall − start_wall) / time_scale everywhere.
+5. **Run.**  The AM host registers each job at its submit time, asks, launches
+   and finishes; the driver shows progress on stderr (trace time, running
+   containers, finished tasks) until every AM is done.
+6. **Collect.**  The RM's run log is written to ``out``; summary.json gains the
+   scheduling latencies, the NM heartbeat figures, the executor, and with
+   ``twin=True`` the simulator's run of the same trace and seed with per-job
+   completion-time ratios (replay / simulator).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from rm.config import ExperimentConfig, load_config
+from rm.errors import InputError
+
+NAMESPACE = "rayrm"
+SYSTEM_CONFIG = {
+    # Keep pre-started workers: a container must not pay a worker cold start.
+    "num_workers_soft_limit": 1000,
+    "idle_worker_killing_time_threshold_ms": 3_600_000,
+}
+OBJECT_STORE_BYTES = 100 * 1024 * 1024
+START_LEAD = 0.3          # wall seconds between the last preparation and t = 0
+
+
+def percentiles(values, scale: float = 1.0) -> dict:
+    """p50/p90/p99/mean/max of ``values`` × ``scale`` (empty dict when there are none)."""
+    if len(values) == 0:
+        return {}
+    arr = np.asarray(values, dtype=float) * scale
+    out = {f"p{q}": round(float(np.percentile(arr, q)), 3) for q in (50, 90, 99)}
+    return out | {"mean": round(float(arr.mean()), 3), "max": round(float(arr.max()), 3), "n": int(arr.size)}
+
+
+def connect(address: str | None, *, num_cpus: int | None = None) -> bool:
+    """Connect to Ray; returns True when this call started a local Ray (shut it down after)."""
+    import ray  # noqa: PLC0415
+    if ray.is_initialized():
+        return False
+    kwargs = {"namespace": NAMESPACE, "logging_level": "ERROR", "log_to_driver": True}
+    if address:
+        try:
+            ray.init(address=address, **kwargs)
+        except ConnectionError as e:
+            raise InputError(f"cannot connect to the Ray cluster at {address!r}: {e}") from None
+        return True
+    ray.init(num_cpus=num_cpus or os.cpu_count(), object_store_memory=OBJECT_STORE_BYTES,
+             include_dashboard=False, _system_config=SYSTEM_CONFIG, **kwargs)
+    return True
+
+
+def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out: str | Path | None = None,
+           time_scale: float | None = None, address: str | None = None, *, executor: str = "auto",
+           payload: str | None = None, twin: bool = False, seed: int | None = None,
+           progress: bool | None = None, faults=()) -> dict:
+    """Replay ``config`` on Ray under ``policy``; see the module docstring."""
+    cfg = config if isinstance(config, ExperimentConfig) else load_config(config)
+    policy_name = policy or cfg.policy
+    scale = float(time_scale if time_scale is not None else cfg.run["time_scale"])
+    if not scale > 0:
+        raise InputError(f"--time-scale must be positive, got {time_scale}")
+    if faults:
+        raise InputError("fault injection (--fault) is not available yet")
+    run_seed = cfg.seed if seed is None else int(seed)
+    kind = payload or str(cfg.run.get("payload", "sleep"))
+    if kind not in ("sleep", "cpu"):
+        raise InputError(f"unknown payload '{kind}' (choose from sleep, cpu)", field="run.payload")
+    if policy_name == "ray-native":
+        from rm.native import replay_native  # noqa: PLC0415
+        return replay_native(cfg, out=out, time_scale=scale, address=address, payload=kind,
+                             seed=run_seed, progress=progress, twin=twin)
+    from rm.policies import make_policy  # noqa: PLC0415
+    options = {"k": int(cfg.run.get("slots_per_node", 14))} if policy_name == "slots" else {}
+    policy_obj = make_policy(policy_name, **options)
+
+    started = connect(address)
+    session = _Session()
+    try:
+        summary = _run(cfg, policy_name, policy_obj, scale, executor, kind, run_seed, out, progress,
+                       session)
+    finally:
+        session.close()
+        if started:
+            import ray  # noqa: PLC0415
+            ray.shutdown()
+    if twin:
+        summary["twin"] = twin_comparison(cfg, policy_name, run_seed, out, summary)
+        if out is not None:
+            import json  # noqa: PLC0415
+            (Path(out) / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+class _Session:
+    """The actors of one replay, killed at the end whatever happens."""
+
+    def __init__(self):
+        self.actors: list = []
+
+    def add(self, actor):
+        self.actors.append(actor)
+        return actor
+
+    def close(self) -> None:
+        import ray  # noqa: PLC0415
+        for a in reversed(self.actors):
+            try:
+                ray.kill(a)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        self.actors.clear()
+
+
+def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, executor: str, kind: str,
+         seed: int, out, progress, session: _Session) -> dict:
+    import ray  # noqa: PLC0415
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as Affinity  # noqa: PLC0415
+
+    from apps.am import AMJob, ApplicationMasterHost  # noqa: PLC0415
+    from nodes.executors import TASK_WORKERS_PER_CPU, choose_executor, peak_containers  # noqa: PLC0415
+    from nodes.host import NodeManagerHost, make_container_executor  # noqa: PLC0415
+    from nodes.placement import alive_ray_nodes, place_nodes  # noqa: PLC0415
+    from rm.actor import RM_NAME, ResourceManager  # noqa: PLC0415
+
+    interval_wall = float(cfg.run["heartbeat_interval"]) * scale
+    here = ray.get_runtime_context().get_node_id()
+    ray_nodes = alive_ray_nodes()
+    placement = place_nodes(cfg.nodes, ray_nodes)
+    by_ray: dict[str, list] = defaultdict(list)
+    for spec in cfg.nodes:
+        by_ray[placement[spec.name].node_id].append(spec)
+    cpus = {r.node_id: r.cpus for r in ray_nodes}
+    peaks = {rid: peak_containers(specs, cfg.apps, cfg.dims) for rid, specs in by_ray.items()}
+    chosen = choose_executor(executor, peaks, cpus)
+
+    rm = session.add(ResourceManager.options(
+        name=RM_NAME, namespace=NAMESPACE, scheduling_strategy=Affinity(here, soft=True)).remote(
+        dims=cfg.dims, nodes=cfg.nodes, policy=policy_obj, policy_name=policy_name, time_scale=scale,
+        heartbeat_interval=float(cfg.run["heartbeat_interval"]), nm_expiry=int(cfg.run["nm_expiry"]),
+        name=cfg.name, seed=seed))
+    hosts = {}
+    for i, (rid, specs) in enumerate(by_ray.items()):
+        container_actor = session.add(make_container_executor(rid)) if chosen == "actor" else None
+        hosts[f"nm-{i}"] = session.add(NodeManagerHost.options(
+            name=f"rayrm-nm-{i}", namespace=NAMESPACE, scheduling_strategy=Affinity(rid, soft=False)).remote(
+            f"nm-{i}", rm, specs, rid, interval_wall=interval_wall, executor=chosen,
+            container_actor=container_actor))
+    host_ray_node = {h: rid for h, rid in zip(hosts, by_ray)}
+    budget = {rid: int(TASK_WORKERS_PER_CPU * max(1.0, cpus[rid])) for rid in by_ray}
+    ray.get([hosts[h].prewarm.remote(min(peaks[rid], budget[rid])) for h, rid in host_ray_node.items()])
+    registered = {}
+    for part in ray.get([h.register.remote() for h in hosts.values()]):
+        registered.update(part)
+    jobs = [AMJob(j.app, tuple(float(x) for x in j.task_durations(seed))) for j in cfg.jobs]
+    am = session.add(ApplicationMasterHost.options(
+        name="rayrm-am-0", namespace=NAMESPACE, scheduling_strategy=Affinity(here, soft=True)).remote(
+        "am-0", rm, hosts, jobs, time_scale=scale, interval_wall=interval_wall, payload=kind))
+    ray.get(am.ready.remote())
+
+    start_wall = time.time() + START_LEAD
+    ray.get(rm.start_clock.remote(start_wall))
+    done_ref = am.run.remote(start_wall)
+    total = sum(j.app.num_tasks for j in cfg.jobs)
+    max_task = max((max(a.durations) if a.durations else 0.0) for a in jobs) * scale
+    outcome = watch(rm, done_ref, total, policy_name, progress, stall_after=120.0 + 3 * max_task,
+                    hosts=list(hosts.values()))
+    host_stats = ray.get([h.stop.remote() for h in hosts.values()])
+    exported = ray.get(rm.export.remote())
+    wall_seconds = time.time() - start_wall
+
+    log = exported["log"]
+    rtt = [x for s in host_stats for x in s["rtt"]]
+    lag = [x for s in host_stats for x in s["lag"]]
+    a2r = exported["alloc_to_running"]
+    extra = {
+        "time_scale": scale, "executor": chosen, "payload": kind,
+        "ray_nodes": len(by_ray), "nm_hosts": len(hosts),
+        "nm_per_ray_node": {rid: len(specs) for rid, specs in by_ray.items()},
+        "scheduling_latency": {
+            "allocation_to_running_ms": percentiles(a2r, 1000.0),
+            "allocation_to_launch_ms": percentiles(exported["alloc_to_launch"], 1000.0),
+            "allocation_to_running_trace_s": percentiles(a2r, 1.0 / scale),
+        },
+        "node_heartbeats": {
+            "handled": exported["progress"]["heartbeats"],
+            "batch_round_trip_ms": percentiles(rtt, 1000.0),
+            "due_to_answer_ms": percentiles(lag, 1000.0),
+            "out_of_band": sum(s["oob"] for s in host_stats),
+        },
+        "tasks_finished_twice": exported["progress"]["duplicate_finishes"]
+        + sum(a["duplicates"] for a in outcome["apps"].values()),
+        "refused_calls": exported["progress"]["refused"],
+        "rm_calls": exported["calls"],
+    }
+    if out is not None:
+        return log.write(out, wall_seconds=wall_seconds, **extra)
+    return log.summary(wall_seconds=wall_seconds, **extra)
+
+
+def watch(rm, done_ref, total: int, label: str, progress: bool | None, stall_after: float,
+          hosts=()) -> dict:
+    """Wait for the AM host, printing progress on stderr; raise if an NM host's heartbeat
+    loop died or nothing moves for ``stall_after`` seconds."""
+    import ray  # noqa: PLC0415
+    show = sys.stderr.isatty() if progress is None else progress
+    tty = sys.stderr.isatty()
+    last_change, last_key, last_print = time.time(), None, 0.0
+    while True:
+        ready, _ = ray.wait([done_ref], timeout=1.0)
+        p = ray.get(rm.progress.remote())
+        errors = [e for e in ray.get([h.health.remote() for h in hosts]) if e]
+        if errors:
+            raise RuntimeError(f"a NodeManager host failed: {errors[0]}")
+        now = time.time()
+        key = (p["finished"], p["allocations"], p["running"])
+        if key != last_key:
+            last_key, last_change = key, now
+        if show and (tty or now - last_print >= 10.0 or ready):
+            line = (f"rayrm replay [{label}] t={p['time']:8.1f}s  running {p['running']:5d}  "
+                    f"finished {p['finished']}/{total}  pending {p['pending']}")
+            print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
+            last_print = now
+        if ready:
+            if show and tty:
+                print(file=sys.stderr)
+            return ray.get(done_ref)
+        if now - last_change > stall_after:
+            raise RuntimeError(f"the replay made no progress for {stall_after:.0f}s "
+                               f"(finished {p['finished']}/{total}, pending {p['pending']})")
+
+
+def twin_comparison(cfg: ExperimentConfig, policy: str, seed: int, out, summary: dict) -> dict:
+    """Simulate the same trace and seed; per-job completion time ratio replay / simulator."""
+    from rm.rundir import RunDir  # noqa: PLC0415
+    from rm.sim import simulate  # noqa: PLC0415
+    if out is None:
+        raise InputError("--twin needs --out (the twin's run directory goes under it)")
+    twin_dir = Path(out) / "twin"
+    simulate(cfg, policy=policy, seed=seed, out=twin_dir, progress=False)
+    mine = RunDir(Path(out)).jobs.set_index("app")
+    sim = RunDir(twin_dir).jobs.set_index("app")
+    ratios = {}
+    for app in sim.index:
+        if app not in mine.index:
+            continue
+        a, b = float(mine.at[app, "completion_time"]), float(sim.at[app, "completion_time"])
+        if a == a and b == b and b > 0:            # both finished (NaN otherwise)
+            ratios[app] = round(a / b, 4)
+    worst = max((abs(r - 1.0) for r in ratios.values()), default=0.0)
+    return {"run_dir": str(twin_dir), "completion_time_ratio": ratios, "max_deviation": round(worst, 4),
+            "makespan_ratio": round(summary["makespan"] / max(1e-9, _read_makespan(twin_dir)), 4)}
+
+
+def _read_makespan(run_dir: Path) -> float:
+    import json  # noqa: PLC0415
+    return float(json.loads((run_dir / "summary.json").read_text())["makespan"])
