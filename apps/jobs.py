@@ -84,7 +84,7 @@ class Durations:
 def _positive(value: Any, what: str, allow_zero: bool = False) -> float:
     try:
         x = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise InputError(f"{what} must be a number, got {value!r}") from None
     if not np.isfinite(x) or x < 0 or (x == 0 and not allow_zero):
         raise InputError(f"{what} must be {'non-negative' if allow_zero else 'positive'}, got {value!r}")
@@ -124,7 +124,7 @@ def parse_durations(value: Any, num_tasks: int | None = None) -> Durations:
         if missing:
             raise InputError(f"duration '{dist}' needs {', '.join(sorted(missing))}")
         if extra:
-            raise InputError(f"duration '{dist}' does not take {', '.join(sorted(extra))}")
+            raise InputError(f"duration '{dist}' does not take {', '.join(sorted(map(str, extra)))}")
         kw = {k: _positive(v, f"duration {k}", allow_zero=(k in ("jitter", "sigma")))
               for k, v in spec.items()}
         if dist == "uniform" and kw["jitter"] > 1:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,8 @@ from apps.jobs import JobSpec, parse_durations
 from rm.constraints import Constraint
 from rm.errors import InputError
 from rm.model import AppSpec, NodeSpec, Resources
+
+MAX_GROUP = 1_000_000          # nodes in one cluster.nodes group
 
 RUN_DEFAULTS: dict[str, Any] = {
     "seed": 1,
@@ -94,7 +97,7 @@ def _number(value: Any, where: str, *, positive: bool = False, non_negative: boo
         raise InputError(f"must be a number, got {value!r}", field=where)
     try:
         x = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise InputError(f"must be a number, got {value!r}", field=where) from None
     if not math.isfinite(x):
         raise InputError(f"must be finite, got {value!r}", field=where)
@@ -115,6 +118,14 @@ def _integer(value: Any, where: str, *, minimum: int = 0) -> int:
 def _mapping(value: Any, where: str) -> dict:
     if not isinstance(value, dict):
         raise InputError(f"must be a mapping, got {type(value).__name__}", field=where)
+    return value
+
+
+def _list(value: Any, where: str) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InputError(f"must be a list, got {type(value).__name__}", field=where)
     return value
 
 
@@ -163,12 +174,14 @@ def node_group(group: Any, where: str) -> list[NodeSpec]:
     group = _mapping(group, where)
     unknown = set(group) - {"name", "count", "start", "capacity", "attributes"}
     if unknown:
-        raise InputError(f"unknown key(s) {', '.join(sorted(unknown))}", field=where)
+        raise InputError(f"unknown key(s) {', '.join(sorted(map(str, unknown)))}", field=where)
     if "capacity" not in group:
         raise InputError("is missing", field=f"{where}.capacity")
     capacity = _resources(group["capacity"], f"{where}.capacity", positive=True)
     attrs = _attributes(group.get("attributes"), f"{where}.attributes")
     count = _integer(group.get("count", 1), f"{where}.count", minimum=1)
+    if count > MAX_GROUP:
+        raise InputError(f"at most {MAX_GROUP:,} nodes per group, got {count}", field=f"{where}.count")
     start = _integer(group.get("start", 1), f"{where}.start")
     pattern = str(group.get("name", "node{i:03d}" if count > 1 else ""))
     if not pattern:
@@ -179,8 +192,10 @@ def node_group(group: Any, where: str) -> list[NodeSpec]:
     names = []
     for i in range(start, start + count):
         try:
+            if re.search(r"\{[^}]*\d{4,}", pattern):       # {i:1000000000} would fill memory
+                raise ValueError(pattern)
             names.append(pattern.format(i=i))
-        except (KeyError, IndexError, ValueError):
+        except (KeyError, IndexError, ValueError, TypeError, AttributeError):
             raise InputError(f"bad name pattern {pattern!r} (use {{i}} or {{i:03d}})",
                              field=f"{where}.name") from None
     return [NodeSpec(n, capacity, attrs) for n in names]
@@ -188,7 +203,7 @@ def node_group(group: Any, where: str) -> list[NodeSpec]:
 
 def _node_events(value: Any, where: str) -> list[NodeEvent]:
     events = []
-    for k, ev in enumerate(value or []):
+    for k, ev in enumerate(_list(value, where)):
         w = f"{where}[{k}]"
         ev = _mapping(ev, w)
         t = _number(ev.get("time"), f"{w}.time", non_negative=True)
@@ -238,25 +253,30 @@ def read_job_table(path: Path) -> list[JobSpec]:
     except OSError as e:
         raise InputError(f"cannot read job table: {e.strerror}", file=str(path)) from None
     jobs = []
-    with handle:
-        reader = csv.DictReader(handle)
-        header = reader.fieldnames or []
-        for col in ("id", "tasks", "duration"):
-            if col not in header:
-                raise InputError(f"the header has no '{col}' column", file=str(path), row=1)
-        dims = [c for c in header if c.startswith("demand.")]
-        if not dims:
-            raise InputError("the header has no demand.<resource> column", file=str(path), row=1)
-        for rowno, row in enumerate(reader, start=2):
-            if None in row:
-                raise InputError("more cells than header columns", file=str(path), row=rowno)
-            raw = {k: row.get(k) for k in ("id", "submit", "tasks", "duration", "weight", "constraint")}
-            demand = {}
-            for c in dims:
-                cell = (row.get(c) or "").strip()
-                demand[c[len("demand."):]] = cell or 0
-            raw["demand"] = demand
-            jobs.append(job_from_fields(raw, row=rowno, file=str(path)))
+    try:
+        with handle:
+            reader = csv.DictReader(handle)
+            header = reader.fieldnames or []
+            for col in ("id", "tasks", "duration"):
+                if col not in header:
+                    raise InputError(f"the header has no '{col}' column", file=str(path), row=1)
+            dims = [c for c in header if c.startswith("demand.")]
+            if not dims:
+                raise InputError("the header has no demand.<resource> column", file=str(path), row=1)
+            for rowno, row in enumerate(reader, start=2):
+                if None in row:
+                    raise InputError("more cells than header columns", file=str(path), row=rowno)
+                raw = {k: row.get(k) for k in ("id", "submit", "tasks", "duration", "weight", "constraint")}
+                demand = {}
+                for c in dims:
+                    cell = (row.get(c) or "").strip()
+                    demand[c[len("demand."):]] = cell or 0
+                raw["demand"] = demand
+                jobs.append(job_from_fields(raw, row=rowno, file=str(path)))
+    except UnicodeDecodeError as e:
+        raise InputError(f"cannot read job table: not UTF-8 text (byte {e.start + 1})", file=str(path)) from None
+    except csv.Error as e:
+        raise InputError(f"malformed CSV: {e}", file=str(path)) from None
     return jobs
 
 
@@ -283,7 +303,7 @@ def parse_config(doc: Any, path: Path | None = None) -> ExperimentConfig:
         unknown = set(doc) - {"name", "resources", "cluster", "workload", "policy", "run", "faults",
                               "description"}
         if unknown:
-            raise InputError(f"unknown key(s) {', '.join(sorted(unknown))}", field="(top level)")
+            raise InputError(f"unknown key(s) {', '.join(sorted(map(str, unknown)))}", field="(top level)")
         cluster = _mapping(doc.get("cluster"), "cluster")
         groups = cluster.get("nodes")
         if not isinstance(groups, list) or not groups:
@@ -300,7 +320,7 @@ def parse_config(doc: Any, path: Path | None = None) -> ExperimentConfig:
         node_dims = sorted({d for n in nodes for d in n.capacity}
                            | {d for e in events if e.spec for d in e.spec.capacity})
         if "resources" in doc:
-            dims = tuple(str(d) for d in doc["resources"] or [])
+            dims = tuple(str(d) for d in _list(doc["resources"], "resources"))
             if not dims:
                 raise InputError("needs at least one resource name", field="resources")
         else:
@@ -309,11 +329,11 @@ def parse_config(doc: Any, path: Path | None = None) -> ExperimentConfig:
 
         workload = _mapping(doc.get("workload"), "workload")
         jobs: list[JobSpec] = []
-        for k, raw in enumerate(workload.get("jobs") or []):
+        for k, raw in enumerate(_list(workload.get("jobs"), "workload.jobs")):
             raw = _mapping(raw, f"workload.jobs[{k}]")
             extra = set(raw) - JOB_KEYS
             if extra:
-                raise InputError(f"unknown key(s) {', '.join(sorted(extra))}", field=f"workload.jobs[{k}]")
+                raise InputError(f"unknown key(s) {', '.join(sorted(map(str, extra)))}", field=f"workload.jobs[{k}]")
             jobs.append(job_from_fields(raw, f"workload.jobs[{k}]"))
         table = workload.get("file")
         if table:
@@ -340,7 +360,7 @@ def parse_config(doc: Any, path: Path | None = None) -> ExperimentConfig:
             run[k] = _number(run[k], f"run.{k}", positive=True)
         for k in ("seed", "nm_expiry", "am_expiry", "max_attempts", "slots_per_node"):
             run[k] = _integer(run[k], f"run.{k}", minimum=0 if k == "seed" else 1)
-        faults = [str(f) for f in doc.get("faults") or []]
+        faults = [str(f) for f in _list(doc.get("faults"), "faults")]
         return ExperimentConfig(str(doc.get("name") or (path.stem if path else "experiment")),
                                 dims, nodes, jobs, policy, run, events, faults, path)
     except InputError as e:
@@ -354,6 +374,8 @@ def load_config(path: str | Path) -> ExperimentConfig:
         text = path.read_text()
     except OSError as e:
         raise InputError(f"cannot read config: {e.strerror}", file=str(path)) from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"cannot read config: not UTF-8 text (byte {e.start + 1})", file=str(path)) from None
     try:
         doc = yaml.load(text, Loader=_YAML_LOADER)
     except yaml.YAMLError as e:
@@ -361,4 +383,6 @@ def load_config(path: str | Path) -> ExperimentConfig:
         problem = getattr(e, "problem", None) or "malformed YAML"
         raise InputError(f"malformed YAML: {problem}", file=str(path),
                          row=mark.line + 1 if mark else None) from None
+    except (ValueError, RecursionError) as e:      # e.g. a timestamp like 2001-02-30
+        raise InputError(f"malformed YAML: {e}", file=str(path)) from None
     return parse_config(doc, path)

@@ -28,6 +28,8 @@ _TOKEN = re.compile(r"""\s*(?:
   | (?P<word>[^\s(),<>=!"']+)
 )""", re.VERBOSE)
 
+MAX_RANGE = 100_000            # names one a..b range may expand to
+
 _NUMERIC_OPS = {"<", ">", "<=", ">="}
 _OPS = {"==", "!=", "<", ">", "<=", ">=", "in", "not in", "exists", "not exists"}
 
@@ -145,6 +147,8 @@ def _expand_range(a: str, b: str) -> list[str]:
     lo, hi = int(ma.group(2)), int(mb.group(2))
     if hi < lo:
         raise InputError(f"range '{a}..{b}' runs backwards")
+    if hi - lo >= MAX_RANGE:
+        raise InputError(f"range '{a}..{b}' names more than {MAX_RANGE:,} nodes")
     return [f"{prefix}{i:0{width}d}" for i in range(lo, hi + 1)]
 
 

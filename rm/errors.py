@@ -20,7 +20,8 @@ class InputError(ValueError):
             where.append(f"row {self.row}")
         if self.field:
             where.append(f"field '{self.field}'")
-        return (": ".join(where) + ": " if where else "") + self.reason
+        text = (": ".join(where) + ": " if where else "") + self.reason
+        return text.replace("\r", "\\r").replace("\n", "\\n")      # one line, whatever the input held
 
     def at(self, *, file: str | None = None, row: int | str | None = None,
            field: str | None = None) -> "InputError":

@@ -3,7 +3,8 @@
 DESIGN.md principle 5: bad input gets one clear line naming the file, row and field.
 Hypothesis feeds rm.config.parse_config random YAML-shaped trees and mutations of a
 valid config, load_config random bytes and YAML-ish text, read_job_table random
-CSVs, and Constraint.parse random strings.  The budget is 200 examples per test.
+CSVs, and Constraint.parse random strings.  The budget is 200 examples per test
+(``RAYRM_FUZZ_EXAMPLES`` raises it).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import copy
 import csv
 import importlib.util
 import io
+import os
 import tempfile
 from pathlib import Path
 
@@ -25,7 +27,9 @@ from rm.config import ExperimentConfig, load_config, parse_config, read_job_tabl
 from rm.constraints import Constraint
 from rm.errors import InputError
 
-FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# RAYRM_FUZZ_EXAMPLES=5000 for a deeper search than CI's.
+FUZZ = settings(max_examples=int(os.environ.get("RAYRM_FUZZ_EXAMPLES", 200)), deadline=None,
+                suppress_health_check=[HealthCheck.too_slow])
 
 KEYS = ["name", "resources", "cluster", "nodes", "capacity", "attributes", "count", "start", "events",
         "time", "join", "leave", "workload", "jobs", "file", "id", "tasks", "demand", "duration", "dist",
@@ -160,10 +164,9 @@ def test_read_job_table_random_rows(header, rows):
 
 
 @FUZZ
-@given(st.binary(max_size=300) | st.text(alphabet=st.sampled_from(list('ab1.:|,"\n\r\x00 -') + ["id", "tasks",
-                                                                                              "duration",
-                                                                                              "demand.cpu"]),
-                                         max_size=120).map(str.encode))
+@given(st.binary(max_size=300)
+       | st.lists(st.sampled_from(list('ab1.:|,"\n\r\x00 -') + ["id", "tasks", "duration", "demand.cpu"]),
+                  max_size=60).map(lambda parts: "".join(parts).encode()))
 def test_read_job_table_random_bytes(content):
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "jobs.csv"
@@ -184,6 +187,59 @@ def test_constraint_parse_random_strings(text):
     if isinstance(result, Constraint):
         # What parses prints back to an expression that parses to the same constraint.
         assert Constraint.parse(str(result)) == result
+
+
+# ----- what the fuzzer (and a targeted search) found: each was a traceback or a hang ------
+
+J, N = ("workload", "jobs", 0), ("cluster", "nodes", 0)
+FOUND = [
+    # (where in VALID, value, what the one-line error says)
+    ((), {0: None}, "unknown key(s) 0"),                                  # sorted() of int and str keys
+    ((), {"\n0": None}, "unknown key(s) \\n0"),                          # a newline stays on one line
+    (("workload", "jobs"), True, "field 'workload.jobs': must be a list, got bool"),
+    (("faults",), 3, "field 'faults': must be a list, got int"),
+    (("cluster", "events"), 5, "field 'cluster.events': must be a list, got int"),
+    (J + ("tasks",), 10 ** 400, "field 'workload.jobs[0].tasks': must be a number"),      # OverflowError
+    (J + ("duration",), {"mean": 10 ** 400, "jitter": 0.1}, "duration mean must be a number"),
+    (N + ("capacity",), {"cpu": 10 ** 400}, "field 'cluster.nodes[0].capacity.cpu': must be a number"),
+    (N + ("count",), 10 ** 9, "at most 1,000,000 nodes per group"),                      # was a hang
+    (N + ("name",), "n{i[0]}", "bad name pattern 'n{i[0]}'"),                              # TypeError
+    (N + ("name",), "n{i.x}", "bad name pattern 'n{i.x}'"),                                # AttributeError
+    (N + ("name",), "n{i:1000000000}", "bad name pattern"),                                # 1 GB per name
+    (J + ("constraint",), "node in (n1..n999999999999)", "names more than 100,000 nodes"),  # was a hang
+]
+
+
+@pytest.mark.parametrize("where,value,message", FOUND, ids=[str(f[2])[:40] for f in FOUND])
+def test_found_inputs_are_input_errors(where, value, message):
+    doc = copy.deepcopy(VALID)
+    if where:
+        node = doc
+        for k in where[:-1]:
+            node = node[k]
+        node[where[-1]] = value
+    else:
+        doc = value
+    with pytest.raises(InputError) as e:
+        parse_config(doc)
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("content,message", [
+    (b"2001-02-30", "malformed YAML: day is out of range for month"),    # PyYAML's ValueError
+    (b"name: caf\xe9\n", "cannot read config: not UTF-8 text (byte 10)"),  # UnicodeDecodeError
+])
+def test_found_files_are_input_errors(tmp_path, content, message):
+    (tmp_path / "c.yaml").write_bytes(content)
+    with pytest.raises(InputError) as e:
+        load_config(tmp_path / "c.yaml")
+    assert str(e.value) == f"{tmp_path / 'c.yaml'}: {message}"
+
+
+def test_found_job_table_bytes_are_input_errors(tmp_path):
+    (tmp_path / "jobs.csv").write_bytes(b"id,tasks,duration,demand.cpu\nj\xff,1,1,1\n")
+    with pytest.raises(InputError, match="jobs.csv: cannot read job table: not UTF-8 text"):
+        read_job_table(tmp_path / "jobs.csv")
 
 
 # ----- the CLI: one line on stderr, exit status 2 ------------------------------------
