@@ -25,7 +25,8 @@ When runs of several policies on the same trace (same apps and task counts) incl
   D_P − D_TSF, per task; its CDF, and the fractions of tasks TSF shortens, leaves
   equal, lengthens (the paper: TSF shortens about 60% against each alternative).
 
-Output (``--out``, default ``<first run>/report/``): PNGs (``rm.report_plots``),
+The numbers come from ``rm.metrics``; this module lays them out.  Output (``--out``,
+default ``<first run>/report/``): PNGs (``rm.report_plots``),
 ``index.html`` with the tables, and ``tables.json`` with the same numbers.
 """
 
@@ -40,97 +41,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from rm import metrics as M
 from rm.errors import InputError
 from rm.rundir import RunDir
 
-SIZE_BINS = ((1, 10, "<=10"), (11, 100, "11-100"), (101, 500, "101-500"), (501, math.inf, ">500"))
-SHARE_KINDS = ("task_share", "dominant_share", "cpu_share", "mem_share")
-
-
-# ----- per-run metrics (private until rm/metrics.py offers them) -------------------
-
-def _job_times(run: RunDir) -> pd.DataFrame:
-    """app, num_tasks, queueing_delay, completion_time of the run's jobs (NaN when never)."""
-    return run.jobs[["app", "num_tasks", "queueing_delay", "completion_time"]].set_index("app")
-
-
-def _task_queueing_delays(run: RunDir) -> pd.Series:
-    """(app, task) -> start of the task's first attempt − its submission."""
-    t = run.tasks[run.tasks["start"].notna()]
-    first = t.sort_values("attempt", kind="stable").drop_duplicates(["app", "task"])
-    return (first["start"] - first["submit"]).set_axis(pd.MultiIndex.from_frame(first[["app", "task"]]))
-
-
-def _utilization(run: RunDir) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Step function (times, {dim: U_r after each time}) of the fraction of capacity in use."""
-    t = run.tasks[run.tasks["start"].notna()]
-    if t.empty:
-        return np.zeros(0), {}
-    end = float(np.nanmax(np.concatenate([t["finish"].to_numpy(), t["start"].to_numpy()])))
-    demand = run.jobs.set_index("app")
-    times = np.concatenate([t["start"].to_numpy(), t["finish"].fillna(end).to_numpy()])
-    order = np.argsort(times, kind="stable")
-    out = {}
-    for d in run.dims:
-        total = float(run.nodes[d].sum())
-        col = f"demand.{d}"
-        if total <= 0 or col not in demand.columns:
-            continue
-        per = demand[col].reindex(t["app"]).fillna(0.0).to_numpy()
-        out[d] = np.cumsum(np.concatenate([per, -per])[order]) / total
-    return times[order], out
-
-
-def _time_averaged_shares(run: RunDir, t0: float, t1: float) -> pd.DataFrame:
-    """app -> (1/(t1 − t0)) ∫_{t0}^{t1} s_i(t) dt for each share kind (0 before an app's first row).
-
-    Row k of an app holds its value on [t_k, t_{k+1}); its last row holds to the window's end.
-    """
-    s = run.shares.sort_values(["app", "time"], kind="stable")
-    if s.empty:
-        return pd.DataFrame(columns=list(SHARE_KINDS))
-    times = s["time"].to_numpy()
-    last = (s["app"] != s["app"].shift(-1)).to_numpy()
-    ends = np.where(last, np.maximum(t1, times), np.roll(times, -1))
-    overlap = np.clip(np.minimum(ends, t1) - np.maximum(times, t0), 0, None)
-    weighted = s[list(SHARE_KINDS)].fillna(0.0).mul(overlap / (t1 - t0), axis=0)
-    return weighted.groupby(s["app"], sort=False).sum()
-
-
-def _size_bin(n: int) -> str:
-    return next(label for lo, hi, label in SIZE_BINS if lo <= n <= hi)
-
-
-def _job_speedups(tsf: RunDir, other: RunDir) -> pd.DataFrame:
-    """Per job finished in both runs: num_tasks, bin, speedup_s = C_P − C_TSF, speedup = that / C_P."""
-    a, b = _job_times(tsf), _job_times(other)
-    both = a.join(b.add_suffix("_p"), how="inner").dropna(subset=["completion_time", "completion_time_p"])
-    out = pd.DataFrame({"num_tasks": both["num_tasks"],
-                        "speedup_s": both["completion_time_p"] - both["completion_time"]})
-    cp = both["completion_time_p"]
-    out["speedup"] = np.where(cp > 0, out["speedup_s"] / cp.where(cp > 0, 1), 0.0)
-    out["bin"] = [_size_bin(int(n)) for n in out["num_tasks"]]
-    return out
-
-
-def _speedup_by_bin(speedups: pd.DataFrame) -> pd.DataFrame:
-    """bin -> jobs, mean and std (population, ddof = 0) of the relative and absolute speedup."""
-    rows = []
-    for _, _, label in SIZE_BINS:
-        g = speedups[speedups["bin"] == label]
-        rows.append({"bin": label, "jobs": len(g),
-                     "mean_speedup": float(g["speedup"].mean()) if len(g) else math.nan,
-                     "std_speedup": float(g["speedup"].std(ddof=0)) if len(g) else math.nan,
-                     "mean_speedup_s": float(g["speedup_s"].mean()) if len(g) else math.nan,
-                     "std_speedup_s": float(g["speedup_s"].std(ddof=0)) if len(g) else math.nan})
-    return pd.DataFrame(rows)
-
-
-def _task_speedups(tsf: RunDir, other: RunDir) -> pd.Series:
-    """(app, task) -> D_P − D_TSF for tasks that started in both runs."""
-    a, b = _task_queueing_delays(tsf), _task_queueing_delays(other)
-    both = pd.concat([a.rename("tsf"), b.rename("p")], axis=1, join="inner")
-    return both["p"] - both["tsf"]
+# The metrics themselves are rm.metrics (one definition for compare, report and tests).
+SIZE_BINS, SHARE_KINDS = M.SIZE_BINS, M.SHARE_KINDS
 
 
 # ----- the report ----------------------------------------------------------------
@@ -156,14 +72,6 @@ def _fingerprint(run: RunDir) -> tuple:
     return tuple(sorted(zip(run.jobs["app"], run.jobs["num_tasks"].astype(int))))
 
 
-def _stats(values) -> dict:
-    v = np.asarray(pd.Series(values).dropna(), dtype=float)
-    if not len(v):
-        return {"n": 0}
-    return {"n": int(len(v)), "mean": float(v.mean()), "p50": float(np.percentile(v, 50)),
-            "p90": float(np.percentile(v, 90)), "p99": float(np.percentile(v, 99)), "max": float(v.max())}
-
-
 def build_report(paths, window: tuple[float, float] | None = None) -> Report:
     """Read the runs and compute every table; raises InputError on an unreadable run."""
     runs = [RunDir(p) for p in paths]
@@ -174,7 +82,6 @@ def build_report(paths, window: tuple[float, float] | None = None) -> Report:
     for run, label in zip(runs, rep.labels):
         jobs = run.jobs
         tasks = run.tasks
-        times, util = _utilization(run)
         finish = tasks["finish"].max() if len(tasks) else math.nan
         t0 = window[0] if window else float(jobs["submit"].min()) if len(jobs) else 0.0
         t1 = window[1] if window else float(finish) if not math.isnan(finish) else t0
@@ -183,17 +90,14 @@ def build_report(paths, window: tuple[float, float] | None = None) -> Report:
                "rejected": int((jobs["status"] == "rejected").sum()),
                "tasks": int(jobs["num_tasks"].sum()), "attempts": len(tasks),
                "makespan": float(finish - jobs["submit"].min()) if len(jobs) and len(tasks) else 0.0,
-               "job_queueing_delay": _stats(jobs["queueing_delay"]),
-               "job_completion_time": _stats(jobs["completion_time"]),
-               "task_queueing_delay": _stats(_task_queueing_delays(run))}
-        if len(times) and t1 > t0:
-            span = times[-1] - times[0]
-            row["utilization"] = {d: float((u[:-1] * np.diff(times)).sum() / span) if span > 0 else 0.0
-                                  for d, u in util.items()}
+               "job_queueing_delay": M.percentiles(M.job_queueing_delay(run)),
+               "job_completion_time": M.percentiles(M.job_completion_time(run)),
+               "task_queueing_delay": M.percentiles(M.task_queueing_delay(run)),
+               "utilization": M.mean_utilization(run)}
         summary.append(row)
         if t1 > t0 and len(run.shares):
             shares[label] = {"window": [t0, t1],
-                             "apps": _time_averaged_shares(run, t0, t1).to_dict(orient="index")}
+                             "apps": M.time_averaged_shares(run, t0, t1).to_dict(orient="index")}
     rep.tables["runs"] = summary
     rep.tables["time_averaged_shares"] = shares
     _compare(rep)
@@ -211,15 +115,10 @@ def _compare(rep: Report) -> None:
     for run, label in zip(rep.runs, rep.labels):
         if run.label == "tsf" or _fingerprint(run) != key:
             continue
-        rep.speedups[label] = _job_speedups(base, run)
-        by_bin[label] = _speedup_by_bin(rep.speedups[label]).to_dict(orient="records")
-        s = rep.task_speedups[label] = _task_speedups(base, run)
-        n = len(s)
-        per_task[label] = {"tasks": n,
-                           "shortened": float((s > 0).mean()) if n else math.nan,
-                           "equal": float((s == 0).mean()) if n else math.nan,
-                           "lengthened": float((s < 0).mean()) if n else math.nan,
-                           "median_s": float(s.median()) if n else math.nan}
+        rep.speedups[label] = M.job_speedups(base, run)
+        by_bin[label] = M.speedup_by_size(rep.speedups[label]).reset_index().to_dict(orient="records")
+        s = rep.task_speedups[label] = M.task_speedups(base, run)
+        per_task[label] = M.task_speedup_fractions(s) | {"median_s": float(s.median()) if len(s) else math.nan}
     if by_bin:
         rep.tables["baseline"] = base_label
         rep.tables["job_speedup_by_size"] = by_bin

@@ -18,7 +18,7 @@ import numpy as np
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from rm import report as R  # noqa: E402
+from rm import metrics as M  # noqa: E402
 
 CDF_POINTS = 2000
 
@@ -68,15 +68,15 @@ def _shares(rep, run, label, out, images, max_apps: int) -> None:
 
 
 def _utilization(rep, out, images) -> None:
-    series = [(label, *R._utilization(run)) for run, label in zip(rep.runs, rep.labels)]
-    dims = sorted({d for _, _, u in series for d in u})
+    series = [(label, M.utilization(run)) for run, label in zip(rep.runs, rep.labels)]
+    dims = sorted({d for _, u in series for d in u.columns if d != "time"})
     if not dims:
         return
     fig, axes = plt.subplots(len(dims), 1, figsize=(8, 2.6 * len(dims)), sharex=True, squeeze=False)
     for ax, d in zip(axes[:, 0], dims):
-        for label, times, util in series:
-            if d in util:
-                ax.step(times, util[d], where="post", label=label)
+        for label, util in series:
+            if d in util.columns:
+                ax.step(util["time"], util[d], where="post", label=label)
         ax.set_ylabel(f"{d} in use")
         ax.set_ylim(0, 1.05)
     axes[-1, 0].set_xlabel("time (s)")
@@ -90,7 +90,7 @@ def _delay_cdfs(rep, out, images) -> None:
          lambda r: r.jobs["queueing_delay"]),
         ("job_completion_time", "job completion time (s)", "Fig. 9b",
          lambda r: r.jobs["completion_time"]),
-        ("task_queueing_delay", "task queueing delay (s)", "Fig. 11a", R._task_queueing_delays),
+        ("task_queueing_delay", "task queueing delay (s)", "Fig. 11a", M.task_queueing_delay),
     ]
     for name, xlabel, fig_ref, values in sources:
         fig, ax = plt.subplots(figsize=(6.5, 4))
@@ -107,11 +107,11 @@ def _delay_cdfs(rep, out, images) -> None:
 def _speedups(rep, out, images) -> None:
     if not rep.speedups:
         return
-    bins = [b for _, _, b in R.SIZE_BINS]
+    bins = [b for _, _, b in M.SIZE_BINS]
     fig, ax = plt.subplots(figsize=(7, 4))
     width = 0.8 / len(rep.speedups)
     for k, (label, per_job) in enumerate(rep.speedups.items()):
-        table = R._speedup_by_bin(per_job)
+        table = M.speedup_by_size(per_job).reindex(bins)
         x = np.arange(len(bins)) + (k - (len(rep.speedups) - 1) / 2) * width
         ax.bar(x, 100 * table["mean_speedup"], width, yerr=100 * table["std_speedup"],
                capsize=3, label=f"vs {label}")
