@@ -272,7 +272,7 @@ def progressive_filling(problem: Problem, policy: str = "tsf", *, resource: str 
     tasks_on_type[users, types] = y * h[users]
     tasks_on_node = tasks_on_type[:, kind] / count[kind]
     tasks = tasks_on_node.sum(axis=1)
-    share = np.where(np.isfinite(unit), tasks * unit, 0.0)
+    share = tasks * np.where(np.isfinite(unit), unit, 0.0)
     return Allocation(policy, problem, tasks_on_node, share, rounds, resource if policy == "cmmf" else None)
 
 

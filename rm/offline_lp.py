@@ -13,6 +13,9 @@ directly and falls back to ``linprog`` when that is not importable.  Both paths
 solve the same model:
 
     min  cost · x    s.t.   row_lo ≤ A x ≤ row_hi,   col_lo ≤ x ≤ col_hi.
+
+The matrix is built from numpy triplets straight into HiGHS's column-wise form:
+on the audit's thousands of tiny instances, building it is what costs.
 """
 
 from __future__ import annotations
@@ -42,48 +45,43 @@ RELAX = 1e-9
 
 
 class LinearProgram:
-    """One LP, modified in place and re-solved; ``solve()`` returns x or raises RuntimeError."""
+    """One LP, modified in place and re-solved; ``solve()`` returns x or raises RuntimeError.
 
-    def __init__(self, a, cost, col_lo, col_hi, row_lo, row_hi):
-        self.a = sparse.csc_matrix(a, dtype=float)
+    The matrix comes as triplets (row, column, value) of its non-zeros.
+    """
+
+    def __init__(self, shape, rows, cols, vals, cost, col_lo, col_hi, row_lo, row_hi):
+        n_rows, n_cols = shape
+        rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+        order = np.lexsort((rows, cols))
+        self.shape = (n_rows, n_cols)
+        self.indptr = np.concatenate([[0], np.cumsum(np.bincount(cols, minlength=n_cols))]).astype(np.int32)
+        self.indices = rows[order].astype(np.int32)
+        self.data = np.asarray(vals, dtype=float)[order]
         self.cost = np.array(cost, dtype=float)
         self.col_lo, self.col_hi = np.array(col_lo, dtype=float), np.array(col_hi, dtype=float)
         self.row_lo, self.row_hi = np.array(row_lo, dtype=float), np.array(row_hi, dtype=float)
-        self._edits: dict[tuple[int, int], float] = {}
         self._highs = _build(self) if USE_BINDINGS else None
 
-    @property
-    def shape(self) -> tuple[int, int]:
-        return self.a.shape
-
-    def set_cost(self, cols, values) -> None:
+    def set_cost(self, cols, value: float) -> None:
         cols = np.atleast_1d(np.asarray(cols, dtype=np.int32))
-        values = np.broadcast_to(np.asarray(values, dtype=float), cols.shape).copy()
-        self.cost[cols] = values
+        self.cost[cols] = value
         if self._highs is not None and len(cols):
-            self._highs.changeColsCost(len(cols), cols, values)
+            self._highs.changeColsCost(len(cols), cols, self.cost[cols])
 
-    def set_col_bounds(self, cols, lo, hi) -> None:
+    def set_col_bounds(self, cols, lo: float, hi: float) -> None:
         cols = np.atleast_1d(np.asarray(cols, dtype=np.int32))
-        lo = np.broadcast_to(np.asarray(lo, dtype=float), cols.shape).copy()
-        hi = np.broadcast_to(np.asarray(hi, dtype=float), cols.shape).copy()
         self.col_lo[cols], self.col_hi[cols] = lo, hi
         if self._highs is not None and len(cols):
-            self._highs.changeColsBounds(len(cols), cols, _finite(lo), _finite(hi))
+            self._highs.changeColsBounds(len(cols), cols, _finite(self.col_lo[cols]), _finite(self.col_hi[cols]))
 
     def set_row_bounds(self, rows, lo, hi) -> None:
         rows = np.atleast_1d(np.asarray(rows, dtype=np.int64))
-        lo = np.broadcast_to(np.asarray(lo, dtype=float), rows.shape)
-        hi = np.broadcast_to(np.asarray(hi, dtype=float), rows.shape)
         self.row_lo[rows], self.row_hi[rows] = lo, hi
         if self._highs is not None:
-            for r, a, b in zip(rows.tolist(), _finite(lo).tolist(), _finite(hi).tolist()):
+            for r, a, b in zip(rows.tolist(), _finite(self.row_lo[rows]).tolist(),
+                               _finite(self.row_hi[rows]).tolist()):
                 self._highs.changeRowBounds(r, a, b)
-
-    def set_coeff(self, row: int, col: int, value: float) -> None:
-        self._edits[(int(row), int(col))] = float(value)
-        if self._highs is not None:
-            self._highs.changeCoeff(int(row), int(col), float(value))
 
     def solve(self) -> np.ndarray:
         if self._highs is not None:
@@ -95,12 +93,8 @@ class LinearProgram:
         return self._solve_linprog()
 
     def _solve_linprog(self) -> np.ndarray:
-        a = self.a.tolil()
-        for (r, c), v in self._edits.items():
-            a[r, c] = v
-        a = a.tocsr()
-        upper = np.isfinite(self.row_hi)
-        lower = np.isfinite(self.row_lo)
+        a = sparse.csc_matrix((self.data, self.indices, self.indptr), shape=self.shape).tocsr()
+        upper, lower = np.isfinite(self.row_hi), np.isfinite(self.row_lo)
         a_ub = sparse.vstack([a[upper], -a[lower]]).tocsc()
         b_ub = np.concatenate([self.row_hi[upper], -self.row_lo[lower]])
         res = linprog(self.cost, A_ub=a_ub, b_ub=b_ub, bounds=np.column_stack([self.col_lo, self.col_hi]),
@@ -113,33 +107,46 @@ class LinearProgram:
 
 def _finite(values: np.ndarray) -> np.ndarray:
     """HiGHS reads ±1e30 and beyond as infinite."""
-    return np.clip(np.asarray(values, dtype=float), -1e30, 1e30)
+    return np.minimum(np.maximum(values, -1e30), 1e30)
 
 
 def _build(lp: LinearProgram):
     model = _highs.HighsLp()
-    rows, cols = lp.a.shape
+    rows, cols = lp.shape
     model.num_col_, model.num_row_ = cols, rows
     model.a_matrix_.num_col_, model.a_matrix_.num_row_ = cols, rows
     model.a_matrix_.format_ = _highs.MatrixFormat.kColwise
-    model.a_matrix_.start_ = lp.a.indptr.astype(np.int32)
-    model.a_matrix_.index_ = lp.a.indices.astype(np.int32)
-    model.a_matrix_.value_ = lp.a.data
+    model.a_matrix_.start_ = lp.indptr
+    model.a_matrix_.index_ = lp.indices
+    model.a_matrix_.value_ = lp.data
     model.col_cost_ = lp.cost
     model.col_lower_, model.col_upper_ = _finite(lp.col_lo), _finite(lp.col_hi)
     model.row_lower_, model.row_upper_ = _finite(lp.row_lo), _finite(lp.row_hi)
     solver = _highs._Highs()
-    solver.setOptionValue("output_flag", False)
-    solver.setOptionValue("primal_feasibility_tolerance", TOLERANCE)
-    solver.setOptionValue("dual_feasibility_tolerance", TOLERANCE)
-    solver.setOptionValue("presolve", "off")
+    solver.passOptions(_options())
     solver.passModel(model)
     return solver
 
 
-def solve_once(a, cost, col_lo, col_hi, row_lo, row_hi) -> np.ndarray:
+_OPTIONS = []
+
+
+def _options():
+    """HiGHS options, made once: quiet, 1e-9 tolerances, no presolve (re-solves stay warm)."""
+    if not _OPTIONS:
+        options = _highs.HighsOptions()
+        options.output_flag = False
+        options.log_to_console = False
+        options.primal_feasibility_tolerance = TOLERANCE
+        options.dual_feasibility_tolerance = TOLERANCE
+        options.presolve = "off"
+        _OPTIONS.append(options)
+    return _OPTIONS[0]
+
+
+def solve_once(shape, rows, cols, vals, cost, col_lo, col_hi, row_lo, row_hi) -> np.ndarray:
     """Build and solve one LP (no warm start needed)."""
-    return LinearProgram(a, cost, col_lo, col_hi, row_lo, row_hi).solve()
+    return LinearProgram(shape, rows, cols, vals, cost, col_lo, col_hi, row_lo, row_hi).solve()
 
 
 class Filling:
@@ -163,50 +170,46 @@ class Filling:
         self.agent_of_var, self.n_vars, self.n_agents = agent_of_var, n_vars, n_agents
         # (4) machine constraints per type and resource, as shares of the cluster total.
         total = problem.total
-        rows, cols, vals = [], [], []
-        for r in np.flatnonzero(total > 0):
-            coef = h[users] * problem.demand[users, r] / total[r]
-            keep = np.flatnonzero(coef > 0)
-            rows.append(types[keep] * len(total) + r)
-            cols.append(keep)
-            vals.append(coef[keep])
-        rows = np.concatenate(rows).astype(int) if rows else np.zeros(0, dtype=int)
-        used_rows, row_of = np.unique(rows, return_inverse=True)
-        blocks = [sparse.csr_matrix((np.concatenate(vals) if vals else [], (row_of, np.concatenate(cols) if cols else [])),
-                                    shape=(len(used_rows), n_vars))]
+        n_res = len(total)
+        coef = h[users, None] * problem.demand[users] / np.where(total > 0, total, 1.0)   # V x R
+        var, res = np.nonzero((coef > 0) & (total > 0))
+        used_rows, row_of = np.unique(types[var] * n_res + res, return_inverse=True)
+        rows, cols, vals = [row_of.reshape(-1)], [var], [coef[var, res]]
         rhs = [((cap_t * count[:, None]) / np.where(total > 0, total, 1.0)).reshape(-1)[used_rows]]
+        self.n_fixed = len(used_rows)
         # The tasks each app has: Σ_t y_it ≤ limit_i / h_i.
         finite = np.flatnonzero(np.isfinite(problem.limit) & (h > 0) & limits)
         if len(finite):
             pick = np.flatnonzero(np.isin(users, finite))
-            blocks.append(sparse.csr_matrix((np.ones(len(pick)), (np.searchsorted(finite, users[pick]), pick)),
-                                            shape=(len(finite), n_vars)))
+            rows.append(self.n_fixed + np.searchsorted(finite, users[pick]))
+            cols.append(pick)
+            vals.append(np.ones(len(pick)))
             rhs.append(problem.limit[finite] / h[finite])
-        fixed = sparse.vstack(blocks)
-        self.n_fixed = fixed.shape[0]
+            self.n_fixed += len(finite)
         self.s_col = n_vars
         self.active = (np.bincount(agent_of_var, minlength=n_agents) > 0) \
             & (problem.limit[agent_user] > 0) & (self.c > 0)
         # Two rows per agent, switched on and off by their bounds alone so HiGHS
         # keeps its basis: "rise" rows  z_k − s / c_k − t_k ≥ 0  (active agents) and
         # "floor" rows  z_k ≥ floor_k  (inactive agents, eq. 3).
-        with np.errstate(divide="ignore"):
-            s_coef = np.where(self.c > 0, -1.0 / self.c, 0.0)
-        group = sparse.csr_matrix((np.ones(n_vars), (agent_of_var, np.arange(n_vars))), shape=(n_agents, n_vars))
-        a = sparse.vstack([
-            sparse.hstack([fixed, sparse.csr_matrix((self.n_fixed, 1 + n_agents))]),
-            sparse.hstack([group, sparse.csr_matrix(s_coef.reshape(-1, 1)), -sparse.identity(n_agents)]),
-            sparse.hstack([group, sparse.csr_matrix((n_agents, 1 + n_agents))]),
-        ])
         self.rise_row = self.n_fixed + np.arange(n_agents)
         self.floor_row = self.n_fixed + n_agents + np.arange(n_agents)
-        cost = np.zeros(n_vars + 1 + n_agents)
+        positive = np.flatnonzero(self.c > 0)
+        rows += [self.rise_row[agent_of_var], self.rise_row[positive], self.rise_row,
+                 self.floor_row[agent_of_var]]
+        cols += [np.arange(n_vars), np.full(len(positive), self.s_col), self.s_col + 1 + np.arange(n_agents),
+                 np.arange(n_vars)]
+        vals += [np.ones(n_vars), -1.0 / self.c[positive], -np.ones(n_agents), np.ones(n_vars)]
+        n_cols = n_vars + 1 + n_agents
+        cost = np.zeros(n_cols)
         cost[self.s_col] = -1.0
         col_hi = np.concatenate([np.full(n_vars, np.inf), [np.inf], np.zeros(n_agents)])
         row_lo = np.concatenate([np.full(self.n_fixed, -np.inf), np.where(self.active, 0.0, -np.inf),
                                  np.full(n_agents, -np.inf)])
-        row_hi = np.concatenate([np.concatenate(rhs), np.full(2 * n_agents, np.inf)])
-        self.lp = LinearProgram(a, cost, np.zeros(len(cost)), col_hi, row_lo, row_hi)
+        row_hi = np.concatenate(rhs + [np.full(2 * n_agents, np.inf)])
+        self.lp = LinearProgram((self.n_fixed + 2 * n_agents, n_cols), np.concatenate(rows),
+                                np.concatenate(cols), np.concatenate(vals), cost, np.zeros(n_cols), col_hi,
+                                row_lo, row_hi)
         self.floor = np.zeros(n_agents)     # frozen levels z_k of inactive agents
         self.relax = 0.0
 
