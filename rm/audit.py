@@ -245,7 +245,7 @@ def lie_outcome(policy: str, problem: Problem, i: int, lie_d: np.ndarray, lie_p:
     useful[i] = problem.eligible[i]
     most = rho * extreme_placement(lied, got, useful, maximize=True)
     least = rho * extreme_placement(lied, got, useful, maximize=False)
-    return min(most, problem.limit[i]), min(least, problem.limit[i])
+    return float(min(most, problem.limit[i])), float(min(least, problem.limit[i]))
 
 
 def check_sp(policy, instance, problem, alloc, tally) -> None:

@@ -95,9 +95,10 @@ def what_if(config, app: str, policies=WHATIF_POLICIES) -> dict:
                 continue
             rows.append({"lie": label, "claimed_demand": dict(zip(problem.dims, map(float, lie_d))),
                          "claimed_nodes": int(lie_p.sum()), "widens": bool((lie_p & ~problem.eligible[i]).any()),
-                         "tasks": round(best, 6), "least": round(least, 6), "gain": round(best - truthful, 6)})
+                         "tasks": round(float(best), 6), "least": round(float(least), 6),
+                         "gain": round(float(best) - truthful, 6)})
         top = max(rows, key=lambda r: r["gain"], default=None)
-        gains = top is not None and top["gain"] > 1e-6 * max(1.0, truthful)
+        gains = bool(top is not None and top["gain"] > 1e-6 * max(1.0, truthful))
         out["policies"][name] = {"truthful_tasks": round(truthful, 6), "would_gain": gains,
                                  "best_lie": top["lie"] if gains else None,
                                  "gain": top["gain"] if gains else 0.0, "lies": rows}
