@@ -177,6 +177,8 @@ class ApplicationMasterHost:
             *(self.nm_hosts[h].start_containers.remote(launches[h]) for h in hosts),
             return_exceptions=True)
         for h, result in zip(hosts, results):
+            if isinstance(result, BaseException) and not isinstance(result, ray.exceptions.RayActorError):
+                raise result                        # a bug, not a lost NM host
             for i, launch in enumerate(launches[h]):
                 ok = not isinstance(result, BaseException) and result[i] == "ok"
                 if not ok:                          # the NM is gone: ask again, give it back

@@ -92,13 +92,13 @@ class Launcher:
 
     def __init__(self, kind: str, ray_node: str, actor=None):
         self.kind, self.ray_node, self.actor = kind, ray_node, actor
-        self._task = run_container.options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(ray_node, soft=False))
+        self._strategy = NodeAffinitySchedulingStrategy(ray_node, soft=False)
 
     def launch(self, container: int, seconds: float, kind: str):
+        name = f"container-{container}"
         if self.kind == "actor":
-            return self.actor.run.options(name=f"container-{container}").remote(seconds, kind)
-        return self._task.options(name=f"container-{container}").remote(seconds, kind)
+            return self.actor.run.options(name=name).remote(seconds, kind)
+        return run_container.options(scheduling_strategy=self._strategy, name=name).remote(seconds, kind)
 
     def warm_tasks(self, barrier, count: int) -> list:
         strategy = NodeAffinitySchedulingStrategy(self.ray_node, soft=False)

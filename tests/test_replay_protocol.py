@@ -1,0 +1,175 @@
+"""The replay's YARN-style protocol, driven without Ray (rm/rm_state.py), plus NM placement.
+
+Cluster used throughout: n1 <cpu:2; memory_mb:2048>, n2 <cpu:1; memory_mb:1024; disk=ssd>.
+An app of <cpu:1; memory_mb:512> tasks fits 2 on n1 and 1 on n2: 3 at once.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from nodes.executors import choose_executor, peak_containers
+from nodes.placement import RayNode, place_nodes
+from rm.constraints import Constraint
+from rm.model import AppSpec, NodeSpec, Resources
+from rm.protocol import (COMPLETE, FENCED, FINISHED, LOST, RESYNC, RUNNING, AllocateRequest,
+                         AppRegistration, ContainerStatus, NodeHeartbeat, NodeRegistration)
+from rm.rm_state import ResourceManagerState
+
+NODES = [NodeSpec("n1", Resources.parse("cpu:2;memory_mb:2048")),
+         NodeSpec("n2", Resources.parse("cpu:1;memory_mb:1024"), {"disk": "ssd"})]
+APP = AppSpec("a", Resources.parse("cpu:1;memory_mb:512"), num_tasks=4)
+
+
+class Driver:
+    """One NM host ("nm") and one AM host ("am") talking to the state, with request ids."""
+
+    def __init__(self, policy: str = "tsf"):
+        self.rm = ResourceManagerState(dims=("cpu", "memory_mb"), nodes=NODES, policy=policy,
+                                       policy_name=policy, time_scale=1.0)
+        self.rid = {"nm": 0, "am": 0}
+        self.now = 0.0
+        self.call("nm", self.rm.register_nodes, [NodeRegistration(
+            n.name, dict(n.capacity), dict(n.attributes), "ray-a", 0) for n in NODES])
+        self.rm.start_clock(0.0)
+
+    def call(self, caller, method, payload, *, again: bool = False):
+        if not again:
+            self.rid[caller] += 1
+        return method(self.now, caller, self.rid[caller], payload)
+
+    def beat(self, statuses=(), node="n1", **kw):
+        beats = [NodeHeartbeat(n, tuple(s for s in statuses if s.node == n)) for n in ("n1", "n2")]
+        return self.call("nm", self.rm.node_heartbeat, beats, **kw)
+
+    def allocate(self, ask, releases=(), attempt=1, **kw):
+        return self.call("am", self.rm.allocate, [AllocateRequest("a", attempt, ask, tuple(releases))], **kw)[0]
+
+
+def running(alloc, task, t):
+    return ContainerStatus(alloc.container, alloc.app, task, 0, alloc.node, RUNNING, t)
+
+
+def complete(alloc, task, t0, t1, exit_=FINISHED):
+    return ContainerStatus(alloc.container, alloc.app, task, 0, alloc.node, COMPLETE, t0, t0, t1, exit_)
+
+
+@pytest.fixture
+def d():
+    drv = Driver()
+    assert drv.call("am", drv.rm.register_apps, [AppRegistration(APP)])[0].accepted
+    return drv
+
+
+def test_allocations_wait_for_a_node_heartbeat_then_the_next_allocate(d):
+    assert d.allocate(4).allocated == ()           # asked; nothing scheduled yet
+    d.now = 1.0
+    d.beat()                                       # NODE_UPDATE: 2 on n1 + 1 on n2
+    got = d.allocate(4).allocated                  # the AM still asks 4: it has seen none yet
+    assert sorted(a.node for a in got) == ["n1", "n1", "n2"]
+    assert d.rm.pending_asks == 1                  # 4 asked - 3 delivered
+
+
+def test_a_retried_call_is_answered_the_same_and_changes_nothing(d):
+    d.allocate(4)
+    d.beat()
+    first = d.allocate(1)
+    again = d.allocate(1, again=True)              # same request id: same answer
+    assert again is first
+    d.beat()
+    assert d.rm.allocations == 3                   # no second round of containers
+
+
+def test_ask_is_absolute_and_discounts_undelivered_containers(d):
+    d.allocate(3)
+    d.beat()                                       # 3 placed, not yet delivered
+    got = d.allocate(3).allocated                  # the AM has not seen them: 3 - 3 = 0 more
+    assert len(got) == 3 and d.rm.pending_asks == 0
+    d.beat()
+    assert d.allocate(0).allocated == ()
+
+
+def test_completion_reaches_the_am_and_counts_once(d):
+    d.allocate(4)
+    d.beat()
+    a = d.allocate(1).allocated[0]
+    d.now = 2.0
+    d.beat([running(a, 0, 1.5)])
+    resp = d.beat([complete(a, 0, 1.5, 2.0)])
+    ack = [r for r in resp if r.node == a.node][0].ack
+    assert ack == (a.container,)
+    d.beat([complete(a, 0, 1.5, 2.0)])             # NM repeats before it saw the ack
+    done = d.allocate(0).completed
+    assert [s.container for s in done] == [a.container]
+    assert d.rm.finished == 1 and d.rm.duplicate_finishes == 0
+    row = d.rm.log.tasks[("a", 0, 0)]
+    assert row[5:] == [1.5, 2.0, "finished"]
+
+
+def test_fencing_refuses_foreign_containers_and_stale_attempts(d):
+    d.allocate(4)
+    d.beat()
+    a = d.allocate(1).allocated[0]
+    other = "n2" if a.node == "n1" else "n1"
+    forged = ContainerStatus(a.container, "a", 0, 0, other, RUNNING, 1.0)
+    resp = d.call("nm", d.rm.node_heartbeat, [NodeHeartbeat(other, (forged,))])
+    assert resp[0].cleanup == (a.container,)       # an NM may report only its own containers
+    assert d.rm.refused == 1
+    assert d.allocate(0, attempt=2).action == FENCED
+
+
+def test_a_lost_node_reports_its_containers_lost_and_the_am_asks_again(d):
+    d.allocate(4)
+    d.beat()
+    got = d.allocate(1).allocated
+    on_n2 = [a for a in got if a.node == "n2"][0]
+    d.beat([running(on_n2, 3, 0.5)])
+    d.now = 5.0
+    assert d.rm.lose_node(5.0, "n2") == [on_n2.container]
+    lost = d.allocate(2).completed
+    assert [(s.container, s.exit) for s in lost] == [(on_n2.container, LOST)]
+    assert d.rm.log.tasks[("a", 3, 0)][7] == "lost"
+    resp = d.beat()
+    assert [r.action for r in resp if r.node == "n2"] == [RESYNC]   # n2 must register again
+
+
+def test_silent_nodes_expire(d):
+    d.now = 10.0
+    d.call("nm", d.rm.node_heartbeat, [NodeHeartbeat("n1")])
+    assert d.rm.expire_nodes(10.5, expiry_wall=5.0) == ["n2"]
+
+
+def test_an_app_no_node_can_run_is_rejected_with_the_reason(d):
+    huge = AppSpec("huge", Resources.parse("cpu:4;memory_mb:512"), num_tasks=1)
+    answer = d.call("am", d.rm.register_apps, [AppRegistration(huge)])[0]
+    assert not answer.accepted and "exceeds every eligible node" in answer.reason
+    assert d.rm.log.jobs["huge"]["status"] == "rejected"
+
+
+# ----- placement of NMs on Ray nodes and the executor rule -------------------------
+
+RAY = [RayNode("head", "10.0.0.1", 2.0, {}, True), RayNode("w1", "10.0.0.2", 2.0, {"disk": "ssd"})]
+
+
+def test_nms_follow_matching_labels_and_otherwise_spread():
+    specs = [NodeSpec(f"m{i}", Resources(cpu=1), {"disk": "ssd"} if i < 2 else {}) for i in range(6)]
+    placed = {n: r.node_id for n, r in place_nodes(specs, RAY).items()}
+    # m0, m1 carry disk=ssd: only w1 has that label.  m2..m5 tie and balance 4 on head
+    # against 2 already on w1: head gets 3, w1 gets 1 more (3 each).
+    assert placed["m0"] == placed["m1"] == "w1"
+    assert sorted(placed.values()).count("head") == 3
+
+
+def test_a_conflicting_label_excludes_a_ray_node():
+    specs = [NodeSpec("h", Resources(cpu=1), {"disk": "hdd"})]
+    assert place_nodes(specs, RAY)["h"].node_id == "head"
+
+
+def test_auto_executor_uses_tasks_only_when_workers_can_hold_the_peak():
+    nodes = [NodeSpec(f"n{i}", Resources(cpu=2, memory_mb=1024)) for i in range(4)]
+    apps = [AppSpec("x", Resources(cpu=0.5, memory_mb=512), 10, constraint=Constraint.parse("node in (n0, n1)"))]
+    # n0 and n1 hold 2 tasks each (memory-bound); n2, n3 admit no app: peak 4
+    assert peak_containers(nodes, apps, ("cpu", "memory_mb")) == 4
+    assert choose_executor("auto", {"r": 4}, {"r": 1.0}) == "task"
+    assert choose_executor("auto", {"r": 100}, {"r": 2.0}) == "actor"
+    assert choose_executor("task", {"r": 100}, {"r": 2.0}) == "task"
