@@ -20,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 _EXPORTS = ("generate_google", "google_experiment", "write_google", "format_stats", "TARGETS")
+__all__ = [*_EXPORTS, "add_arguments", "run"]
 
 
 def __getattr__(name: str):

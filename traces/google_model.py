@@ -24,7 +24,10 @@ a01 with probability 0.33, so E[#constraints] = 0.16·0.5 + 0.84·(1.75 + 0.33) 
 These few numbers were tuned once so the eligible-machine fraction f_j = |{m :
 constraint_j(m)}| / N matches the targets (< 20% of jobs with f = 1; ≈ 50% with
 f ≤ 0.2; E[f] ≈ 0.38).  A job whose eligible machines cannot hold one task is
-redrawn, so no job is rejected at submission.
+redrawn, so no job is rejected at submission; so is (for its first 1,000 draws) a job
+whose eligible machines, with the cluster to itself, would need more than
+MAX_WAVES = 100 waves to run its n_j tasks — Σ_{eligible m} floor(min_r C_mr / d_r) ≥
+⌈n_j / 100⌉ — so no 282-task job is pinned to one machine for a day of trace time.
 
 Job sizes (tsf-paper Fig. 8b and §VI-B3).  round(0.62 J) single-task jobs; jobs of
 2..10 tasks up to round(0.86 J), with P(k) ∝ k^−1.5; the other ~14% are ≥ 11 tasks.
@@ -80,6 +83,7 @@ P_SINGLE, P_SMALL = 0.62, 0.86      # tsf-paper Fig. 8b: 1 task; <= 10 tasks
 BIG_MIN = 11
 LARGEST_FRACTION = 1 / 9            # 20k of 180k tasks (tsf-paper §VI-B3)
 ALPHA = 1.9                         # choosy-paper §6.2
+MAX_WAVES = 100                     # a job's eligible machines hold >= n_j / 100 tasks at once
 CPU_CHOICES = ((0.25, 0.5, 1.0, 2.0, 4.0), (0.10, 0.25, 0.40, 0.18, 0.07))
 
 

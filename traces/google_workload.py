@@ -19,7 +19,7 @@ from rm.config import RUN_DEFAULTS, ExperimentConfig, node_group, write_job_tabl
 from rm.constraints import Constraint
 from rm.errors import InputError
 from rm.model import AppSpec, Resources
-from traces.google_model import (ALPHA, ATTR_FREQ, CLASSES, DIMS, MACHINE_MIX, MAX_SERVER,
+from traces.google_model import (ALPHA, ATTR_FREQ, CLASSES, DIMS, MACHINE_MIX, MAX_SERVER, MAX_WAVES,
                                  attribute_clause, draw_demand, draw_machines, draw_required,
                                  job_sizes, node_groups)
 
@@ -52,11 +52,13 @@ def generate_google(nodes: int, jobs: int, tasks: int, seed: int, *, load: float
     clauses = [attribute_clause(k) for k in range(len(ATTR_FREQ))]
     required, demands, eligible = [], [], np.zeros(jobs)
     for j in range(jobs):
-        for _ in range(10_000):
+        need = math.ceil(int(sizes[j]) / MAX_WAVES)
+        for attempt in range(10_000):
             req, (cpu, mem) = draw_required(job_rng), draw_demand(job_rng)
             want = sum(1 << k for k in req)
             ok = (machine_mask & want) == want
-            if np.any(ok & (cap_cpu >= cpu) & (cap_mem >= mem)):
+            slots = np.floor(np.minimum(cap_cpu / cpu, cap_mem / mem))[ok].sum()
+            if slots >= (need if attempt < 1_000 else 1):
                 break
         else:
             raise InputError("no job shape fits this cluster; give more --nodes", field="--nodes")
