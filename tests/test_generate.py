@@ -17,7 +17,7 @@ import argparse
 import numpy as np
 import pytest
 
-from rm.config import load_config, read_job_table
+from rm.config import load_config, node_group, read_job_table
 from rm.errors import InputError
 from traces import generate
 from traces.generate import generate_google, google_experiment, write_google
@@ -83,6 +83,20 @@ def test_machines_durations_load_and_arrivals(moderate):
     submits = [j.app.submit for j in jobs]
     assert submits == sorted(submits) and 0 <= submits[0] and submits[-1] < 3600
     assert stats["arrival_span"] > 3500      # 2000 uniform arrivals leave gaps of ~1.8 s
+
+
+def test_big_jobs_are_not_pinned_to_a_few_machines(moderate):
+    # Each job's eligible machines hold at least ceil(n / 100) of its tasks at once
+    # (MAX_WAVES = 100): the 8889-task job needs 89 concurrent slots, a 101-task job 2.
+    doc, jobs, _ = moderate
+    nodes = [n for k, g in enumerate(doc["cluster"]["nodes"]) for n in node_group(g, f"g{k}")]
+    big = [j for j in jobs if j.app.num_tasks > 100]
+    assert len(big) > 50
+    for j in big:
+        d = j.app.demand
+        slots = sum(min(n.capacity["cpu"] // d["cpu"], n.capacity["memory_mb"] // d["memory_mb"])
+                    for n in nodes if j.app.constraint.matches(n.name, n.attributes))
+        assert slots >= -(-j.app.num_tasks // 100), j.job_id
 
 
 def test_written_config_loads_and_constraints_mean_what_stats_say(tmp_path, capsys):
