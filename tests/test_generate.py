@@ -85,13 +85,14 @@ def test_machines_durations_load_and_arrivals(moderate):
     assert stats["arrival_span"] > 3500      # 2000 uniform arrivals leave gaps of ~1.8 s
 
 
-def test_big_jobs_are_not_pinned_to_a_few_machines(moderate):
+def test_big_jobs_are_not_pinned_to_a_few_machines():
     # Each job's eligible machines hold at least ceil(n / 100) of its tasks at once
-    # (MAX_WAVES = 100): the 8889-task job needs 89 concurrent slots, a 101-task job 2.
-    doc, jobs, _ = moderate
+    # (MAX_WAVES = 100): a 2667-task job needs 27 concurrent slots, a 101-task job 2.
+    # Without that rule this workload (seed 2) has 2 jobs of > 100 tasks that break it.
+    doc, jobs, _ = generate_google(200, 600, 24_000, seed=2)
     nodes = [n for k, g in enumerate(doc["cluster"]["nodes"]) for n in node_group(g, f"g{k}")]
     big = [j for j in jobs if j.app.num_tasks > 100]
-    assert len(big) > 50
+    assert len(big) > 20
     for j in big:
         d = j.app.demand
         slots = sum(min(n.capacity["cpu"] // d["cpu"], n.capacity["memory_mb"] // d["memory_mb"])
