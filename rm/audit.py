@@ -231,11 +231,13 @@ def misreports(problem: Problem, i: int, exhaustive: bool, rng) -> list[tuple[st
     return lies
 
 
-def lie_outcome(policy: str, problem: Problem, i: int, lie_d: np.ndarray, lie_p: np.ndarray) -> tuple[float, float]:
+def lie_outcome(policy: str, problem: Problem, i: int, lie_d: np.ndarray, lie_p: np.ndarray,
+                least: bool = True) -> tuple[float, float | None]:
     """(most, least) true tasks user i runs when it reports (lie_d, lie_p) to ``policy``.
 
     ρ̃ Σ_{m: p_im = 1} ñ_im with ρ̃ = min_{r: d_ir>0} d̃_ir / d_ir, over the placements
-    that give every user the policy's task count (module docstring, SP).
+    that give every user the policy's task count (module docstring, SP).  ``least=False``
+    skips the second LP (None instead).
     """
     d = problem.demand[i]
     lied = problem.with_app(i, demand=lie_d, eligible=lie_p)
@@ -243,9 +245,10 @@ def lie_outcome(policy: str, problem: Problem, i: int, lie_d: np.ndarray, lie_p:
     rho = min(lie_d[r] / d[r] for r in np.flatnonzero(d > 0))
     useful = np.zeros_like(problem.eligible, dtype=float)
     useful[i] = problem.eligible[i]
-    most = rho * extreme_placement(lied, got, useful, maximize=True)
-    least = rho * extreme_placement(lied, got, useful, maximize=False)
-    return float(min(most, problem.limit[i])), float(min(least, problem.limit[i]))
+    most = min(rho * extreme_placement(lied, got, useful, maximize=True), problem.limit[i])
+    if not least:
+        return float(most), None
+    return float(most), float(min(rho * extreme_placement(lied, got, useful, maximize=False), problem.limit[i]))
 
 
 def check_sp(policy, instance, problem, alloc, tally) -> None:
@@ -254,9 +257,10 @@ def check_sp(policy, instance, problem, alloc, tally) -> None:
     for i in range(len(problem.app_ids)):
         truthful = alloc.tasks[i]
         for label, lie_d, lie_p in misreports(problem, i, exhaustive, rng):
-            best, worst = lie_outcome(policy, problem, i, lie_d, lie_p)
+            best, _ = lie_outcome(policy, problem, i, lie_d, lie_p, least=False)
             details = None
             if exceeds(best, truthful):
+                _, worst = lie_outcome(policy, problem, i, lie_d, lie_p)
                 u = problem.app_ids[i]
                 details = {"user": u, "lie": label,
                            "claimed": {"demand": literal(lie_d, problem.dims),

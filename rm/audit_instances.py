@@ -75,7 +75,8 @@ def paper_instances() -> list[Instance]:
 
 
 def random_instances(count: int, seed: int) -> list[Instance]:
-    """``count`` small random instances: every fourth has one resource, every fourth one machine.
+    """``count`` small random instances: every fourth has one resource, every fourth one machine
+    (of one to three resources).
 
     Capacities are whole numbers 1-12 of every resource, demands 0-4 (never all
     zero), each user may use a random non-empty set of machines; a quarter of
@@ -87,7 +88,7 @@ def random_instances(count: int, seed: int) -> list[Instance]:
         kind = k % 4
         machines = 1 if kind == 3 else int(rng.integers(2, 5))
         users = int(rng.integers(2, 5))
-        resources = 1 if kind == 2 else int(rng.integers(2, 4))
+        resources = 1 if kind == 2 else int(rng.integers(1 if kind == 3 else 2, 4))
         dims = ("cpu", "mem", "gpu")[:resources]
         capacity = rng.integers(1, 13, size=(machines, resources)).astype(float)
         demand = rng.integers(0, 5, size=(users, resources)).astype(float)

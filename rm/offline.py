@@ -39,16 +39,17 @@ Shares (``policy``), all divided by w_i:
 allocation gives it more than its level while everyone else keeps at least
 theirs.  Testing users one at a time (Algorithm 1's FREEZE) costs one LP per
 active user per round.  Instead one LP maximises Σ_{j∈T} t_j over the candidate
-set T, with 0 ≤ t_j ≤ 1 and (tasks_j − level_j) / h_j ≥ t_j: every j with t_j > tol
-is unsaturated; drop them from T and re-solve until the optimum is 0 — the users
-left in T are exactly the saturated ones.  Correctness: the feasible allocations
+set T, with 0 ≤ t_j ≤ t_max and (tasks_j − level_j) / h_j ≥ t_j, everyone else at
+≥ its level: every j with t_j > tol is unsaturated; drop them from T and re-solve
+until the optimum is 0 — the users left in T are exactly the saturated ones.  Correctness: the feasible allocations
 with everyone at ≥ their level form a convex polytope P.  If the optimum is 0, no
 j ∈ T can rise alone (else t_j > 0 would be feasible), so all of T is saturated.
 Conversely, if each j in a set U can rise alone in some X_j ∈ P, the average of
 the X_j lies in P and raises every j ∈ U at once (choosy-paper §5 uses the same
 convexity), so the joint LP never hides an unsaturated user: it only may leave
 some of them at t_j = 0 in one solve, which the re-solve catches.  Each re-solve
-removes at least one user, and usually one or two solves settle a round.
+removes at least one user, and usually one or two solves settle a round: t_max is
+small (1e-3), so unsaturated users rarely compete for the same slack.
 
 **Coalescing** (choosy-paper §5, "Coalescing Identical Machines"): machines with
 the same capacity and the same eligibility for every user form one *type* with a
@@ -71,7 +72,6 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Sequence
 
 import numpy as np
-from scipy import sparse
 
 from rm.errors import InputError
 from rm.model import AppSpec, NodeSpec

@@ -5,12 +5,11 @@
 
 ``LinearProgram`` is that LP.  Progressive filling solves a chain of LPs that
 differ in a few bounds and costs (Gavel's lesson: build the model once, re-solve
-it warm).  scipy's
-public ``linprog`` rebuilds and re-validates the model on every call, which costs
-far more than HiGHS's dual simplex needs for a warm re-solve, so this module
-drives the HiGHS object scipy ships (``scipy.optimize._highspy``, scipy >= 1.15)
-directly and falls back to ``linprog`` when that is not importable.  Both paths
-solve the same model:
+it warm).  scipy's public ``linprog`` rebuilds and re-validates the model on every
+call, which costs far more than HiGHS's dual simplex needs for a warm re-solve,
+so this module drives the HiGHS object scipy ships (``scipy.optimize._highspy``,
+scipy >= 1.15; a private module) directly, and falls back to ``linprog`` when that
+is not importable.  Both paths solve the same model (a test runs both):
 
     min  cost · x    s.t.   row_lo ≤ A x ≤ row_hi,   col_lo ≤ x ≤ col_hi.
 
@@ -31,8 +30,9 @@ except ImportError:  # pragma: no cover - older scipy
 
 #: HiGHS feasibility tolerances (its defaults are 1e-7)
 TOLERANCE = 1e-9
-#: set False to force the linprog path (tests use this to check both agree)
-USE_BINDINGS = _highs is not None
+#: set False to force the linprog path (tests use this to check both agree); it is
+#: True only if the private bindings import and solve a one-variable LP correctly
+USE_BINDINGS = False
 #: a user that can rise by less than this (in units of h_i) is saturated
 TOL_SATURATED = 1e-7
 #: the freeze LP asks each candidate for at most this rise (units of h_i); small, so
@@ -279,3 +279,19 @@ class Filling:
         with np.errstate(divide="ignore", invalid="ignore"):
             scale = np.where(z > 0, self.floor / z, 0.0)
         return y * scale[self.agent_of_var], rounds
+
+
+def _bindings_work() -> bool:
+    """Smoke-test the private bindings once: max x s.t. x ≤ 2 must give 2."""
+    global USE_BINDINGS
+    if _highs is None:
+        return False
+    USE_BINDINGS = True
+    try:
+        x = solve_once((1, 1), [0], [0], [1.0], [-1.0], [0.0], [np.inf], [-np.inf], [2.0])
+        return bool(abs(x[0] - 2.0) < 1e-9)
+    except Exception:  # noqa: BLE001 -- any change in a private API means: use linprog
+        return False
+
+
+USE_BINDINGS = _bindings_work()
