@@ -182,6 +182,14 @@ class RunLog:
         self._share_time = time
         self._share_pending[app] = (time, app) + tuple(shares) + (running,)
 
+    def shares_at(self, time: float, rows: list[tuple]) -> None:
+        """Share rows of one instant from a driver that coalesces them itself: at most one
+        row per app, each (time, app, task_share, dominant_share, cpu_share, mem_share, running)."""
+        if self._share_pending:
+            self._flush_shares()
+        self._share_time = None
+        self.share_rows.extend(rows)
+
     def _flush_shares(self) -> None:
         self.share_rows.extend(self._share_pending.values())
         self._share_pending.clear()

@@ -46,6 +46,10 @@ class OnlineScheduler:
         self._order: list[tuple] = []      # (key, submit, app_id, app) of apps with pending > 0
         self._dirty: set[int] = set()      # node indexes to offer to every pending app
         self._fresh: dict[str, AppState] = {}
+        # node index -> its free vector at the last schedule(), when no pending app fitted it
+        # (see _offer: "proofs"); and the apps asked for since, which that proof does not cover.
+        self._proof: dict[int, tuple] = {}
+        self._new: list[AppState] = []
         self.placements = 0
         self._clause_matches: dict = {}    # Clause -> node-by-node match (see _prime_constraint)
         for spec in nodes:
@@ -58,6 +62,7 @@ class OnlineScheduler:
     def add_node(self, spec: NodeSpec) -> NodeState:
         node = self.cluster.add_node(spec)
         self._clause_matches.clear()
+        self._proof.clear()
         self._rekey_all()
         self._dirty.add(node.index)
         return node
@@ -66,6 +71,7 @@ class OnlineScheduler:
         """The node is lost; returns its containers, now released (the caller re-asks)."""
         lost = self.cluster.remove_node(name)
         self._dirty.discard(self.cluster.node_index[name])
+        self._proof.clear()
         self._rekey_all()
         return lost
 
@@ -105,6 +111,9 @@ class OnlineScheduler:
     def release(self, container_id: int) -> Container:
         """A container ended; its node is offered again at the next ``schedule``."""
         container = self.cluster.containers[container_id]
+        m = self.cluster.node_index[container.node]
+        if m not in self._dirty:        # first release since the last schedule(): keep its proof
+            self._proof[m] = tuple(self.cluster.nodes[m].free)
         app, node = self.cluster.release(container_id)
         self._rekey(app)
         if node.alive:
@@ -119,6 +128,7 @@ class OnlineScheduler:
             app.pending = 0
         self._fresh.pop(app_id, None)
         self._index.remove(app_id)
+        app.entry = None        # (key, submit, id, app) refers to app: let refcounting free it
         if app.running == 0:
             # Nothing to release: skip ClusterState.remove_app's scan of every container.
             del self.cluster.apps[app_id]
@@ -159,24 +169,26 @@ class OnlineScheduler:
     def schedule(self) -> list[Container]:
         """Offer what the last events freed; returns the containers placed, in order."""
         placed: list[Container] = []
+        dirty, fresh = self._dirty, self._fresh
+        if not dirty and not fresh:
+            return placed
+        self._dirty, self._fresh = set(), {}
+        proofs, self._proof = self._proof, {}
         nodes = self.cluster.nodes
-        dirty = sorted(self._dirty)
-        self._dirty.clear()
-        fresh = self._fresh
-        self._fresh = {}
-        for m in dirty:
+        self._new = [a for a in fresh.values() if a.pending > 0]
+        for m in (sorted(dirty) if len(dirty) > 1 else dirty):
             if nodes[m].alive and self._order:
-                self._offer(nodes[m], self._order, placed)
-        fresh_apps = [a for a in fresh.values() if a.pending > 0]
+                self._offer(nodes[m], self._order, placed, proofs.get(m))
+        fresh_apps = [a for a in self._new if a.pending > 0]
+        self._new = []
         if fresh_apps:
-            done = set(dirty)
             if len(fresh_apps) == 1:
                 indexes: Iterable[int] = (m for m, e in enumerate(fresh_apps[0].eligible) if e)
             else:
                 indexes = range(len(nodes))
             cand = sorted(a.entry for a in fresh_apps)
             for m in indexes:
-                if m in done or not nodes[m].alive:
+                if m in dirty or not nodes[m].alive:
                     continue
                 self._offer(nodes[m], cand, placed)
                 if not cand:
@@ -184,36 +196,83 @@ class OnlineScheduler:
         self.placements += len(placed)
         return placed
 
-    def _offer(self, node: NodeState, order: list, placed: list) -> None:
-        """Serve ``node`` to apps in ``order`` (sorted entries) until no eligible app fits."""
+    def _offer(self, node: NodeState, order: list, placed: list, proof: tuple | None = None) -> None:
+        """Serve ``node`` to apps in ``order`` (sorted entries) until no eligible app fits.
+
+        Walk the order from the front: the first app that may use the node and fits is
+        served, its key grows, and the walk goes on from the same place (the apps before
+        it still do not fit: the node only has less left).  Two shortcuts, same result:
+
+        * long lists: after ``WALK_STEPS`` misses the vector index names every pending app
+          that fits; the least of their entries is the one the walk would reach first;
+        * ``proof``, the node's free vector at the last ``schedule()``, when (invariant)
+          no app pending then fitted: once the node has no more than that left in every
+          dimension, only apps asked for since (``self._new``) can still fit.
+        """
         if self.policy.per_node:
             self._offer_per_node(node, order, placed)
             return
         m = node.index
         free = node.free
         best_fit = self.policy.best_fit
-        # For long lists, a few steps of the walk, then the vector index says whether anything
-        # pending can still use what is left of the node; if not, the offer ends there.
-        vector = len(order) >= VECTOR_FROM and order is self._order
-        budget = WALK_STEPS
+        vector = order is self._order and len(order) >= VECTOR_FROM
         i = 0
-        while i < len(order):
-            app = order[i][3]
-            if app.eligible[m]:
-                for r, d in enumerate(app.demand):
-                    if d > free[r] + EPS:
+        while True:
+            app = None
+            budget = WALK_STEPS if vector else len(order)
+            while i < len(order) and budget > 0:
+                a = order[i][3]
+                if a.eligible[m]:
+                    for r, d in enumerate(a.demand):
+                        if d > free[r] + EPS:
+                            break
+                    else:
+                        app = a
+                        break
+                i += 1
+                budget -= 1
+            if app is None:
+                if i >= len(order):
+                    return
+                app = self._first_fitting(m, free)
+                if app is None:
+                    return
+                i = bisect_left(order, app.entry)
+            target = self.policy.choose_node(app, node, self.cluster) if best_fit else node
+            placed.append(self._place(app, target, order))
+            if proof is not None:
+                for f, p in zip(free, proof):
+                    if f > p:
                         break
                 else:
-                    target = self.policy.choose_node(app, node, self.cluster) if best_fit else node
-                    placed.append(self._place(app, target, order))
-                    budget = 0 if vector else WALK_STEPS
-                    continue      # the apps before i still do not fit; look at i again
-            i += 1
-            budget -= 1
-            if vector and budget <= 0:
-                if not self._index.any_fits(m, free):
+                    self._serve_new(node, placed)
                     return
-                budget = len(order)     # something fits further on: walk to it
+
+    def _first_fitting(self, m: int, free) -> AppState | None:
+        """The pending app with the least entry that may use node m and fits ``free``."""
+        ids = self._index.fitting(m, free)
+        if not ids:
+            return None
+        apps = self.cluster.apps
+        return min(apps[a].entry for a in ids)[3]
+
+    def _serve_new(self, node: NodeState, placed: list) -> None:
+        """The rest of an offer when only apps asked for since the node's proof can fit."""
+        m, free = node.index, node.free
+        best_fit = self.policy.best_fit
+        while True:
+            best = None
+            for a in self._new:
+                if a.pending > 0 and a.eligible[m] and (best is None or a.entry < best.entry):
+                    for r, d in enumerate(a.demand):
+                        if d > free[r] + EPS:
+                            break
+                    else:
+                        best = a
+            if best is None:
+                return
+            target = self.policy.choose_node(best, node, self.cluster) if best_fit else node
+            placed.append(self._place(best, target, self._order))
 
     def _offer_per_node(self, node: NodeState, order: list, placed: list) -> None:
         """Per-machine keys: pick the least node_key among eligible apps that fit, repeatedly."""
