@@ -209,10 +209,12 @@ def test_cli_unknown_policy_is_one_line(tmp_path, capsys):
 
 # ----- the independent check: tsf-paper Algorithm 1, literally ------------------------
 
-def literal_algorithm_1(C, D, P, w, h):
+def literal_algorithm_1(C, D, P, w, h, cap=None):
     """Progressive filling exactly as printed: n_im per machine, shares n_i / (h_i w_i),
-    and FREEZE testing each active user j with all other active users held at their tasks."""
+    and FREEZE testing each active user j with all other active users held at their tasks.
+    ``cap`` adds Σ_m n_im ≤ cap_i (the tasks a job has), which rm.offline also supports."""
     N, M = P.shape
+    cap = np.full(N, np.inf) if cap is None else cap
     var = np.arange(N * M).reshape(N, M)
 
     def lp(active, floors):
@@ -225,6 +227,11 @@ def literal_algorithm_1(C, D, P, w, h):
                 row[var[:, m]] = D[:, r]
                 a_ub.append(row)
                 b_ub.append(C[m, r])
+        for i in np.flatnonzero(np.isfinite(cap)):                # the tasks each job has
+            row = np.zeros(N * M + 1)
+            row[var[i]] = 1.0
+            a_ub.append(row)
+            b_ub.append(cap[i])
         for i in active:                                          # (2) active users at s
             row = np.zeros(N * M + 1)
             row[var[i]] = 1.0 / (h[i] * w[i])
@@ -300,3 +307,16 @@ def test_random_instances_match_literal_algorithm_1(seed):
             expected[on_m] += literal_algorithm_1(C[m:m + 1], D[on_m], P[on_m, m:m + 1], w[on_m],
                                                   F[on_m, m])
     np.testing.assert_allclose(progressive_filling(p, "pm-drf").tasks, expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_task_limits_match_literal_algorithm_1(seed):
+    # Half the users have only a few tasks (0.2-4): they stop there, as in DRFH's finite demands
+    # (drfh-paper §V-A), and the rest keep filling.
+    p = random_instance(seed)
+    rng = np.random.default_rng(seed + 77)
+    cap = np.where(rng.random(len(p.app_ids)) < 0.5, rng.uniform(0.2, 4, size=len(p.app_ids)), np.inf)
+    limited = Problem(p.dims, p.node_names, p.capacity, p.app_ids, p.demand, p.eligible, p.weight, cap)
+    expected = literal_algorithm_1(p.capacity, p.demand, p.eligible, p.weight,
+                                   fit(p.capacity, p.demand).sum(axis=1), cap)
+    np.testing.assert_allclose(progressive_filling(limited, "tsf").tasks, expected, atol=1e-6)
