@@ -78,8 +78,9 @@ CASES = [
 # One machine: DRF equalises 4x/18 = 3y/9 → x = 1.5y; CPU x + 3y = 4.5y ≤ 9 → y = 2, x = 3
 # (dominant shares 2/3 each).  Every policy reduces to DRF there (Definition 5).
 CASES += [(f"one machine {p}", ONE_MACHINE, p, [3, 2], None) for p in ("drf", "drfh", "pm-drf", "cdrf", "tsf")]
-# choosy Fig. 5: round 1 gives 2 machines each; u1 saturates (m1, m2); u2 reaches 3 (m3, m4 and
-# half of nothing else: m5 is contested by u3); u3 takes m5..m9 minus nothing: 9 - 2 - 3 = 4.
+# choosy Fig. 5: round 1 gives everyone 2 machines and freezes u1 (it holds m1 and m2, all
+# it may use); round 2 raises u2 and u3 to 3, where u2 holds m3, m4, m5 and is stuck (m2 is
+# u1's); round 3 gives u3 all of m6..m9: 2, 3, 4 (Fig. 5c).
 # TSF (Theorem 7) and DRFH (one resource) reduce to CMMF.
 CASES += [(f"choosy fig5 {p}", CHOOSY5, p, [2, 3, 4], None) for p in ("cmmf", "tsf", "drfh")]
 # drfh-paper Fig. 2: per-machine DRF gives each user half of each server's dominant resource:
