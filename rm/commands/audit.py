@@ -109,8 +109,13 @@ def _what_if(args: argparse.Namespace) -> int:
     from rm.audit_whatif import WHATIF_POLICIES, simulate_lies, what_if
     from rm.config import load_config
 
+    from rm.offline import resolve_policy
+
     config = load_config(args.config)
-    result = what_if(config, args.app, _policies(args.policies, WHATIF_POLICIES))
+    policies = tuple(p.strip() for p in (args.policies or ",".join(WHATIF_POLICIES)).split(",") if p.strip())
+    for name in policies:
+        resolve_policy(name)                  # an InputError names the one it cannot use
+    result = what_if(config, args.app, policies)
     if args.simulate:
         simulate_lies(config, args.app, result)
     if args.json:
