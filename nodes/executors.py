@@ -6,10 +6,12 @@
   Ray worker process, so the workers are started before t = 0 (``prewarm``) and
   kept alive (``num_workers_soft_limit`` and a long
   ``idle_worker_killing_time_threshold_ms`` in ``_system_config``).
-* ``actor`` — each container is an async actor task on a ``ContainerExecutor``
-  actor on the NM's Ray node: thousands of concurrent containers cost one
-  process.  The ``cpu`` payload burns CPU in a thread there (one process: the GIL
-  caps it at one core per Ray node).
+* ``actor`` — each container is an asyncio task of the NM host actor itself (an
+  async actor on the NM's Ray node): thousands of concurrent containers cost no
+  process, and a container ending reaches the NM without a Ray call in between.
+  The ``cpu`` payload instead runs in a thread of a ``ContainerExecutor`` actor on
+  the same Ray node, so it cannot starve the NMs' heartbeats (one process: the
+  GIL caps it at one core per Ray node — use ``task`` for real CPU load).
 
 ``auto`` (``choose_executor``) picks ``task`` when, on every Ray node, the most
 containers that could ever run at once — Σ over its NMs of the most tasks of any
@@ -17,8 +19,11 @@ job that fit the NM — is at most ``TASK_WORKERS_PER_CPU`` × the Ray node's CP
 and ``actor`` otherwise.  The TSF micro-benchmark (up to 100 containers at once)
 on a 2-core machine gets ``actor``; a 4-NM test cluster gets ``task``.
 
-Payloads: ``sleep`` sleeps ``seconds``; ``cpu`` spins until ``seconds`` have passed.
-Both return ``(start, finish)`` wall times read where the payload ran.
+Payloads run until a *deadline*: the NM's launch time + the task's duration ×
+time_scale, so the few milliseconds a Ray task or actor call takes to begin do
+not lengthen the task.  ``sleep`` sleeps; ``cpu`` spins.  Both return ``(start,
+finish)`` wall times read where the payload ran (the NM and its executors share a
+Ray node, hence a clock).
 """
 
 from __future__ import annotations
@@ -39,41 +44,45 @@ PAYLOADS = ("sleep", "cpu")
 TASK_WORKERS_PER_CPU = 4
 
 
-def payload(seconds: float, kind: str) -> tuple[float, float]:
-    """Run a container's payload here; returns (start, finish) wall times."""
+def payload(deadline: float, kind: str) -> tuple[float, float]:
+    """Run a container's payload here until ``deadline``; returns (start, finish) wall times."""
     start = time.time()
     if kind == "cpu":
-        deadline = start + seconds
         x = 0
         while time.time() < deadline:
             for _ in range(1000):
                 x += 1
     else:
-        time.sleep(max(0.0, seconds))
+        time.sleep(max(0.0, deadline - start))
+    return start, time.time()
+
+
+async def sleep_until(deadline: float) -> tuple[float, float]:
+    """The ``sleep`` payload as a coroutine (the ``actor`` executor)."""
+    start = time.time()
+    await asyncio.sleep(max(0.0, deadline - start))
     return start, time.time()
 
 
 @ray.remote(num_cpus=0, max_retries=0)
-def run_container(seconds: float, kind: str) -> tuple[float, float]:
+def run_container(deadline: float, kind: str) -> tuple[float, float]:
     """The ``task`` executor: one container = one Ray task."""
-    return payload(seconds, kind)
+    return payload(deadline, kind)
 
 
 @ray.remote(num_cpus=0, max_concurrency=100_000)
 class ContainerExecutor:
-    """The ``actor`` executor: containers are async actor tasks of this actor."""
+    """The ``actor`` executor's ``cpu`` payloads: async actor tasks burning CPU in threads."""
 
     def __init__(self):
         self._threads: ThreadPoolExecutor | None = None
 
-    async def run(self, seconds: float, kind: str) -> tuple[float, float]:
-        if kind == "cpu":
-            if self._threads is None:
-                self._threads = ThreadPoolExecutor(max_workers=256)
-            return await asyncio.get_running_loop().run_in_executor(self._threads, payload, seconds, kind)
-        start = time.time()
-        await asyncio.sleep(max(0.0, seconds))
-        return start, time.time()
+    async def run(self, deadline: float, kind: str) -> tuple[float, float]:
+        if kind != "cpu":
+            return await sleep_until(deadline)
+        if self._threads is None:
+            self._threads = ThreadPoolExecutor(max_workers=256)
+        return await asyncio.get_running_loop().run_in_executor(self._threads, payload, deadline, kind)
 
     async def ping(self) -> str:
         return ray.get_runtime_context().get_node_id()
@@ -88,17 +97,30 @@ def _warm(barrier) -> int:
 
 
 class Launcher:
-    """Starts container payloads for one NM host; returns an ObjectRef per container."""
+    """Starts container payloads for one NM host (call ``launch`` inside its event loop).
+
+    Returns an awaitable per container — an asyncio task (actor executor, sleep) or an
+    ObjectRef — that yields (start, finish); ``kill`` cancels it.
+    """
 
     def __init__(self, kind: str, ray_node: str, actor=None):
         self.kind, self.ray_node, self.actor = kind, ray_node, actor
         self._strategy = NodeAffinitySchedulingStrategy(ray_node, soft=False)
 
-    def launch(self, container: int, seconds: float, kind: str):
+    def launch(self, container: int, deadline: float, kind: str):
         name = f"container-{container}"
         if self.kind == "actor":
-            return self.actor.run.options(name=name).remote(seconds, kind)
-        return run_container.options(scheduling_strategy=self._strategy, name=name).remote(seconds, kind)
+            if kind == "sleep" or self.actor is None:
+                return asyncio.get_running_loop().create_task(sleep_until(deadline), name=name)
+            return self.actor.run.options(name=name).remote(deadline, kind)
+        return run_container.options(scheduling_strategy=self._strategy, name=name).remote(deadline, kind)
+
+    @staticmethod
+    def kill(handle) -> None:
+        if isinstance(handle, asyncio.Future):
+            handle.cancel()
+        else:
+            ray.cancel(handle)
 
     def warm_tasks(self, barrier, count: int) -> list:
         strategy = NodeAffinitySchedulingStrategy(self.ray_node, soft=False)

@@ -193,8 +193,8 @@ class NodeManagerHost:
             if launch.container in nm.containers or launch.container in nm.unacked:
                 out.append("ok")
                 continue
-            ref = self.launcher.launch(launch.container, launch.seconds, launch.payload)
             launched = time.time()
+            ref = self.launcher.launch(launch.container, launched + launch.seconds, launch.payload)
             nm.containers[launch.container] = (launch, launched, ref)
             nm.new.append(ContainerStatus(launch.container, launch.app, launch.task, launch.attempt,
                                           launch.node, RUNNING, launched))
@@ -225,7 +225,7 @@ class NodeManagerHost:
     def _kill(self, nm: _NM, cid: int) -> None:
         entry = nm.containers.get(cid)
         if entry is not None:
-            ray.cancel(entry[2])
+            self.launcher.kill(entry[2])
 
     # ----- warm-up, stop, stats ----------------------------------------------------
 
@@ -238,7 +238,8 @@ class NodeManagerHost:
         Returns the number of distinct worker processes (task) or runs (actor).
         """
         if self.launcher.kind == "actor":
-            refs = [self.launcher.launch(-1 - i, 0.0, "sleep") for i in range(max(1, min(count, 8)))]
+            kind = "cpu" if self.launcher.actor is not None else "sleep"
+            refs = [self.launcher.launch(-1 - i, time.time(), kind) for i in range(max(1, min(count, 8)))]
             return len(await asyncio.gather(*refs))
         if count <= 0:
             return 0

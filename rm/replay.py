@@ -67,7 +67,7 @@ def connect(address: str | None, *, num_cpus: int | None = None) -> bool:
         except ConnectionError as e:
             raise InputError(f"cannot connect to the Ray cluster at {address!r}: {e}") from None
         return True
-    ray.init(num_cpus=num_cpus or os.cpu_count(), object_store_memory=OBJECT_STORE_BYTES,
+    ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), object_store_memory=OBJECT_STORE_BYTES,
              include_dashboard=False, _system_config=SYSTEM_CONFIG, **kwargs)
     return True
 
@@ -163,7 +163,8 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
         name=cfg.name, seed=seed))
     hosts = {}
     for i, (rid, specs) in enumerate(by_ray.items()):
-        container_actor = session.add(make_container_executor(rid)) if chosen == "actor" else None
+        container_actor = (session.add(make_container_executor(rid))
+                           if chosen == "actor" and kind == "cpu" else None)
         hosts[f"nm-{i}"] = session.add(NodeManagerHost.options(
             name=f"rayrm-nm-{i}", namespace=NAMESPACE, scheduling_strategy=Affinity(rid, soft=False)).remote(
             f"nm-{i}", rm, specs, rid, interval_wall=interval_wall, executor=chosen,
