@@ -193,7 +193,8 @@ def job_speedups(tsf: RunLike, other: RunLike) -> pd.DataFrame:
     faster" means.  Positive: TSF finished the job sooner.
     """
     a, b = job_times(tsf), job_times(other)
-    both = a.join(b, rsuffix="_p", how="inner").dropna(subset=["completion_time", "completion_time_p"])
+    both = a.merge(b, left_index=True, right_index=True, how="inner", suffixes=("", "_p"))
+    both = both.dropna(subset=["completion_time", "completion_time_p"])
     cp = both["completion_time_p"]
     out = pd.DataFrame({"num_tasks": both["num_tasks"].astype(int),
                         "tsf": both["completion_time"], "other": cp,
