@@ -109,6 +109,16 @@ def test_fig4_h_and_placement():
     assert per_node["u3"]["per_node"] == {"m3": 3.0}
 
 
+def test_table_2_h_from_the_bundled_config():
+    # tsf-paper Table II: nodes 1-25 <1 CPU, 1 GB>, 26-50 <2 CPU, 1 GB>.  Job 1 <1, 0.5 GB>:
+    # 25·1 + 25·2 = 75; jobs 2, 3 <0.5, 0.5 GB>: 25·2 + 25·2 = 100; job 4 <1, 0.5 GB>: 75.
+    from pathlib import Path
+
+    from rm.config import load_config
+    config = load_config(Path(__file__).parent.parent / "configs" / "paper-micro.yaml")
+    np.testing.assert_allclose(h_unconstrained(Problem.from_config(config)), [75, 100, 100, 75])
+
+
 def test_fig2_cdrf_placement():
     # 9 on m1 (all 18 GB), 3 on m2 (6 GB) next to u2's 4 (12 GB): the only way to reach 12 and 4.
     apps = progressive_filling(FIG2, "cdrf").as_dict()["apps"]
