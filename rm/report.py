@@ -47,6 +47,7 @@ from rm.rundir import RunDir
 
 # The metrics themselves are rm.metrics (one definition for compare, report and tests).
 SIZE_BINS, SHARE_KINDS = M.SIZE_BINS, M.SHARE_KINDS
+MAX_SHARE_ROWS = 100        # apps kept in the time-averaged share table (largest task share first)
 
 
 # ----- the report ----------------------------------------------------------------
@@ -96,8 +97,9 @@ def build_report(paths, window: tuple[float, float] | None = None) -> Report:
                "utilization": M.mean_utilization(run)}
         summary.append(row)
         if t1 > t0 and len(run.shares):
-            shares[label] = {"window": [t0, t1],
-                             "apps": M.time_averaged_shares(run, t0, t1).to_dict(orient="index")}
+            table = M.time_averaged_shares(run, t0, t1).sort_values("task_share", ascending=False)
+            shares[label] = {"window": [t0, t1], "apps_total": len(table),
+                             "apps": table.head(MAX_SHARE_ROWS).to_dict(orient="index")}
     rep.tables["runs"] = summary
     rep.tables["time_averaged_shares"] = shares
     _compare(rep)
@@ -129,7 +131,7 @@ def _compare(rep: Report) -> None:
 
 def _fmt(x) -> str:
     if isinstance(x, float):
-        return "" if math.isnan(x) else f"{x:.4g}"
+        return "" if math.isnan(x) else f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
     return html.escape(str(x))
 
 
@@ -168,9 +170,9 @@ def render_html(rep: Report, images: list[tuple[str, str]]) -> str:
                              for p, v in t["task_speedup"].items()]))
     for label, sh in t["time_averaged_shares"].items():
         t0, t1 = sh["window"]
-        apps = sorted(sh["apps"].items(), key=lambda kv: -kv[1]["task_share"])[:20]
-        parts.append(f"<h2>Time-averaged shares, {html.escape(label)}, t in [{t0:g}, {t1:g}]"
-                     f"{' (top 20 by task share)' if len(sh['apps']) > 20 else ''}</h2>")
+        apps = list(sh["apps"].items())[:20]
+        more = f" (20 of {sh['apps_total']} apps, largest task share first)" if sh["apps_total"] > 20 else ""
+        parts.append(f"<h2>Time-averaged shares, {html.escape(label)}, t in [{t0:g}, {t1:g}]{more}</h2>")
         parts.append(_table(["app", *SHARE_KINDS], [[a, *(v[k] for k in SHARE_KINDS)] for a, v in apps]))
     parts.append("<h2>Plots</h2>")
     parts += [f"<figure><img src='{html.escape(f)}'><figcaption>{html.escape(title)}</figcaption></figure>"

@@ -100,7 +100,7 @@ def test_run_table(runs):
 
 def test_time_averaged_shares(runs):
     shares = build_report(runs).tables["time_averaged_shares"]["tsf"]
-    assert shares["window"] == [0, 40]
+    assert shares["window"] == [0, 40] and shares["apps_total"] == 3
     apps = shares["apps"]
     # a: 2/32 over [0, 10] -> 0.0625 · 10/40 = 0.015625
     assert apps["a"]["task_share"] == pytest.approx(0.015625)
