@@ -49,7 +49,7 @@ def run(args) -> int:
 
     stats = write_google(args.output, args.nodes, args.jobs, args.tasks, args.seed,
                          load=args.load, span=args.span)
-    csv_name = Path(args.output).stem + ".jobs.csv"
+    csv_name = Path(args.output).with_name(Path(args.output).stem + ".jobs.csv")
     print(f"wrote {args.output} ({stats['nodes']} nodes) and {csv_name} "
           f"({stats['jobs']} jobs, {stats['tasks']} tasks)")
     print(format_stats(stats))
