@@ -7,9 +7,9 @@
 differ in a few bounds and costs (Gavel's lesson: build the model once, re-solve
 it warm).  scipy's public ``linprog`` rebuilds and re-validates the model on every
 call, which costs far more than HiGHS's dual simplex needs for a warm re-solve,
-so this module drives the HiGHS object scipy ships (``scipy.optimize._highspy``,
-scipy >= 1.15; a private module) directly, and falls back to ``linprog`` when that
-is not importable.  Both paths solve the same model (a test runs both):
+so this module drives a HiGHS model directly through ``highspy``, HiGHS's own
+Python binding (the solver linprog calls underneath).  ``linprog`` remains as an
+independent second path; both solve the same model (a test runs both):
 
     min  cost · x    s.t.   row_lo ≤ A x ≤ row_hi,   col_lo ≤ x ≤ col_hi.
 
@@ -23,16 +23,12 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import linprog
 
-try:  # scipy's own HiGHS bindings (what linprog calls underneath)
-    from scipy.optimize._highspy import _core as _highs
-except ImportError:  # pragma: no cover - older scipy
-    _highs = None
+import highspy as _highs
 
 #: HiGHS feasibility tolerances (its defaults are 1e-7)
 TOLERANCE = 1e-9
-#: set False to force the linprog path (tests use this to check both agree); it is
-#: True only if the private bindings import and solve a one-variable LP correctly
-USE_BINDINGS = False
+#: set False to force the linprog path (tests use this to check both agree)
+USE_BINDINGS = True
 #: a user that can rise by less than this (in units of h_i) is saturated
 TOL_SATURATED = 1e-7
 #: the freeze LP asks each candidate for at most this rise (units of h_i); small, so
@@ -122,26 +118,14 @@ def _build(lp: LinearProgram):
     model.col_cost_ = lp.cost
     model.col_lower_, model.col_upper_ = _finite(lp.col_lo), _finite(lp.col_hi)
     model.row_lower_, model.row_upper_ = _finite(lp.row_lo), _finite(lp.row_hi)
-    solver = _highs._Highs()
-    solver.passOptions(_options())
+    solver = _highs.Highs()
+    # Quiet, 1e-9 tolerances, no presolve (so re-solves stay warm).
+    for name, value in (("output_flag", False), ("log_to_console", False),
+                        ("primal_feasibility_tolerance", TOLERANCE),
+                        ("dual_feasibility_tolerance", TOLERANCE), ("presolve", "off")):
+        solver.setOptionValue(name, value)
     solver.passModel(model)
     return solver
-
-
-_OPTIONS = []
-
-
-def _options():
-    """HiGHS options, made once: quiet, 1e-9 tolerances, no presolve (re-solves stay warm)."""
-    if not _OPTIONS:
-        options = _highs.HighsOptions()
-        options.output_flag = False
-        options.log_to_console = False
-        options.primal_feasibility_tolerance = TOLERANCE
-        options.dual_feasibility_tolerance = TOLERANCE
-        options.presolve = "off"
-        _OPTIONS.append(options)
-    return _OPTIONS[0]
 
 
 def solve_once(shape, rows, cols, vals, cost, col_lo, col_hi, row_lo, row_hi) -> np.ndarray:
@@ -279,19 +263,3 @@ class Filling:
         with np.errstate(divide="ignore", invalid="ignore"):
             scale = np.where(z > 0, self.floor / z, 0.0)
         return y * scale[self.agent_of_var], rounds
-
-
-def _bindings_work() -> bool:
-    """Smoke-test the private bindings once: max x s.t. x ≤ 2 must give 2."""
-    global USE_BINDINGS
-    if _highs is None:
-        return False
-    USE_BINDINGS = True
-    try:
-        x = solve_once((1, 1), [0], [0], [1.0], [-1.0], [0.0], [np.inf], [-np.inf], [2.0])
-        return bool(abs(x[0] - 2.0) < 1e-9)
-    except Exception:  # noqa: BLE001 -- any change in a private API means: use linprog
-        return False
-
-
-USE_BINDINGS = _bindings_work()
