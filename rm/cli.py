@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from rm.errors import InputError
@@ -57,6 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"rayrm {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`rayrm ... | head`): stop quietly, as Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":
