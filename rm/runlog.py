@@ -24,6 +24,7 @@ import csv
 import json
 import math
 import re
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -125,6 +126,10 @@ def _text_column(col: tuple, rounded: bool) -> list[str]:
         return [_quote(v) for v in col] if any(_NEEDS_QUOTES.search(v) for v in set(col)) else list(col)
     if kinds <= {int}:
         return list(map(str, col))
+    if kinds <= {int, str}:       # e.g. task numbers, '' where an event has none
+        if any(_NEEDS_QUOTES.search(v) for v in set(col) if v.__class__ is str):
+            return [_quote(str(v)) for v in col]
+        return [v if v.__class__ is str else str(v) for v in col]
     return ["" if x is None else _quote(repr(x) if isinstance(x, float) else str(x)) for x in
             (_fmt(v) if isinstance(v, float) and rounded else v for v in col)]
 
@@ -241,9 +246,11 @@ class RunLog:
         jobs = self.job_rows()
         done = [j for j in jobs if j["completion_time"] is not None]
         task_rows = list(self.tasks.values())
-        first_attempt_wait = [r[5] - r[4] for r in task_rows if r[5] is not None]
-        finishes = [r[6] for r in task_rows if r[6] is not None]
+        cols = list(zip(*task_rows)) if task_rows else [()] * len(SCHEMA["tasks"])
+        first_attempt_wait = [st - sub for sub, st in zip(cols[4], cols[5]) if st is not None]
+        finishes = [f for f in cols[6] if f is not None]
         makespan = max(finishes, default=0.0) - min((j["submit"] for j in jobs), default=0.0)
+        task_counts = Counter(cols[7])
 
         def pct(values) -> dict:
             if not values:
@@ -259,7 +266,7 @@ class RunLog:
             "name": self.name, "policy": self.policy, "mode": self.mode, "seed": self.seed,
             "makespan": round(makespan, 6),
             "jobs": statuses,
-            "tasks": {s: sum(1 for r in task_rows if r[7] == s) for s in TASK_STATUSES},
+            "tasks": {s: task_counts.get(s, 0) for s in TASK_STATUSES},
             "job_queueing_delay": pct([j["queueing_delay"] for j in jobs if j["queueing_delay"] is not None]),
             "job_completion_time": pct([j["completion_time"] for j in done]),
             "task_queueing_delay": pct(first_attempt_wait),
@@ -277,13 +284,15 @@ class RunLog:
         for node in self.nodes.values():
             for d in self.dims:
                 totals[d] += node["spec"].capacity[d]
-        busy = {d: 0.0 for d in self.dims}
+        run_time: dict[str, float] = defaultdict(float)     # app -> Σ (finish − start) of its attempts
         for app, _, _, _, _, start, finish, _ in self.tasks.values():
-            if finish is None or start is None:
-                continue
+            if finish is not None and start is not None:
+                run_time[app] += finish - start
+        busy = {d: 0.0 for d in self.dims}
+        for app, seconds in run_time.items():
             demand = self.jobs[app]["spec"].demand
             for d in self.dims:
-                busy[d] += demand[d] * (finish - start)
+                busy[d] += demand[d] * seconds
         return {d: round(busy[d] / (totals[d] * makespan), 6) for d in self.dims if totals[d] > 0}
 
     def write(self, out: str | Path, wall_seconds: float | None = None, **extra) -> dict:
