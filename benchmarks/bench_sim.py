@@ -7,8 +7,8 @@ task — the floor any Python discrete-event simulator of this trace pays.  The
 issue's target: TSF within 15x of that floor.  Then, unless --no-compare, a
 ``rayrm compare`` of tsf, drf, cdrf, cmmf-cpu, cmmf-mem and fifo on the same trace.
 
-The trace comes from ``rayrm trace generate google`` when that command exists,
-else from ``synthetic_trace`` below: Table I machines of drfh-paper (scaled to
+The trace comes from ``rayrm trace generate google`` (traces/generate.py); should
+that command be missing, from ``synthetic_trace`` below: Table I machines of drfh-paper (scaled to
 16 cores / 64 GB for the largest), 21 attributes over 4 machine classes,
 constraints giving about 38% average eligibility (tsf-paper Fig. 8a), heavy-tailed
 job sizes (tsf-paper Fig. 8b), Pareto durations (alpha 1.9, choosy-paper §6.2),
@@ -103,26 +103,23 @@ def synthetic_trace(out_dir: Path, nodes: int, jobs: int, tasks: int, seed: int,
 
 
 def make_trace(out_dir: Path, nodes: int, jobs: int, tasks: int, seed: int) -> Path:
-    """The project's generator when it exists, else the synthetic one above."""
+    """``rayrm trace generate google`` when it is installed, else ``synthetic_trace``."""
     path = out_dir / "google.yaml"
-    try:
-        from traces import generate  # noqa: F401
-        proc = subprocess.run([sys.executable, "-m", "rm.cli", "trace", "generate", "google",
-                               "--nodes", str(nodes), "--jobs", str(jobs), "--tasks", str(tasks),
-                               "--seed", str(seed), "-o", str(path)], capture_output=True, text=True)
-        if proc.returncode == 0:
-            print(f"trace: rayrm trace generate google -> {path}")
-            return path
-        print(f"trace generator failed ({proc.stderr.strip().splitlines()[-1:]}); using the synthetic one")
-    except ImportError:
-        pass
+    cmd = [sys.executable, "-m", "rm.cli", "trace", "generate", "google", "--nodes", str(nodes),
+           "--jobs", str(jobs), "--tasks", str(tasks), "--seed", str(seed), "-o", str(path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode == 0:
+        print("trace: rayrm trace generate google " + " ".join(cmd[6:]))
+        return path
+    print(f"trace: generator unavailable ({(proc.stderr.strip().splitlines() or ['?'])[-1]}); "
+          f"using benchmarks/bench_sim.py's synthetic trace")
     path = synthetic_trace(out_dir, nodes, jobs, tasks, seed)
-    print(f"trace: synthetic (benchmarks/bench_sim.py) -> {path}")
     return path
 
 
 def heapq_baseline(config) -> float:
-    """Seconds for a bare heapq loop pushing and popping two events per task of the trace."""
+    """Seconds for a bare heapq loop pushing and popping two events per task of the trace:
+    each task's arrival (at its job's submit time) and, when that pops, its completion."""
     t0 = time.perf_counter()
     heap: list = []
     push, pop = heapq.heappush, heapq.heappop
@@ -148,7 +145,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--policies", default="tsf,drf,cdrf,cmmf-cpu,cmmf-mem,fifo,drfh-ff,drfh-bf,pm-drf,slots")
     ap.add_argument("--config", help="use this config instead of generating one")
-    ap.add_argument("--write", action="store_true", help="also write each run directory")
+    ap.add_argument("--write", action="store_true", help="also write each run directory (timed)")
     ap.add_argument("--no-compare", action="store_true")
     ap.add_argument("--workdir", help="where traces and runs go (default: a temporary directory)")
     args = ap.parse_args(argv)
@@ -159,24 +156,29 @@ def main(argv=None) -> int:
     path = Path(args.config) if args.config else make_trace(work, args.nodes, args.jobs, args.tasks, args.seed)
     config = load_config(path)
     total = sum(j.app.num_tasks for j in config.jobs)
-    base = heapq_baseline(config)
-    print(f"{len(config.nodes)} nodes, {len(config.jobs)} jobs, {total} tasks")
-    print(f"{'heapq baseline':<16} {base:8.2f} s  {2 * total / base:12,.0f} events/s")
+    print(f"{len(config.nodes)} nodes, {len(config.jobs)} jobs, {total} tasks; "
+          f"timed: load_config + simulate{' + run directory' if args.write else ''}")
+    print(f"{'policy':<10} {'wall s':>8} {'cpu s':>8} {'events/s':>12} {'x heapq':>8} {'makespan':>10} "
+          f"{'task delay p50':>15}")
     for policy in args.policies.split(","):
-        t0 = time.perf_counter()
-        config = load_config(path)
-        summary = simulate(config, policy=policy, out=(work / "runs" / policy) if args.write else None,
+        base = heapq_baseline(config)      # next to each run: the machine is shared
+        t0, c0 = time.perf_counter(), time.process_time()
+        cfg = load_config(path)
+        summary = simulate(cfg, policy=policy, out=(work / "runs" / policy) if args.write else None,
                            progress=False)
-        wall = time.perf_counter() - t0
-        events = 2 * summary["tasks"]["finished"] + 2 * summary["tasks"]["lost"] + len(config.jobs)
-        print(f"{policy:<16} {wall:8.2f} s  {events / wall:12,.0f} events/s  {wall / base:5.1f}x baseline"
-              f"  makespan {summary['makespan']:9.0f}  task delay p50 {summary['task_queueing_delay'].get('p50', 0):8.1f}",
-              flush=True)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        # events: two per task attempt (start, completion) and one per job arrival
+        events = 2 * sum(summary["tasks"].values()) + len(cfg.jobs)
+        print(f"{policy:<10} {wall:8.2f} {cpu:8.2f} {events / wall:12,.0f} {wall / base:8.1f} "
+              f"{summary['makespan']:10.0f} {summary['task_queueing_delay'].get('p50', 0):15.1f}"
+              f"   (heapq {base:.2f} s)", flush=True)
     if not args.no_compare:
         cmd = [sys.executable, "-m", "rm.cli", "compare", str(path),
                "--policies", "tsf,drf,cdrf,cmmf-cpu,cmmf-mem,fifo", "--out", str(work / "compare")]
-        print("$", " ".join(cmd), flush=True)
+        print("$ rayrm compare " + " ".join(cmd[4:]), flush=True)
+        t0 = time.perf_counter()
         subprocess.run(cmd, check=False)
+        print(f"compare took {time.perf_counter() - t0:.1f} s")
     return 0
 
 
