@@ -34,6 +34,7 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rm.errors import InputError
 from rm.runlog import RunLog, share_units
 from rm.scheduler import OnlineScheduler
 
@@ -88,7 +89,13 @@ class Simulation:
         self.total_tasks = sum(j.app.num_tasks for j in config.jobs)
         for spec in config.nodes:
             self.log.add_node(spec, 0.0)
-        for ev in config.node_events:
+        known = {n.name for n in config.nodes}
+        for k, ev in enumerate(config.node_events):     # sorted by time
+            if ev.spec is None and ev.node not in known:
+                raise InputError(f"node {ev.node!r} leaves at {ev.time:g} s but no node group or "
+                                 f"earlier join defines it", file=str(config.path) if config.path else None,
+                                 field="cluster.events")
+            known.add(ev.node)
             self._push(ev.time, JOIN if ev.spec is not None else LEAVE, ev)
         for job in config.jobs:
             self._push(job.app.submit, ARRIVE, job)

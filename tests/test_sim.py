@@ -15,6 +15,7 @@ import pytest
 
 from rm.config import parse_config
 from rm.constraints import Constraint
+from rm.errors import InputError
 from rm.policies import POLICY_NAMES
 from rm.sim import Simulation, simulate
 
@@ -229,3 +230,11 @@ def test_simulation_object_exposes_the_scheduler_state(tmp_path):
     assert not sim.heap and not sim.running
     assert all(a.pending == 0 for a in sim.cluster.apps.values())
     assert sum(1 for r in log.tasks.values() if r[7] == "finished") == 220
+
+
+def test_leave_of_an_unknown_node_is_an_input_error(tmp_path):
+    doc = {"cluster": {"nodes": [{"name": "x1", "capacity": {"cpu": 1, "memory_mb": 1024}}],
+                       "events": [{"time": 5, "leave": "x9"}]},
+           "workload": {"jobs": [job("j", 0, 1, 1, 512, 4)]}}
+    with pytest.raises(InputError, match="node 'x9' leaves at 5 s"):
+        run_dir(tmp_path, doc)
