@@ -291,16 +291,18 @@ class OnlineScheduler:
 
     def _place(self, app: AppState, node: NodeState, order: list) -> Container:
         container = self.cluster.allocate(app, node)
-        if order is not self._order:
-            order.pop(bisect_left(order, app.entry))
-        self._leave(app)
+        main = self._order
+        if order is not main:
+            del order[bisect_left(order, app.entry)]
+        del main[bisect_left(main, app.entry)]       # pending > 0: the app is in the order
         app.pending -= 1
+        self._set_key(app)
         if app.pending > 0:
-            self._enter(app)
-            if order is not self._order:
+            insort(main, app.entry)
+            if order is not main:
                 insort(order, app.entry)
         else:
-            self._set_key(app)
+            self._index.set_pending(app.app_id, False)
         return container
 
     # ----- the sorted order ----------------------------------------------------
@@ -322,9 +324,11 @@ class OnlineScheduler:
 
     def _rekey(self, app: AppState) -> None:
         """The app's running count changed: recompute its key and its place in the order."""
-        if app.pending > 0:
-            self._leave(app)
-            self._enter(app)
+        if app.pending > 0:                 # in the order: move it to its new place
+            order = self._order
+            del order[bisect_left(order, app.entry)]
+            self._set_key(app)
+            insort(order, app.entry)
         else:
             self._set_key(app)
 
