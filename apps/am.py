@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import ray
 
 from rm.model import AppSpec
-from rm.protocol import (FENCED, FINISHED, NORMAL, RESYNC, AllocateRequest, AppRegistration,
+from rm.protocol import (FENCED, FINISHED, RESYNC, AllocateRequest, AppRegistration,
                          ContainerLaunch)
 
 
