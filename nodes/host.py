@@ -56,8 +56,9 @@ class NodeManagerHost:
 
     def __init__(self, host_id: str, rm, nodes: list[NodeSpec], ray_node: str, *,
                  interval_wall: float, executor: str = "actor", container_actor=None,
-                 batch_window: float | None = None, keep_samples: bool = True):
+                 batch_window: float | None = None, keep_samples: bool = True, events=()):
         self.host_id, self.rm, self.ray_node = host_id, rm, ray_node
+        self._events = sorted(events, key=lambda e: e[0])   # (trace time, join|leave, name, spec)
         self.interval = interval_wall
         # NMs due within the window are sent together (a little early): at most ~10 calls
         # per interval per host for regular heartbeats; completions go out at once (OOB).
@@ -65,6 +66,8 @@ class NodeManagerHost:
         n = max(1, len(nodes))
         now = time.time()
         self.nms = {s.name: _NM(s, now + self.interval * (i + 0.5) / n) for i, s in enumerate(nodes)}
+        self._heap = [(nm.due, name) for name, nm in self.nms.items()]
+        heapq.heapify(self._heap)
         self.launcher = Launcher(executor, ray_node, container_actor)
         self._rid = 0
         self._oob: set[str] = set()
@@ -117,8 +120,7 @@ class NodeManagerHost:
             raise
 
     async def _heartbeats(self) -> None:
-        heap = [(nm.due, name) for name, nm in self.nms.items()]
-        heapq.heapify(heap)
+        heap = self._heap
         while not self._stopped:
             now = time.time()
             wait = (heap[0][0] - now) if heap else self.interval
@@ -134,7 +136,9 @@ class NodeManagerHost:
             due_names: dict[str, float] = {}
             while heap and heap[0][0] <= now + self.window:
                 t, name = heapq.heappop(heap)
-                due_names[name] = t
+                nm = self.nms[name]
+                if nm.alive and nm.due == t:           # else: stopped, or a stale entry
+                    due_names[name] = t
             oob = self._oob - due_names.keys()
             self._oob = set()
             names = [n for n in list(due_names) + sorted(oob) if self.nms[n].alive]
@@ -184,6 +188,35 @@ class NodeManagerHost:
             regs = [NodeRegistration(nm.spec.name, dict(nm.spec.capacity), dict(nm.spec.attributes),
                                      self.ray_node, 0) for nm in resync]
             await self._call("register_nodes", regs)
+
+    # ----- cluster events: NMs joining and leaving at trace times ---------------
+
+    async def start(self, start_wall: float, time_scale: float) -> None:
+        """t = 0 at ``start_wall``: the config's node joins and leaves happen on time."""
+        if self._events:
+            asyncio.get_running_loop().create_task(self._cluster_events(start_wall, time_scale))
+
+    async def _cluster_events(self, start_wall: float, scale: float) -> None:
+        for t, kind, name, spec in self._events:
+            await asyncio.sleep(max(0.0, start_wall + t * scale - time.time()))
+            if self._stopped:
+                return
+            if kind == "join":
+                await self._join(spec)
+            elif await self.kill_nm(name):             # leave: the RM declares it lost now
+                await self.rm.lose_node.remote(name, "left the cluster")
+
+    async def _join(self, spec: NodeSpec) -> None:
+        old = self.nms.get(spec.name)
+        if old is not None and old.alive:
+            return
+        nm = _NM(spec, time.time() + self.interval)
+        self.nms[spec.name] = nm
+        await self._call("register_nodes", [NodeRegistration(
+            spec.name, dict(spec.capacity), dict(spec.attributes), self.ray_node, 0)])
+        heapq.heappush(self._heap, (nm.due, spec.name))
+        if self._wake is not None:
+            self._wake.set()
 
     # ----- containers ----------------------------------------------------------
 

@@ -21,7 +21,7 @@ Each call runs the state machine synchronously (no await inside), so calls never
 interleave inside the state.  A monitor loop declares silent NMs LOST
 (``nm_expiry`` heartbeats) and updates the Ray metrics:
 
-    rayrm_allocations_total             containers allocated
+    rayrm_containers_allocated_total    containers allocated
     rayrm_pending_asks                  tasks asked for and not yet placed
     rayrm_node_heartbeats_total         NM heartbeats handled
     rayrm_node_heartbeats_per_second    over the last second
@@ -53,7 +53,7 @@ class _Metrics:
         from ray.util.metrics import Counter, Gauge, Histogram  # noqa: PLC0415
         tags = {"policy": policy}
         keys = ("policy",)
-        self.allocations = Counter("rayrm_allocations", "Containers allocated by the RM.",
+        self.allocations = Counter("rayrm_containers_allocated", "Containers allocated by the RM",
                                    tag_keys=keys).set_default_tags(tags)
         self.heartbeats = Counter("rayrm_node_heartbeats", "NodeManager heartbeats handled.",
                                   tag_keys=keys).set_default_tags(tags)

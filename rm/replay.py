@@ -148,12 +148,24 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     interval_wall = float(cfg.run["heartbeat_interval"]) * scale
     here = ray.get_runtime_context().get_node_id()
     ray_nodes = alive_ray_nodes()
-    placement = place_nodes(cfg.nodes, ray_nodes)
+    initial = {n.name for n in cfg.nodes}
+    joining = {e.node: e.spec for e in cfg.node_events if e.spec is not None and e.node not in initial}
+    placement = place_nodes(cfg.nodes + list(joining.values()), ray_nodes)
     by_ray: dict[str, list] = defaultdict(list)
     for spec in cfg.nodes:
         by_ray[placement[spec.name].node_id].append(spec)
+    events: dict[str, list] = defaultdict(list)      # cluster events, by the Ray node of their NM
+    for e in cfg.node_events:
+        if e.node in placement:
+            events[placement[e.node].node_id].append(
+                (e.time, "join" if e.spec is not None else "leave", e.node, e.spec))
+    for rid in events:
+        by_ray.setdefault(rid, [])
     cpus = {r.node_id: r.cpus for r in ray_nodes}
-    peaks = {rid: peak_containers(specs, cfg.apps, cfg.dims) for rid, specs in by_ray.items()}
+    later = defaultdict(list)
+    for name, spec in joining.items():
+        later[placement[name].node_id].append(spec)
+    peaks = {rid: peak_containers(specs + later[rid], cfg.apps, cfg.dims) for rid, specs in by_ray.items()}
     chosen = choose_executor(executor, peaks, cpus)
 
     rm = session.add(ResourceManager.options(
@@ -168,7 +180,7 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
         hosts[f"nm-{i}"] = session.add(NodeManagerHost.options(
             name=f"rayrm-nm-{i}", namespace=NAMESPACE, scheduling_strategy=Affinity(rid, soft=False)).remote(
             f"nm-{i}", rm, specs, rid, interval_wall=interval_wall, executor=chosen,
-            container_actor=container_actor))
+            container_actor=container_actor, events=events.get(rid, ())))
     host_ray_node = {h: rid for h, rid in zip(hosts, by_ray)}
     budget = {rid: int(TASK_WORKERS_PER_CPU * max(1.0, cpus[rid])) for rid in by_ray}
     ray.get([hosts[h].prewarm.remote(min(peaks[rid], budget[rid])) for h, rid in host_ray_node.items()])
@@ -182,7 +194,7 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     ray.get(am.ready.remote())
 
     start_wall = time.time() + START_LEAD
-    ray.get(rm.start_clock.remote(start_wall))
+    ray.get([rm.start_clock.remote(start_wall)] + [h.start.remote(start_wall, scale) for h in hosts.values()])
     done_ref = am.run.remote(start_wall)
     total = sum(j.app.num_tasks for j in cfg.jobs)
     max_task = max((max(a.durations) if a.durations else 0.0) for a in jobs) * scale

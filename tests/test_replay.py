@@ -80,6 +80,21 @@ def test_a_job_no_node_can_run_is_rejected_and_the_rest_runs(local_ray, tmp_path
     assert check_run(tmp_path).ok
 
 
+def test_nodes_leaving_and_joining_mid_replay(local_ray, tmp_path):
+    """b1 leaves at t=3 (its containers are lost and asked again); c1 joins at t=6."""
+    cluster = dict(CONFIG["cluster"], events=[
+        {"time": 3, "leave": "b1"},
+        {"time": 6, "join": {"name": "c1", "capacity": {"cpu": 2, "memory_mb": 2048}}}])
+    summary = replay(config(cluster=cluster), out=tmp_path, progress=False)
+    assert check_run(tmp_path).ok
+    run = RunDir(tmp_path)
+    assert "c1" in set(run.nodes.node) and "c1" in set(run.tasks.node)
+    lost = run.tasks[run.tasks.status == "lost"]
+    assert len(lost) >= 1 and set(lost.node) <= {"b1"} and (lost.finish >= 3).all()
+    assert (run.tasks[run.tasks.node == "b1"].start < 3.5).all()      # nothing new on b1 after it left
+    assert summary["tasks"]["finished"] == 30 and finished_once(run)
+
+
 def test_replay_tracks_the_simulator_on_the_same_seed(local_ray, tmp_path):
     """Same durations, same policy: completion times and shares close to the simulator's.
 
