@@ -238,3 +238,35 @@ def test_leave_of_an_unknown_node_is_an_input_error(tmp_path):
            "workload": {"jobs": [job("j", 0, 1, 1, 512, 4)]}}
     with pytest.raises(InputError, match="node 'x9' leaves at 5 s"):
         run_dir(tmp_path, doc)
+
+
+def test_pending_index_agrees_with_brute_force_through_compactions():
+    """rm.pending: fitting(node, free) = pending apps eligible on the node whose demand fits,
+    checked against a direct scan after random arrivals, departures and pending flips
+    (3,000 arrivals and 2,800 departures force several compactions: dead > max(1024, live))."""
+    import random
+    from rm.pending import PendingIndex
+    rnd = random.Random(5)
+    nodes = 30
+    idx = PendingIndex(2, nodes)
+    live: dict[str, tuple] = {}      # app -> (demand, eligible, pending)
+    for k in range(3000):
+        demand = (rnd.choice([0.25, 0.5, 1.0, 2.0]), float(rnd.randrange(256, 4096, 256)))
+        eligible = bytearray(int(rnd.random() < 0.4) for _ in range(nodes))
+        idx.add(f"a{k}", demand, eligible)
+        live[f"a{k}"] = (demand, eligible, False)
+        if rnd.random() < 0.7:
+            idx.set_pending(f"a{k}", True)
+            live[f"a{k}"] = (demand, eligible, True)
+        if len(live) > 200:
+            gone = rnd.choice(sorted(live))
+            idx.remove(gone)
+            del live[gone]
+        if k % 50 == 0:
+            for m in range(nodes):
+                free = (rnd.choice([0.0, 0.5, 1.0, 4.0]), float(rnd.randrange(0, 4096, 128)))
+                want = {a for a, (d, e, p) in live.items()
+                        if p and e[m] and d[0] <= free[0] + 1e-9 and d[1] <= free[1] + 1e-9}
+                assert set(idx.fitting(m, free)) == want
+                assert idx.any_fits(m, free) == bool(want)
+    assert idx._dead < 1024 + len(live)          # compactions happened and kept it bounded
