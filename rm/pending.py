@@ -107,7 +107,7 @@ class PendingIndex:
             self._n_nodes = len(elig)
         for m in self._nodes_of[slot]:
             elig[m] &= ~bit
-        nodes = np.flatnonzero(np.frombuffer(bytes(eligible), dtype=np.uint8)).tolist()
+        nodes = np.flatnonzero(np.frombuffer(eligible, dtype=np.uint8)).tolist()
         for m in nodes:
             elig[m] |= bit
         self._nodes_of[slot] = nodes

@@ -178,15 +178,14 @@ class RunLog:
         job = self.jobs.get(app)
         if job is not None and job["first_start"] is None:
             job["first_start"] = time
-        self.event("start", time, wall, app=app, task=task, container=container, node=node)
+        self.events.append((time, wall, "start", app, task, container, node, ""))
 
     def end(self, app: str, task: int, attempt: int, status: str, time: float,
             wall: float | None = None, container: int | str = "", detail: str = "") -> None:
         """A task attempt ends: finished, lost (its node died) or killed."""
         row = self.tasks[(app, task, attempt)]
         row[6], row[7] = time, status
-        self.event(status, time, wall, app=app, task=task, container=container, node=row[3],
-                   detail=detail)
+        self.events.append((time, wall, status, app, task, container, row[3], detail))
 
     def app_done(self, app: str, time: float, wall: float | None = None, status: str = "finished") -> None:
         job = self.jobs[app]

@@ -81,10 +81,17 @@ class OnlineScheduler:
         Returns (app, None), or (None, reason) when no live node could ever run it.
         """
         self._prime_constraint(spec.constraint)
-        reason = self.cluster.rejection_reason(spec)
-        if reason is not None:
-            return None, reason
-        app = self.cluster.add_app(spec)
+        cluster = self.cluster
+        if spec.app_id in cluster.apps or any(k not in cluster.dims for k in spec.demand):
+            reason = cluster.rejection_reason(spec)
+            if reason is not None:
+                return None, reason
+        app = cluster.add_app(spec)
+        if not app.eligible_count:
+            # No live node both matches and holds a task: exactly when rejection_reason
+            # speaks (for known dimensions), which runnable apps need not pay for.
+            del cluster.apps[spec.app_id]
+            return None, cluster.rejection_reason(spec)
         self._index.add(app.app_id, app.demand, app.eligible)
         app.unit = self.policy.unit(app, self.cluster)
         self._set_key(app)
