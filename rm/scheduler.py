@@ -189,10 +189,11 @@ class OnlineScheduler:
         fresh_apps = [a for a in self._new if a.pending > 0]
         self._new = []
         if fresh_apps:
-            if len(fresh_apps) == 1:
-                indexes: Iterable[int] = (m for m, e in enumerate(fresh_apps[0].eligible) if e)
-            else:
-                indexes = range(len(nodes))
+            # Only nodes some fresh app may use, in node order.
+            mask = np.frombuffer(fresh_apps[0].eligible, dtype=np.uint8)
+            for a in fresh_apps[1:]:
+                mask = mask | np.frombuffer(a.eligible, dtype=np.uint8)
+            indexes = np.flatnonzero(mask).tolist()
             cand = sorted(a.entry for a in fresh_apps)
             for m in indexes:
                 if m in dirty or not nodes[m].alive:
