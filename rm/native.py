@@ -131,13 +131,13 @@ def replay_native(cfg: ExperimentConfig, *, out=None, time_scale: float, address
                   payload: str = "sleep", seed: int, progress: bool | None = None, twin: bool = False) -> dict:
     """Run the trace on Ray's scheduler alone; returns the summary (see the module docstring)."""
 
-    from rm.replay import NAMESPACE  # noqa: PLC0415
+    from rm.replay import connect  # noqa: PLC0415
     pool_list = pools(cfg)
     cluster = None
     started = False
     if not ray.is_initialized():
         if address:
-            ray.init(address=address, namespace=NAMESPACE, logging_level="ERROR")
+            connect(address)
         else:
             cluster = start_local_cluster(cfg)
         started = True

@@ -62,6 +62,7 @@ def connect(address: str | None, *, num_cpus: int | None = None) -> bool:
         return False
     kwargs = {"namespace": NAMESPACE, "logging_level": "ERROR", "log_to_driver": True}
     if address:
+        _check_reachable(address)
         try:
             ray.init(address=address, **kwargs)
         except ConnectionError as e:
@@ -70,6 +71,21 @@ def connect(address: str | None, *, num_cpus: int | None = None) -> bool:
     ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), object_store_memory=OBJECT_STORE_BYTES,
              include_dashboard=False, _system_config=SYSTEM_CONFIG, **kwargs)
     return True
+
+
+def _check_reachable(address: str, timeout: float = 3.0) -> None:
+    """Fail in seconds, not after Ray's long GCS retries, when HOST:PORT does not answer."""
+    import socket  # noqa: PLC0415
+    if address in ("auto", "local") or address.startswith(("ray://", "anyscale://")):
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise InputError(f"--address must be HOST:PORT or auto, got {address!r}")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise InputError(f"no Ray cluster answers at {address} ({e.strerror or e}); "
+                         f"start one with `ray start --head` or use --address auto") from None
 
 
 def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out: str | Path | None = None,
