@@ -19,7 +19,8 @@ one NM reaches the next task's AM without a heartbeat interval in between.
 
 Each call runs the state machine synchronously (no await inside), so calls never
 interleave inside the state.  A monitor loop declares silent NMs LOST
-(``nm_expiry`` heartbeats) and updates the Ray metrics:
+(``nm_expiry`` heartbeats, at least ``MIN_EXPIRY_WALL`` seconds) and updates the
+Ray metrics:
 
     rayrm_containers_allocated_total    containers allocated
     rayrm_pending_asks                  tasks asked for and not yet placed
@@ -41,6 +42,10 @@ from rm.protocol import (AllocateRequest, AllocateResponse, AppRegistered, AppRe
 from rm.rm_state import ResourceManagerState
 
 RM_NAME = "rayrm-rm"
+#: an NM is declared lost after nm_expiry heartbeats, but never sooner than this (wall
+#: seconds): at small time scales ten heartbeats are a fraction of a second, shorter
+#: than a busy machine may take to schedule a process.
+MIN_EXPIRY_WALL = 1.0
 NAMESPACE = "rayrm"
 
 LATENCY_BOUNDARIES = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0]
@@ -91,7 +96,7 @@ class ResourceManager:
         self.state = ResourceManagerState(dims=dims, nodes=nodes, policy=policy, policy_name=policy_name,
                                           time_scale=time_scale, name=name, seed=seed)
         self.interval_wall = heartbeat_interval * time_scale
-        self.expiry_wall = nm_expiry * self.interval_wall
+        self.expiry_wall = max(MIN_EXPIRY_WALL, nm_expiry * self.interval_wall)
         self._events: dict[str, asyncio.Event] = {}
         self._metrics = _Metrics(policy_name) if metrics else None
         self._monitor: asyncio.Task | None = None
