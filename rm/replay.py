@@ -29,6 +29,7 @@ import os
 import sys
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -150,39 +151,57 @@ class _Session:
         self.actors.clear()
 
 
+@dataclass
+class Plan:
+    """Where a replay's NodeManagers live and how their containers run (no Ray calls)."""
+
+    hosted: dict[str, list]       # Ray node id -> NMs (NodeSpecs) registered before t = 0
+    events: dict[str, list]       # Ray node id -> (trace time, join|leave, NM name, spec or None)
+    peaks: dict[str, int]         # Ray node id -> most containers that could run there at once
+    executor: str                 # task | actor
+    warm: dict[str, int]          # Ray node id -> task-executor workers to pre-start
+
+
+def plan_replay(cfg: ExperimentConfig, ray_nodes: list, executor: str = "auto") -> Plan:
+    """Place every NM (the config's nodes and those joining later) and pick the executor."""
+    from nodes.executors import TASK_WORKERS_PER_CPU, choose_executor, peak_containers  # noqa: PLC0415
+    from nodes.placement import place_nodes  # noqa: PLC0415
+    initial = {n.name for n in cfg.nodes}
+    joining = {e.node: e.spec for e in cfg.node_events if e.spec is not None and e.node not in initial}
+    placement = place_nodes(cfg.nodes + list(joining.values()), ray_nodes)
+    hosted: dict[str, list] = defaultdict(list)
+    for spec in cfg.nodes:
+        hosted[placement[spec.name].node_id].append(spec)
+    events: dict[str, list] = defaultdict(list)
+    later: dict[str, list] = defaultdict(list)
+    for e in cfg.node_events:
+        if e.node in placement:
+            rid = placement[e.node].node_id
+            events[rid].append((e.time, "join" if e.spec is not None else "leave", e.node, e.spec))
+            hosted.setdefault(rid, [])
+    for name, spec in joining.items():
+        later[placement[name].node_id].append(spec)
+    cpus = {r.node_id: r.cpus for r in ray_nodes}
+    peaks = {rid: peak_containers(specs + later[rid], cfg.apps, cfg.dims) for rid, specs in hosted.items()}
+    chosen = choose_executor(executor, peaks, cpus)
+    warm = {rid: min(peaks[rid], int(TASK_WORKERS_PER_CPU * max(1.0, cpus[rid]))) for rid in hosted}
+    return Plan(dict(hosted), dict(events), peaks, chosen, warm)
+
+
 def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, executor: str, kind: str,
          seed: int, out, progress, session: _Session) -> dict:
     import ray  # noqa: PLC0415
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as Affinity  # noqa: PLC0415
 
     from apps.am import AMJob, ApplicationMasterHost  # noqa: PLC0415
-    from nodes.executors import TASK_WORKERS_PER_CPU, choose_executor, peak_containers  # noqa: PLC0415
     from nodes.host import NodeManagerHost, make_container_executor  # noqa: PLC0415
-    from nodes.placement import alive_ray_nodes, place_nodes  # noqa: PLC0415
+    from nodes.placement import alive_ray_nodes  # noqa: PLC0415
     from rm.actor import RM_NAME, ResourceManager  # noqa: PLC0415
 
     interval_wall = float(cfg.run["heartbeat_interval"]) * scale
     here = ray.get_runtime_context().get_node_id()
-    ray_nodes = alive_ray_nodes()
-    initial = {n.name for n in cfg.nodes}
-    joining = {e.node: e.spec for e in cfg.node_events if e.spec is not None and e.node not in initial}
-    placement = place_nodes(cfg.nodes + list(joining.values()), ray_nodes)
-    by_ray: dict[str, list] = defaultdict(list)
-    for spec in cfg.nodes:
-        by_ray[placement[spec.name].node_id].append(spec)
-    events: dict[str, list] = defaultdict(list)      # cluster events, by the Ray node of their NM
-    for e in cfg.node_events:
-        if e.node in placement:
-            events[placement[e.node].node_id].append(
-                (e.time, "join" if e.spec is not None else "leave", e.node, e.spec))
-    for rid in events:
-        by_ray.setdefault(rid, [])
-    cpus = {r.node_id: r.cpus for r in ray_nodes}
-    later = defaultdict(list)
-    for name, spec in joining.items():
-        later[placement[name].node_id].append(spec)
-    peaks = {rid: peak_containers(specs + later[rid], cfg.apps, cfg.dims) for rid, specs in by_ray.items()}
-    chosen = choose_executor(executor, peaks, cpus)
+    plan = plan_replay(cfg, alive_ray_nodes(), executor)
+    chosen = plan.executor
 
     rm = session.add(ResourceManager.options(
         name=RM_NAME, namespace=NAMESPACE, scheduling_strategy=Affinity(here, soft=True)).remote(
@@ -190,19 +209,15 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
         heartbeat_interval=float(cfg.run["heartbeat_interval"]), nm_expiry=int(cfg.run["nm_expiry"]),
         name=cfg.name, seed=seed))
     hosts = {}
-    for i, (rid, specs) in enumerate(by_ray.items()):
+    for i, (rid, specs) in enumerate(plan.hosted.items()):
         container_actor = (session.add(make_container_executor(rid))
                            if chosen == "actor" and kind == "cpu" else None)
         hosts[f"nm-{i}"] = session.add(NodeManagerHost.options(
             name=f"rayrm-nm-{i}", namespace=NAMESPACE, scheduling_strategy=Affinity(rid, soft=False)).remote(
             f"nm-{i}", rm, specs, rid, interval_wall=interval_wall, executor=chosen,
-            container_actor=container_actor, events=events.get(rid, ())))
-    host_ray_node = {h: rid for h, rid in zip(hosts, by_ray)}
-    budget = {rid: int(TASK_WORKERS_PER_CPU * max(1.0, cpus[rid])) for rid in by_ray}
-    ray.get([hosts[h].prewarm.remote(min(peaks[rid], budget[rid])) for h, rid in host_ray_node.items()])
-    registered = {}
-    for part in ray.get([h.register.remote() for h in hosts.values()]):
-        registered.update(part)
+            container_actor=container_actor, events=plan.events.get(rid, ())))
+    ray.get([h.prewarm.remote(plan.warm[rid]) for h, rid in zip(hosts.values(), plan.hosted)])
+    ray.get([h.register.remote() for h in hosts.values()])
     jobs = [AMJob(j.app, tuple(float(x) for x in j.task_durations(seed))) for j in cfg.jobs]
     am = session.add(ApplicationMasterHost.options(
         name="rayrm-am-0", namespace=NAMESPACE, scheduling_strategy=Affinity(here, soft=True)).remote(
@@ -226,8 +241,8 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     a2r = exported["alloc_to_running"]
     extra = {
         "time_scale": scale, "executor": chosen, "payload": kind,
-        "ray_nodes": len(by_ray), "nm_hosts": len(hosts),
-        "nm_per_ray_node": {rid: len(specs) for rid, specs in by_ray.items()},
+        "ray_nodes": len(plan.hosted), "nm_hosts": len(hosts),
+        "nm_per_ray_node": {rid: len(specs) for rid, specs in plan.hosted.items()},
         "scheduling_latency": {
             "allocation_to_running_ms": percentiles(a2r, 1000.0),
             "allocation_to_launch_ms": percentiles(exported["alloc_to_launch"], 1000.0),

@@ -173,3 +173,25 @@ def test_auto_executor_uses_tasks_only_when_workers_can_hold_the_peak():
     assert choose_executor("auto", {"r": 4}, {"r": 1.0}) == "task"
     assert choose_executor("auto", {"r": 100}, {"r": 2.0}) == "actor"
     assert choose_executor("task", {"r": 100}, {"r": 2.0}) == "task"
+
+
+def test_replay_plan_places_nms_and_their_later_joins():
+    from rm.config import parse_config
+    from rm.replay import plan_replay
+    cfg = parse_config({
+        "cluster": {"nodes": [
+            {"name": "a{i}", "count": 2, "capacity": {"cpu": 2, "memory_mb": 2048}, "attributes": {"disk": "ssd"}},
+            {"name": "b{i}", "count": 2, "capacity": {"cpu": 1, "memory_mb": 2048}}],
+            "events": [{"time": 5, "leave": "b1"},
+                       {"time": 9, "join": {"name": "s1", "capacity": {"cpu": 1, "memory_mb": 1024},
+                                            "attributes": {"disk": "ssd"}}}]},
+        "workload": {"jobs": [{"id": "j", "tasks": 3, "demand": {"cpu": 0.5, "memory_mb": 512}, "duration": 1}]}})
+    ray_nodes = [RayNode("head", "h", 1.0, {}, True), RayNode("w1", "w", 1.0, {"disk": "ssd"})]
+    plan = plan_replay(cfg, ray_nodes)
+    assert [n.name for n in plan.hosted["w1"]] == ["a1", "a2"]
+    assert [n.name for n in plan.hosted["head"]] == ["b1", "b2"]
+    assert [(t, kind, name) for t, kind, name, _ in plan.events["w1"]] == [(9, "join", "s1")]
+    assert [(t, kind, name) for t, kind, name, _ in plan.events["head"]] == [(5, "leave", "b1")]
+    # w1: a1, a2 hold 4 tasks each (<0.5 cpu, 512 MB>), s1 2 more: 10 > 4 workers per CPU
+    assert plan.peaks == {"w1": 10, "head": 4} and plan.executor == "actor"
+    assert plan.warm == {"w1": 4, "head": 4}
