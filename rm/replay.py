@@ -101,6 +101,8 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
         raise InputError(f"--time-scale must be positive, got {time_scale}")
     if faults:
         raise InputError("fault injection (--fault) is not available yet")
+    if twin and out is None:
+        raise InputError("--twin needs --out (the twin's run directory goes under it)")
     run_seed = cfg.seed if seed is None else int(seed)
     kind = payload or str(cfg.run.get("payload", "sleep"))
     if kind not in ("sleep", "cpu"):
@@ -300,8 +302,6 @@ def twin_comparison(cfg: ExperimentConfig, policy: str, seed: int, out, summary:
     """Simulate the same trace and seed; per-job completion time ratio replay / simulator."""
     from rm.rundir import RunDir  # noqa: PLC0415
     from rm.sim import simulate  # noqa: PLC0415
-    if out is None:
-        raise InputError("--twin needs --out (the twin's run directory goes under it)")
     twin_dir = Path(out) / "twin"
     simulate(cfg, policy=policy, seed=seed, out=twin_dir, progress=False)
     mine = RunDir(Path(out)).jobs.set_index("app")
