@@ -7,6 +7,7 @@ summary: makespan, jobs finished and rejected, delay percentiles, wall time.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 
@@ -23,17 +24,18 @@ def run(args) -> int:
     from rm.policies import make_policy  # noqa: PLC0415
     from rm.sim import simulate  # noqa: PLC0415
 
+    started = time.perf_counter()
     cfg = load_config(args.config)
     policy = args.policy or cfg.policy
     make_policy(policy)            # an unknown name is an InputError before any work
     out = args.out or str(Path("runs") / f"{cfg.name}-{policy}-sim")
     summary = simulate(cfg, policy=policy, seed=args.seed, out=out,
                        progress=False if args.no_progress else None)
-    print(format_summary(summary, out))
+    print(format_summary(summary, out, total=time.perf_counter() - started))
     return 0
 
 
-def format_summary(summary: dict, out: str | None = None) -> str:
+def format_summary(summary: dict, out: str | None = None, total: float | None = None) -> str:
     """Four lines: what ran, jobs, delays, and where the run directory went."""
     jobs = summary.get("jobs", {})
     tasks = summary.get("tasks", {})
@@ -47,7 +49,8 @@ def format_summary(summary: dict, out: str | None = None) -> str:
     other = {k: v for k, v in jobs.items() if k not in ("finished", "rejected")}
     lines = [
         f"{summary.get('name')} under {summary.get('policy')} (seed {summary.get('seed')}): "
-        f"makespan {summary.get('makespan', 0):.1f}s, wall {summary.get('wall_seconds')}s",
+        f"makespan {summary.get('makespan', 0):.1f}s, simulated in {summary.get('wall_seconds')}s"
+        + (f" ({total:.1f}s with the config and the run directory)" if total is not None else ""),
         f"  jobs: {jobs.get('finished', 0)} finished, {jobs.get('rejected', 0)} rejected"
         + "".join(f", {v} {k}" for k, v in other.items())
         + f"; tasks: {tasks.get('finished', 0)} finished, {tasks.get('lost', 0)} attempts lost",
