@@ -12,7 +12,11 @@ frees resources or joins (the node is *dirty*), or an app gains pending tasks
 and the other nodes only to fresh apps.  Pending apps are kept in one list sorted
 by (key, submit, app id); an offer walks it from the front, and since a key only
 grows when its app is served, the walk resumes where it left off instead of
-starting again.  Nothing here reads a clock: the simulator and the Ray
+starting again.  Two shortcuts give the walk's answer sooner (``_offer``): a
+vector index of pending apps (``rm.pending``) names the apps that fit a node, and
+a dirty node's free vector at the last ``schedule()`` — when nothing fitted it — is
+kept as a *proof*: once an offer has brought the node back under it, only apps
+asked for since can fit.  Nothing here reads a clock: the simulator and the Ray
 ResourceManager drive it with their own.
 """
 
