@@ -92,6 +92,14 @@ def _fmt(x: Any) -> Any:
     return x
 
 
+def _floats(values: list) -> np.ndarray:
+    """A float array of times, None read as NaN."""
+    try:
+        return np.array(values, dtype=float)
+    except TypeError:
+        return np.array([math.nan if v is None else v for v in values], dtype=float)
+
+
 def _round_column(col: tuple) -> list:
     """A column of times or shares as ``_fmt`` gives them: 6 decimals, None and NaN empty."""
     try:
@@ -244,15 +252,16 @@ class RunLog:
         """The headline numbers of the run (summary.json)."""
         jobs = self.job_rows()
         done = [j for j in jobs if j["completion_time"] is not None]
-        task_rows = list(self.tasks.values())
-        cols = list(zip(*task_rows)) if task_rows else [()] * len(SCHEMA["tasks"])
-        first_attempt_wait = [st - sub for sub, st in zip(cols[4], cols[5]) if st is not None]
-        finishes = [f for f in cols[6] if f is not None]
-        makespan = max(finishes, default=0.0) - min((j["submit"] for j in jobs), default=0.0)
-        task_counts = Counter(cols[7])
+        rows = list(self.tasks.values())
+        submit, start, finish = (_floats([r[k] for r in rows]) for k in (4, 5, 6))
+        first_attempt_wait = (start - submit)[~np.isnan(start)]
+        finishes = finish[~np.isnan(finish)]
+        first_submit = min((j["submit"] for j in jobs), default=0.0)
+        makespan = float(finishes.max()) - first_submit if len(finishes) else 0.0 - first_submit
+        task_counts = Counter(r[7] for r in rows)
 
         def pct(values) -> dict:
-            if not values:
+            if not len(values):
                 return {}
             arr = np.asarray(values, dtype=float)
             return {f"p{q}": round(float(np.percentile(arr, q)), 6) for q in (50, 90, 99)} | {
@@ -269,30 +278,27 @@ class RunLog:
             "job_queueing_delay": pct([j["queueing_delay"] for j in jobs if j["queueing_delay"] is not None]),
             "job_completion_time": pct([j["completion_time"] for j in done]),
             "task_queueing_delay": pct(first_attempt_wait),
-            "utilization": self._utilization(makespan),
+            "utilization": self._utilization(makespan, [r[0] for r in rows], finish - start),
             "wall_seconds": round(wall_seconds, 3) if wall_seconds is not None else None,
         }
         out.update(extra)
         return out
 
-    def _utilization(self, makespan: float) -> dict:
-        """Mean fraction of each resource busy over the makespan (running attempts × demand)."""
+    def _utilization(self, makespan: float, apps: list[str], ran: np.ndarray) -> dict:
+        """Mean fraction of each resource busy over the makespan: Σ_attempts d_app × (finish −
+        start) / (Σ_m C_m × makespan); ``ran`` is finish − start per attempt (NaN: unfinished)."""
         if makespan <= 0:
             return {}
         totals = {d: 0.0 for d in self.dims}
         for node in self.nodes.values():
             for d in self.dims:
                 totals[d] += node["spec"].capacity[d]
-        run_time: dict[str, float] = defaultdict(float)     # app -> Σ (finish − start) of its attempts
-        for app, _, _, _, _, start, finish, _ in self.tasks.values():
-            if finish is not None and start is not None:
-                run_time[app] += finish - start
-        busy = {d: 0.0 for d in self.dims}
-        for app, seconds in run_time.items():
-            demand = self.jobs[app]["spec"].demand
-            for d in self.dims:
-                busy[d] += demand[d] * seconds
-        return {d: round(busy[d] / (totals[d] * makespan), 6) for d in self.dims if totals[d] > 0}
+        demand = {a: job["spec"].demand.vector(self.dims) for a, job in self.jobs.items()}
+        done = ~np.isnan(ran)
+        per_attempt = np.array([demand[a] for a in apps], dtype=float).reshape(len(apps), len(self.dims))
+        busy = (per_attempt[done] * ran[done][:, None]).sum(axis=0)
+        return {d: round(float(busy[k]) / (totals[d] * makespan), 6)
+                for k, d in enumerate(self.dims) if totals[d] > 0}
 
     def write(self, out: str | Path, wall_seconds: float | None = None, **extra) -> dict:
         """Write the run directory; returns the summary."""
