@@ -270,3 +270,45 @@ def test_pending_index_agrees_with_brute_force_through_compactions():
                 assert set(idx.fitting(m, free)) == want
                 assert idx.any_fits(m, free) == bool(want)
     assert idx._dead < 1024 + len(live)          # compactions happened and kept it bounded
+
+
+TWO_JOBS = {
+    "name": "two-jobs",
+    "cluster": {"nodes": [{"name": "n1", "capacity": {"cpu": 2, "memory_mb": 2048}}]},
+    "workload": {"jobs": [job("A", 0, 4, 1, 512, 10), job("B", 1, 2, 1, 512, 10)]},
+}
+
+
+def test_compare_tabulates_tsf_against_fifo(tmp_path):
+    """One 2-cpu node; A (4 tasks) at 0 s, B (2 tasks) at 1 s, every task 1 cpu for 10 s.
+
+    TSF (h_A = h_B = 2): A0 A1 at 0; at 10 the tie on task share goes to A (earlier), then
+    B's share 0 < A's 1/2: A2, B0; at 20 likewise A3, B1.  FIFO: A0 A1, then A2 A3 at 10,
+    B0 B1 at 20.  Task queueing delays — TSF: A 0 0 10 20, B 9 19; FIFO: A 0 0 10 10, B 19 19.
+    Per-task speedup D_FIFO − D_TSF: 0 0 0 −10 | +10 0 -> shortened 1/6, equal 4/6, lengthened 1/6.
+    Completion: TSF A 30, B 29; FIFO A 20, B 29 -> per-job speedup (C_P − C_TSF)/C_P: A −0.5,
+    B 0; both in the <=10 bin: mean −0.25.
+    """
+    import yaml
+    from rm.compare import compare
+    path = tmp_path / "two.yaml"
+    path.write_text(yaml.safe_dump(TWO_JOBS))
+    table = compare(path, ["tsf", "fifo"], tmp_path / "cmp", log=lambda *a: None)
+    fifo = table.loc["fifo"]
+    assert fifo["tasks_tsf_shortened"] == pytest.approx(1 / 6)
+    assert fifo["tasks_tsf_equal"] == pytest.approx(4 / 6)
+    assert fifo["tasks_tsf_lengthened"] == pytest.approx(1 / 6)
+    assert fifo["job_speedup_<=10"] == pytest.approx(-0.25)
+    assert table.loc["tsf", "makespan"] == 30 and fifo["makespan"] == 30
+    assert table.loc["tsf", "task_delay_mean"] == pytest.approx((0 + 0 + 10 + 20 + 9 + 19) / 6)
+    written = pd.read_csv(tmp_path / "cmp" / "comparison.csv", index_col="policy")
+    assert written.loc["fifo", "tasks_tsf_shortened"] == pytest.approx(1 / 6, abs=1e-5)
+    assert (tmp_path / "cmp" / "tsf" / "tasks.csv").exists()
+
+
+def test_compare_ray_mode_without_the_replay_is_one_input_error(tmp_path, monkeypatch):
+    import sys
+    from rm.compare import run_policies
+    monkeypatch.setitem(sys.modules, "rm.replay", None)       # import rm.replay -> ImportError
+    with pytest.raises(InputError, match="--mode ray needs the Ray replay"):
+        run_policies("unused.yaml", ["tsf"], tmp_path, mode="ray")
