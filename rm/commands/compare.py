@@ -34,7 +34,11 @@ def run(args) -> int:
     if len(set(policies)) != len(policies):
         raise InputError("names a policy twice", field="--policies")
     for p in policies:
-        make_policy(p)
+        if p == "ray-native":
+            if args.mode != "ray":
+                raise InputError("ray-native runs on Ray: add --mode ray", field="--policies")
+        else:
+            make_policy(p)
     cfg = load_config(args.config)          # fail fast, in this process, on a bad config
     out = args.out or str(Path("runs") / f"{cfg.name}-compare")
     replay_options = {k: v for k, v in (("time_scale", args.time_scale), ("address", args.address))
