@@ -103,6 +103,7 @@ class ClusterState:
         self._types: Counter = Counter()          # real capacity tuple -> live node count
         self._h_cache: dict[tuple, float] = {}
         self._match_cache: dict[str, np.ndarray] = {}  # constraint text -> node matches
+        self._clause_cache: dict = {}                    # Clause -> node matches
         self._arrays: tuple[np.ndarray, np.ndarray] | None = None  # (capacity, alive)
 
     # ----- vectors -------------------------------------------------------------
@@ -131,6 +132,7 @@ class ClusterState:
             self.nodes.append(node)
             self.node_index[spec.name] = node.index
         self._match_cache.clear()
+        self._clause_cache.clear()
         self._arrays = None
         self._count_type(node, +1)
         self._refresh()
@@ -175,12 +177,23 @@ class ClusterState:
         return self._arrays
 
     def constraint_matches(self, constraint: Constraint) -> np.ndarray:
-        """Node-by-node match of a constraint on attributes and names (capacity ignored)."""
+        """Node-by-node match of a constraint on attributes and names (capacity ignored).
+
+        Cached per constraint, and built clause by clause from a per-clause cache: a
+        Google-style trace has thousands of distinct constraints made of a few dozen
+        clauses, and the match of a conjunction is the AND of its clauses' matches.
+        """
         text = str(constraint)
         hit = self._match_cache.get(text)
         if hit is None:
-            hit = np.fromiter((constraint.matches(n.name, n.attributes) for n in self.nodes),
-                              dtype=bool, count=len(self.nodes))
+            hit = np.ones(len(self.nodes), dtype=bool)
+            for clause in constraint.clauses:
+                m = self._clause_cache.get(clause)
+                if m is None:
+                    m = np.fromiter((clause.matches(n.name, n.attributes) for n in self.nodes),
+                                    dtype=bool, count=len(self.nodes))
+                    self._clause_cache[clause] = m
+                hit = hit & m
             self._match_cache[text] = hit
         return hit
 

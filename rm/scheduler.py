@@ -55,7 +55,6 @@ class OnlineScheduler:
         self._proof: dict[int, tuple] = {}
         self._new: list[AppState] = []
         self.placements = 0
-        self._clause_matches: dict = {}    # Clause -> node-by-node match (see _prime_constraint)
         for spec in nodes:
             self.cluster.add_node(spec)
             self._dirty.add(self.cluster.node_index[spec.name])
@@ -65,7 +64,6 @@ class OnlineScheduler:
 
     def add_node(self, spec: NodeSpec) -> NodeState:
         node = self.cluster.add_node(spec)
-        self._clause_matches.clear()
         self._proof.clear()
         self._rekey_all()
         self._dirty.add(node.index)
@@ -84,7 +82,6 @@ class OnlineScheduler:
 
         Returns (app, None), or (None, reason) when no live node could ever run it.
         """
-        self._prime_constraint(spec.constraint)
         cluster = self.cluster
         if spec.app_id in cluster.apps or any(k not in cluster.dims for k in spec.demand):
             reason = cluster.rejection_reason(spec)
@@ -150,30 +147,6 @@ class OnlineScheduler:
             if node.alive:
                 self._dirty.add(node.index)
         return left
-
-    def _prime_constraint(self, constraint) -> None:
-        """Fill the cluster's constraint-match cache clause by clause.
-
-        ``ClusterState.constraint_matches`` evaluates a whole constraint on every
-        node and caches it by its text; a Google-style trace has thousands of
-        distinct constraints built from a few dozen clauses, so evaluating each
-        distinct clause once and AND-ing the arrays is the same answer for a
-        fraction of the cost (the match of a conjunction is the AND of its clauses).
-        """
-        cache = self.cluster._match_cache
-        text = str(constraint)
-        if text in cache or not constraint.clauses:
-            return
-        nodes = self.cluster.nodes
-        hit = np.ones(len(nodes), dtype=bool)
-        for clause in constraint.clauses:
-            m = self._clause_matches.get(clause)
-            if m is None:
-                m = np.fromiter((clause.matches(n.name, n.attributes) for n in nodes),
-                                dtype=bool, count=len(nodes))
-                self._clause_matches[clause] = m
-            hit &= m
-        cache[text] = hit
 
     # ----- scheduling ----------------------------------------------------------
 
