@@ -24,7 +24,7 @@ import csv
 import json
 import math
 import re
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 

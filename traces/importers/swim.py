@@ -41,7 +41,7 @@ import yaml
 
 from apps.jobs import Durations, JobSpec
 from rm.errors import InputError
-from rm.model import AppSpec, NodeSpec, Resources
+from rm.model import AppSpec, NodeSpec
 from traces.importers.common import (ImportResult, SkipReport, numeric, parse_resources, read_table,
                                      width_check)
 
