@@ -86,7 +86,8 @@ class ClusterState:
 
     def __init__(self, dims: Sequence[str], virtual_dims: Sequence[str] = (),
                  virtual_capacity: Callable[[NodeSpec], tuple] | None = None,
-                 virtual_demand: Callable[[AppSpec], tuple] | None = None):
+                 virtual_demand: Callable[[AppSpec], tuple] | None = None,
+                 track_free: bool = False):
         self.dims = tuple(dims)
         self.virtual_dims = tuple(virtual_dims)
         self._virtual_capacity = virtual_capacity
@@ -105,6 +106,10 @@ class ClusterState:
         self._match_cache: dict[str, np.ndarray] = {}  # constraint text -> node matches
         self._clause_cache: dict = {}                    # Clause -> node matches
         self._arrays: tuple[np.ndarray, np.ndarray] | None = None  # (capacity, alive)
+        #: nodes x dims copy of every node's free vector, kept only when asked for (best
+        #: fit compares all nodes at once; other policies never read it)
+        self.free_matrix: np.ndarray | None = (
+            np.zeros((0, len(self.dims) + len(self.virtual_dims))) if track_free else None)
 
     # ----- vectors -------------------------------------------------------------
 
@@ -134,6 +139,10 @@ class ClusterState:
         self._match_cache.clear()
         self._clause_cache.clear()
         self._arrays = None
+        if self.free_matrix is not None:
+            if node.index == len(self.free_matrix):
+                self.free_matrix = np.vstack([self.free_matrix, [node.free]])
+            self.free_matrix[node.index] = node.free
         self._count_type(node, +1)
         self._refresh()
         return node
@@ -297,6 +306,8 @@ class ClusterState:
         node.containers.add(cid)
         app.running += 1
         app.on_node[node.index] = app.on_node.get(node.index, 0) + 1
+        if self.free_matrix is not None:
+            self.free_matrix[node.index] = free
         return c
 
     def release(self, container_id: int) -> tuple[AppState, NodeState]:
@@ -309,6 +320,8 @@ class ClusterState:
         for i, d in enumerate(app.demand):
             # Snap back to capacity on the last release so drift never accumulates.
             free[i] = cap[i] if not node.containers else free[i] + d
+        if self.free_matrix is not None:
+            self.free_matrix[node.index] = free
         app.running -= 1
         k = app.on_node[node.index] - 1
         if k:

@@ -46,7 +46,8 @@ class OnlineScheduler:
         dims = tuple(dims)
         self.policy.prepare(nodes, dims)
         p = self.policy
-        self.cluster = ClusterState(dims, p.virtual_dims, p.virtual_capacity, p.virtual_demand)
+        self.cluster = ClusterState(dims, p.virtual_dims, p.virtual_capacity, p.virtual_demand,
+                                    track_free=p.best_fit)
         self._order: list[tuple] = []      # (key, submit, app_id, app) of apps with pending > 0
         self._dirty: set[int] = set()      # node indexes to offer to every pending app
         self._fresh: dict[str, AppState] = {}

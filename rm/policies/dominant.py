@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from rm.model import EPS
 from rm.policies.base import Policy, dominant_share_per_task
 
@@ -32,30 +34,25 @@ class DRFHBestFit(DominantResourceFairness):
     best_fit = True
 
     def choose_node(self, app, offered, cluster):
+        """argmin over eligible nodes with room of H(i, l) (eq. 9); ties: the first node."""
         k = len(cluster.dims)
-        total = cluster.total
-        demand = app.demand
+        free = cluster.free_matrix
+        demand = np.asarray(app.demand)
+        total = np.asarray(cluster.total)
+        ok = np.frombuffer(app.eligible, dtype=np.uint8).astype(bool)
+        ok &= (free + EPS >= demand).all(axis=1)
         # Normalise by the first resource with a non-zero demand (cpu in the paper).
-        lead = next(r for r in range(k) if demand[r] > 0)
-        want = [demand[r] / total[r] / (demand[lead] / total[lead]) if total[r] else 0.0
-                for r in range(k)]
-        best, best_h = offered, None
-        nodes, elig = cluster.nodes, app.eligible
-        for m in range(len(nodes)):
-            if not elig[m]:
-                continue
-            node = nodes[m]
-            free = node.free
-            if any(d > f + EPS for d, f in zip(demand, free)):
-                continue
-            lead_free = free[lead] / total[lead]
-            if lead_free <= 0:
-                continue
-            h = sum(abs(want[r] - (free[r] / total[r] if total[r] else 0.0) / lead_free)
-                    for r in range(k))
-            if best_h is None or h < best_h - 1e-12:
-                best, best_h = node, h
-        return best
+        lead = int(np.flatnonzero(demand[:k] > 0)[0])
+        share = free[:, :k] / np.where(total > 0, total, np.inf)
+        ok &= share[:, lead] > 0
+        rows = np.flatnonzero(ok)
+        if not len(rows):
+            return offered
+        want = demand[:k] / np.where(total > 0, total, np.inf)
+        want = want / want[lead]
+        h = np.abs(want - share[rows] / share[rows, lead:lead + 1]).sum(axis=1)
+        best = rows[np.flatnonzero(h <= h.min() + 1e-12)[0]]
+        return cluster.nodes[best]
 
 
 class PerMachineDRF(Policy):
