@@ -7,9 +7,9 @@ allocation of ``rm.offline.progressive_filling`` is checked for
   its dedicated pool holds.  Pools are *equal partitioning* (1/N of every machine;
   DRF's definition, drfh-paper §IV-D) and, where an instance has them, *arbitrary
   pools* (whole machines or random fractions; tsf-paper Definition 1).  Weights:
-  TSF w_i = k_i / h_i (Theorem 1), CDRF w_i = k_i / h_i^c (Theorem 15, equal under
-  equal partitioning).  The DRF family and CMMF are unweighted under equal
-  partitioning (equal pools, equal entitlements); under arbitrary pools they get
+  TSF w_i = k_i / h_i (Theorem 1), CDRF w_i = k_i / h_i^c (Theorem 1's argument
+  with h^c; under equal partitioning cdrf-thesis Theorem 14 gives SI).  The DRF
+  family and CMMF are unweighted under equal partitioning (equal pools, equal entitlements); under arbitrary pools they get
   the weights that make the pool itself fair in their own share — w_i = k_i ·
   (share of one task): dominant share for DRFH and DRF (drfh-paper §V-A), resource
   share for CMMF (choosy-paper §3.1) — and per-machine DRF, which has no
@@ -153,7 +153,7 @@ def entitlement_weights(policy: str, problem: Problem, k: np.ndarray, equal_part
     if policy == "tsf":
         return k / h_unconstrained(problem)                       # Theorem 1
     if policy == "cdrf":
-        return k / h_constrained(problem)                         # Theorem 15
+        return k / h_constrained(problem)                         # Theorem 1's argument with h^c
     if equal_partition:
         return np.ones(len(k))
     if policy in ("drfh", "drf"):
