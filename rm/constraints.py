@@ -45,12 +45,19 @@ def _as_number(v):
         return None
 
 
+_BARE = re.compile(r"""[^\s(),<>=!"']+""")
+
+
 def _canon(v) -> str:
-    """A value's canonical text: numbers without a trailing .0, strings as given."""
+    """A value's text as the parser reads it back: numbers without a trailing .0,
+    strings bare when they are one token, quoted otherwise."""
     n = _as_number(v)
     if n is not None and not isinstance(v, str):
         return f"{n:g}"
-    return str(v)
+    text = str(v)
+    if _BARE.fullmatch(text):
+        return text
+    return f"'{text}'" if '"' in text else f'"{text}"'
 
 
 def _equal(a, b) -> bool:
@@ -95,11 +102,12 @@ class Clause:
         return {"<": x < y, ">": x > y, "<=": x <= y, ">=": x >= y}[op]
 
     def __str__(self) -> str:
+        attr = _canon(self.attr)
         if self.op in ("exists", "not exists"):
-            return f"{self.attr} {self.op}"
+            return f"{attr} {self.op}"
         if self.op in ("in", "not in"):
-            return f"{self.attr} {self.op} ({', '.join(map(_canon, self.values))})"
-        return f"{self.attr} {self.op} {_canon(self.values[0])}"
+            return f"{attr} {self.op} ({', '.join(map(_canon, self.values))})"
+        return f"{attr} {self.op} {_canon(self.values[0])}"
 
 
 @dataclass(frozen=True)
