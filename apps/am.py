@@ -9,12 +9,24 @@ Each logical AM runs one job of the trace (YARN's ApplicationMaster protocol):
    active AM's request in one call, as a long poll (the RM answers as soon as
    something is there for one of them, or after one heartbeat interval);
 3. each granted container gets the next task in index order (a lost task first)
-   and is started on its NM (``start_containers``, batched per NM host) for the
-   task's duration × time_scale — the durations ``JobSpec.task_durations(seed)``
-   gives, the same as the simulator's;
+   and is started on its NM (``start_containers``, batched per NM host, in the
+   background so a slow NM host never delays the AMs' heartbeats) for the task's
+   duration × time_scale — the durations ``JobSpec.task_durations(seed)`` gives,
+   the same as the simulator's — with the container token the RM issued;
 4. completed containers finish their task; a container lost or killed puts its
    task back at the front of the queue as a new attempt;
 5. when every task has finished once, the AM unregisters (``finish_apps``).
+
+Attempts (YARN's RMAppAttempt, work-preserving AM restart).  ``kill_am`` crashes
+one logical AM: its memory is gone and it stops heartbeating; its containers keep
+running on their NMs.  The RM notices the silence (``am_expiry``), fails the
+attempt and — if ``max_attempts`` allows — calls ``launch_attempts`` here
+(the RM is the AM launcher).  The new attempt registers with its number and
+rebuilds from the RM's answer: the tasks that already finished (never run again)
+and the containers still running with their tasks (kept, not rerun); every other
+task is asked for again.  An AM told RESYNC (the RM restarted) registers again
+with the same attempt and merges the same answer; one told FENCED stops and
+waits for the RM's next attempt; ``end_apps`` says the RM failed the app.
 
 A task is assigned to at most one container at a time and is finished at most
 once, so "every task exactly once" holds by construction; a second COMPLETE for
@@ -31,8 +43,22 @@ from dataclasses import dataclass
 import ray
 
 from rm.model import AppSpec
-from rm.protocol import (FENCED, FINISHED, RESYNC, AllocateRequest, AppRegistration,
-                         ContainerLaunch)
+from rm.protocol import (
+    FENCED,
+    FINISHED,
+    NORMAL,
+    RESYNC,
+    SHUTDOWN,
+    AllocateRequest,
+    AppRegistered,
+    AppRegistration,
+    ContainerLaunch,
+)
+from rm.retry import call_with_retry
+
+# AM states: waiting (not submitted) -> registering -> active -> done; rejected; failed
+# (the RM gave up); crashed / fenced (waiting for the RM's next attempt) -> launching.
+TERMINAL = ("done", "rejected", "failed")
 
 
 @dataclass(frozen=True)
@@ -47,10 +73,10 @@ class _AM:
     __slots__ = ("job", "attempt", "state", "unplaced", "running", "finished", "releases",
                  "duplicates", "reason", "attempts")
 
-    def __init__(self, job: AMJob):
+    def __init__(self, job: AMJob, attempt: int = 1, state: str = "waiting"):
         self.job = job
-        self.attempt = 1
-        self.state = "waiting"             # waiting -> active -> done | rejected
+        self.attempt = attempt
+        self.state = state
         self.unplaced: deque[tuple[int, int]] = deque((t, 0) for t in range(job.spec.num_tasks))
         self.running: dict[int, tuple[int, int]] = {}          # container -> (task, attempt)
         self.finished: set[int] = set()
@@ -62,6 +88,20 @@ class _AM:
     @property
     def app(self) -> str:
         return self.job.spec.app_id
+
+    def adopt(self, answer: AppRegistered) -> None:
+        """Take what the RM says the app has: finished tasks, running containers.
+
+        A container still held for a task the RM counts finished has completed; its
+        status may still be on its way and is then ignored.
+        """
+        self.finished |= set(answer.finished_tasks)
+        self.running = {c: e for c, e in self.running.items() if e[0] not in self.finished}
+        for st in answer.running:
+            if st.container not in self.running and st.task not in self.finished:
+                self.running[st.container] = (st.task, st.attempt)
+        busy = {t for t, _ in self.running.values()}
+        self.unplaced = deque((t, a) for t, a in self.unplaced if t not in self.finished and t not in busy)
 
 
 @ray.remote(num_cpus=0, max_concurrency=1000)
@@ -76,51 +116,64 @@ class ApplicationMasterHost:
         self._rid = 0
         self.start_wall = 0.0
         self.calls = 0
+        self.crashes = 0
+        self.error: BaseException | None = None
+        self._wake: asyncio.Event | None = None
 
     async def _call(self, method: str, payload, *extra):
+        """One RM call with the next request id, retried with the same id while the RM restarts."""
         self._rid += 1
-        rid, delay = self._rid, 0.05
-        for attempt in range(40):
-            try:
-                self.calls += 1
-                return await getattr(self.rm, method).remote(self.host_id, rid, payload, *extra)
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
-                if attempt == 39:
-                    raise
-                await asyncio.sleep(delay)
-                delay = min(1.0, delay * 2)
+        self.calls += 1
+        return await call_with_retry(getattr(self.rm, method), self.host_id, self._rid, payload, *extra)
 
     async def run(self, start_wall: float) -> dict:
         """Run every AM to the end; returns per-app outcomes."""
         self.start_wall = start_wall
+        self._wake = asyncio.Event()
         waiting = deque(self.ams.values())
-        while any(am.state in ("waiting", "active") for am in self.ams.values()):
+        while any(am.state not in TERMINAL for am in self.ams.values()):
+            if self.error is not None:
+                raise self.error
             now = time.time()
-            arrived = []
             while waiting and self._wall(waiting[0].job.spec.submit) <= now:
-                arrived.append(waiting.popleft())
-            if arrived:
-                await self._register(arrived)
+                am = waiting.popleft()
+                if self.ams[am.app] is am and am.state == "waiting":
+                    am.state = "registering"
+            joining = [am for am in self.ams.values() if am.state in ("registering", "launching")]
+            if joining:
+                await self._register(joining)
             active = [am for am in self.ams.values() if am.state == "active"]
             next_submit = self._wall(waiting[0].job.spec.submit) if waiting else None
+            wait = self.interval if next_submit is None else max(0.0, min(self.interval, next_submit - time.time()))
             if not active:
-                if next_submit is not None:
-                    await asyncio.sleep(max(0.0, next_submit - time.time()))
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout=wait)
+                except asyncio.TimeoutError:
+                    pass
                 continue
-            wait = self.interval
-            if next_submit is not None:
-                wait = max(0.0, min(wait, next_submit - time.time()))
             await self._heartbeat(active, wait)
         return self.outcome()
 
     def _wall(self, trace_time: float) -> float:
         return self.start_wall + trace_time * self.time_scale
 
+    def _current(self, am: _AM) -> bool:
+        """Whether ``am`` is still the app's AM (not crashed or replaced by a later attempt)."""
+        return self.ams.get(am.app) is am
+
     async def _register(self, ams: list[_AM]) -> None:
         answers = await self._call("register_apps", [AppRegistration(am.job.spec, am.attempt) for am in ams])
         for am, ans in zip(ams, answers):
+            if not self._current(am):
+                continue
             if ans.accepted:
                 am.state = "active"
+                am.adopt(ans)
+            elif ans.action == FENCED:
+                am.state, am.reason = "fenced", ans.reason
+            elif ans.action == SHUTDOWN:
+                am.state = "done" if len(am.finished) == am.job.spec.num_tasks else "failed"
             else:
                 am.state, am.reason = "rejected", ans.reason
 
@@ -131,13 +184,17 @@ class ApplicationMasterHost:
             am.releases = []
         responses = await self._call("allocate", requests, wait)
         launches: dict[str, list[ContainerLaunch]] = defaultdict(list)
-        for resp in responses:
-            am = self.ams[resp.app]
-            if resp.action == RESYNC:
-                await self._register([am])
-                continue
-            if resp.action == FENCED:
-                am.state, am.reason = "done", "fenced"
+        for am, req, resp in zip(active, requests, responses):
+            if not self._current(am):
+                continue                             # crashed while the call was out
+            if resp.action != NORMAL:
+                am.releases.extend(req.releases)     # not processed: give them back next time
+                if resp.action == RESYNC:
+                    am.state = "registering"
+                elif resp.action == FENCED:
+                    am.state, am.reason = "fenced", "fenced"
+                elif resp.action == SHUTDOWN:
+                    am.state = "done" if len(am.finished) == am.job.spec.num_tasks else "failed"
                 continue
             for st in resp.completed:
                 self._completed(am, st)
@@ -150,10 +207,11 @@ class ApplicationMasterHost:
                 am.attempts += 1
                 seconds = am.job.durations[task] * self.time_scale
                 launches[a.host].append(ContainerLaunch(a.container, am.app, task, attempt, a.node,
-                                                        seconds, self.payload))
+                                                        seconds, self.payload, token=a.token))
         if launches:
-            await self._launch(launches)
-        done = [am for am in active if am.state == "active" and len(am.finished) == am.job.spec.num_tasks]
+            asyncio.get_running_loop().create_task(self._launch(launches))
+        done = [am for am in active if self._current(am) and am.state == "active"
+                and len(am.finished) == am.job.spec.num_tasks]
         if done:
             await self._call("finish_apps", [(am.app, am.attempt) for am in done])
             for am in done:
@@ -172,28 +230,60 @@ class ApplicationMasterHost:
             am.unplaced.appendleft((task, attempt + 1))
 
     async def _launch(self, launches: dict[str, list[ContainerLaunch]]) -> None:
+        """startContainers on each NM host; a launch that fails puts its task back and
+        releases the container."""
         hosts = list(launches)
         results = await asyncio.gather(
             *(self.nm_hosts[h].start_containers.remote(launches[h]) for h in hosts),
             return_exceptions=True)
         for h, result in zip(hosts, results):
             if isinstance(result, BaseException) and not isinstance(result, ray.exceptions.RayActorError):
-                raise result                        # a bug, not a lost NM host
+                self.error = result                 # a bug, not a lost NM host: run() raises it
+                return
             for i, launch in enumerate(launches[h]):
                 ok = not isinstance(result, BaseException) and result[i] == "ok"
-                if not ok:                          # the NM is gone: ask again, give it back
-                    am = self.ams[launch.app]
-                    if am.running.pop(launch.container, None) is not None:
-                        am.unplaced.appendleft((launch.task, launch.attempt))   # it never ran
-                        am.releases.append(launch.container)
+                am = self.ams.get(launch.app)
+                if not ok and am is not None and am.running.pop(launch.container, None) is not None:
+                    am.unplaced.appendleft((launch.task, launch.attempt))   # it never ran
+                    am.releases.append(launch.container)
+
+    # ----- failures: the AM crash fault and the RM's AM launcher ---------------------
+
+    async def kill_am(self, app: str) -> bool:
+        """Crash the app's AM: its state is lost and it goes silent (its containers run on)."""
+        am = self.ams.get(app)
+        if am is None or am.state not in ("registering", "active", "launching"):
+            return False
+        self.ams[app] = _AM(am.job, am.attempt, "crashed")
+        self.crashes += 1
+        return True
+
+    async def launch_attempts(self, items: list[tuple[str, int]]) -> None:
+        """The RM starts attempt ``attempt`` of each app (YARN's AMLauncher); idempotent."""
+        for app, attempt in items:
+            am = self.ams.get(app)
+            if am is None or am.state in TERMINAL or am.attempt >= attempt:
+                continue
+            self.ams[app] = _AM(am.job, attempt, "launching")
+        if self._wake is not None:
+            self._wake.set()
+
+    async def end_apps(self, apps: list[str]) -> None:
+        """The RM failed these apps (no attempts left): their AMs stop for good."""
+        for app in apps:
+            am = self.ams.get(app)
+            if am is not None and am.state not in TERMINAL:
+                am.state, am.reason = "failed", "the RM failed the application"
+        if self._wake is not None:
+            self._wake.set()
 
     def outcome(self) -> dict:
-        """Per app: final state, tasks finished, attempts launched, duplicate finishes."""
-        apps = {am.app: {"state": am.state, "finished": len(am.finished),
+        """Per app: final state, attempt, tasks finished, attempts launched, duplicate finishes."""
+        apps = {am.app: {"state": am.state, "attempt": am.attempt, "finished": len(am.finished),
                          "tasks": am.job.spec.num_tasks, "attempts": am.attempts,
                          "duplicates": am.duplicates, "reason": am.reason}
                 for am in self.ams.values()}
-        return {"apps": apps, "calls": self.calls}
+        return {"apps": apps, "calls": self.calls, "crashes": self.crashes}
 
     async def ready(self) -> bool:
         """Before t = 0: one call to every NM host and the RM, so no first call pays for a connection."""

@@ -17,6 +17,18 @@ Regular heartbeats due within ``batch_window`` (default interval / 10) of each
 other go out together, up to that much early, so a host makes about ten calls
 per interval however many NMs it holds.
 
+Failures (issue 5).  ``start_containers`` refuses a launch whose container token
+(rm/protocol.py) is not the RM's for that container, app and node — an AM can
+start only what the RM granted its own app — and reports the refusal in the NM's
+next heartbeat so the RM logs it.  A RESYNC answer (the RM restarted, or declared
+the NM lost) makes the NM register again listing the containers it still runs
+and the completions not yet acknowledged (YARN's NMContainerStatus).
+``kill_nm`` crashes one logical NM (its containers die, it stops heartbeating;
+the RM finds out by heartbeat expiry) and, with ``restart_after``, starts it
+again empty that many seconds later.  When the whole host actor dies, Ray
+restarts it (``max_restarts``); the driver, told by ``lifeline`` failing,
+declares its NMs lost and calls ``resume``, which registers them again.
+
 Measured per host for benchmarks: heartbeats sent and answered, round trip
 (call sent -> answer), lag (due -> answered; negative when sent early), and the
 backlog (NMs overdue by more than one interval when a batch goes out).
@@ -32,14 +44,27 @@ import ray
 
 from nodes.executors import ContainerExecutor, Launcher
 from rm.model import NodeSpec
-from rm.protocol import (COMPLETE, FAILED, FINISHED, KILLED, NORMAL, RESYNC, RUNNING,
-                         ContainerLaunch, ContainerStatus, NodeHeartbeat, NodeRegistration)
+from rm.protocol import (
+    COMPLETE,
+    FAILED,
+    FINISHED,
+    KILLED,
+    NORMAL,
+    RESYNC,
+    RUNNING,
+    ContainerLaunch,
+    ContainerStatus,
+    NodeHeartbeat,
+    NodeRegistration,
+    token_valid,
+)
+from rm.retry import call_with_retry
 
 
 class _NM:
     """One logical NodeManager's state inside the host."""
 
-    __slots__ = ("spec", "alive", "due", "new", "unacked", "containers")
+    __slots__ = ("spec", "alive", "due", "new", "unacked", "containers", "refused")
 
     def __init__(self, spec: NodeSpec, due: float):
         self.spec = spec
@@ -48,6 +73,14 @@ class _NM:
         self.new: list[ContainerStatus] = []                 # RUNNING, not yet reported
         self.unacked: dict[int, ContainerStatus] = {}        # COMPLETE, not yet acknowledged
         self.containers: dict[int, tuple[ContainerLaunch, float, object]] = {}
+        self.refused: list[tuple[int, str, str]] = []        # launches refused, not yet reported
+
+    def registration(self, ray_node: str) -> NodeRegistration:
+        """RegisterNodeManager: capacity, attributes, and every container it still knows."""
+        running = [ContainerStatus(launch.container, launch.app, launch.task, launch.attempt, launch.node,
+                                   RUNNING, launched) for launch, launched, _ in self.containers.values()]
+        return NodeRegistration(self.spec.name, dict(self.spec.capacity), dict(self.spec.attributes),
+                                ray_node, 0, tuple(running) + tuple(self.unacked.values()))
 
 
 @ray.remote(num_cpus=0, max_concurrency=10_000)
@@ -56,8 +89,10 @@ class NodeManagerHost:
 
     def __init__(self, host_id: str, rm, nodes: list[NodeSpec], ray_node: str, *,
                  interval_wall: float, executor: str = "actor", container_actor=None,
-                 batch_window: float | None = None, keep_samples: bool = True, events=()):
+                 batch_window: float | None = None, keep_samples: bool = True, events=(),
+                 secret: bytes = b""):
         self.host_id, self.rm, self.ray_node = host_id, rm, ray_node
+        self.secret = secret
         self._events = sorted(events, key=lambda e: e[0])   # (trace time, join|leave, name, spec)
         self.interval = interval_wall
         # NMs due within the window are sent together (a little early): at most ~10 calls
@@ -74,12 +109,14 @@ class NodeManagerHost:
         self._wake: asyncio.Event | None = None
         self._loop_task: asyncio.Task | None = None
         self._stopped = False
+        self._stop_event: asyncio.Event | None = None
         self._warm_count = 0
         self._warm_target = 0
         self._warm_done: asyncio.Event | None = None
         self.keep_samples = keep_samples
         self.stats = {"sent": 0, "answered": 0, "batches": 0, "oob": 0, "backlog_max": 0,
-                      "backlog_sum": 0, "resync": 0, "launched": 0, "refused_launch": 0}
+                      "backlog_sum": 0, "resync": 0, "launched": 0, "refused_launch": 0,
+                      "restarted_nms": 0}
         self.rtt: list[float] = []
         self.error = ""
         self.lag: list[float] = []
@@ -88,27 +125,31 @@ class NodeManagerHost:
 
     async def register(self) -> dict[str, str]:
         """Register every NM with the RM and start heartbeating; returns NM -> Ray node."""
-        self._wake = asyncio.Event()
-        regs = [NodeRegistration(nm.spec.name, dict(nm.spec.capacity), dict(nm.spec.attributes),
-                                 self.ray_node, 0) for nm in self.nms.values()]
-        await self._call("register_nodes", regs)
+        if self._wake is None:
+            self._wake = asyncio.Event()
+        await self._register([nm for nm in self.nms.values() if nm.alive])
         if self._loop_task is None:
             self._loop_task = asyncio.get_running_loop().create_task(self._heartbeat_loop())
-        return {name: self.ray_node for name in self.nms}
+        return {name: self.ray_node for name, nm in self.nms.items() if nm.alive}
+
+    async def _register(self, nms: list[_NM]) -> None:
+        """RegisterNodeManager for ``nms``; an NM the RM refuses stops."""
+        regs = [nm.registration(self.ray_node) for nm in nms]
+        actions = await self._call("register_nodes", regs)
+        for nm, reg, action in zip(nms, regs, actions):
+            told = {s.container for s in reg.running}
+            nm.new = [s for s in nm.new if s.container not in told]
+            if action != NORMAL:
+                nm.alive = False
+
+    async def _rm_retry(self, method: str, *args):
+        """An RM call without a request id (idempotent by itself), retried while the RM restarts."""
+        return await call_with_retry(getattr(self.rm, method), *args)
 
     async def _call(self, method: str, payload, *extra):
-        """One RM call; retried with the same request id if the RM is unreachable."""
+        """One RM call with the next request id, retried with the same id while the RM restarts."""
         self._rid += 1
-        rid = self._rid
-        delay = 0.05
-        for attempt in range(40):
-            try:
-                return await getattr(self.rm, method).remote(self.host_id, rid, payload, *extra)
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
-                if attempt == 39:
-                    raise
-                await asyncio.sleep(delay)
-                delay = min(1.0, delay * 2)
+        return await call_with_retry(getattr(self.rm, method), self.host_id, self._rid, payload, *extra)
 
     async def _heartbeat_loop(self) -> None:
         try:
@@ -117,6 +158,8 @@ class NodeManagerHost:
             import traceback  # noqa: PLC0415
             self.error = f"{type(e).__name__}: {e}"
             traceback.print_exc()
+            if self._stop_event is not None:
+                self._stop_event.set()
             raise
 
     async def _heartbeats(self) -> None:
@@ -155,11 +198,13 @@ class NodeManagerHost:
                 heapq.heappush(heap, (nxt, name))
 
     async def _beat(self, names: list[str], due: dict[str, float]) -> None:
-        beats = []
+        beats, sent_by = [], []
         for name in names:
             nm = self.nms[name]
             statuses = [s for s in nm.new if s.container not in nm.unacked] + list(nm.unacked.values())
-            beats.append(NodeHeartbeat(name, tuple(statuses)))
+            beats.append(NodeHeartbeat(name, tuple(statuses), tuple(nm.refused)))
+            nm.refused = []
+            sent_by.append(nm)
         sent = time.time()
         self.stats["sent"] += len(beats)
         self.stats["batches"] += 1
@@ -171,8 +216,9 @@ class NodeManagerHost:
             self.rtt.append(got - sent)
             self.lag.extend(got - t for t in due.values())
         resync = []
-        for beat, resp in zip(beats, responses):
-            nm = self.nms[resp.node]
+        for beat, nm, resp in zip(beats, sent_by, responses):
+            if not nm.alive or self.nms.get(nm.spec.name) is not nm:
+                continue                                   # crashed or restarted meanwhile
             reported = {s.container for s in beat.statuses if s.state == RUNNING}
             nm.new = [s for s in nm.new if s.container not in reported and s.container not in nm.unacked]
             for cid in resp.ack:
@@ -185,9 +231,7 @@ class NodeManagerHost:
                 nm.alive = False
         if resync:
             self.stats["resync"] += len(resync)
-            regs = [NodeRegistration(nm.spec.name, dict(nm.spec.capacity), dict(nm.spec.attributes),
-                                     self.ray_node, 0) for nm in resync]
-            await self._call("register_nodes", regs)
+            await self._register(resync)
 
     # ----- cluster events: NMs joining and leaving at trace times ---------------
 
@@ -204,19 +248,39 @@ class NodeManagerHost:
             if kind == "join":
                 await self._join(spec)
             elif await self.kill_nm(name):             # leave: the RM declares it lost now
-                await self.rm.lose_node.remote(name, "left the cluster")
+                await self._rm_retry("lose_node", name, "left the cluster")
 
     async def _join(self, spec: NodeSpec) -> None:
+        """An NM starts (joins, or restarts empty) and registers."""
         old = self.nms.get(spec.name)
         if old is not None and old.alive:
             return
         nm = _NM(spec, time.time() + self.interval)
         self.nms[spec.name] = nm
-        await self._call("register_nodes", [NodeRegistration(
-            spec.name, dict(spec.capacity), dict(spec.attributes), self.ray_node, 0)])
+        await self._register([nm])
         heapq.heappush(self._heap, (nm.due, spec.name))
         if self._wake is not None:
             self._wake.set()
+
+    async def resume(self, start_wall: float, time_scale: float) -> dict[str, str]:
+        """After Ray restarted this host: catch up on past cluster events, register, heartbeat.
+
+        A restarted actor is constructed again from the replay's arguments, so its NMs
+        are the initial ones; joins and leaves whose time has passed are applied first.
+        """
+        now = time.time()
+        past = [e for e in self._events if start_wall + e[0] * time_scale <= now]
+        self._events = [e for e in self._events if start_wall + e[0] * time_scale > now]
+        for _, kind, name, spec in past:
+            if kind == "join":
+                self.nms[name] = _NM(spec, now + self.interval)
+            else:
+                self.nms.pop(name, None)
+        self._heap = [(nm.due, name) for name, nm in self.nms.items()]
+        heapq.heapify(self._heap)
+        placed = await self.register()
+        await self.start(start_wall, time_scale)
+        return placed
 
     # ----- containers ----------------------------------------------------------
 
@@ -228,6 +292,12 @@ class NodeManagerHost:
             if nm is None or not nm.alive:
                 self.stats["refused_launch"] += 1
                 out.append(f"node {launch.node} is not running on this host")
+                continue
+            if self.secret and not token_valid(self.secret, launch):
+                # Fencing: only the RM's grant for this container, app and node starts it.
+                self.stats["refused_launch"] += 1
+                nm.refused.append((launch.container, launch.app, "invalid container token"))
+                out.append("invalid container token")
                 continue
             if launch.container in nm.containers or launch.container in nm.unacked:
                 out.append("ok")
@@ -301,9 +371,20 @@ class NodeManagerHost:
             self._warm_done.set()
         await self._warm_done.wait()
 
+    async def lifeline(self) -> str:
+        """Returns when the host stops ('') or its heartbeat loop fails (the error); the
+        driver holds this call open to learn at once that the actor died (it then fails)."""
+        if self._stop_event is None:
+            self._stop_event = asyncio.Event()
+        if not self._stopped and not self.error:
+            await self._stop_event.wait()
+        return self.error
+
     async def stop(self) -> dict:
         """Stop heartbeating; returns the host's measurements."""
         self._stopped = True
+        if self._stop_event is not None:
+            self._stop_event.set()
         if self._wake is not None:
             self._wake.set()
         if self._loop_task is not None:
@@ -327,15 +408,27 @@ class NodeManagerHost:
         return {"host": self.host_id, "ray_node": self.ray_node, "nms": len(self.nms), "error": self.error,
                 **self.stats, "rtt": list(self.rtt), "lag": list(self.lag)}
 
-    async def kill_nm(self, node: str) -> bool:
-        """Stop one logical NM (it stops heartbeating; its containers are killed)."""
+    async def kill_nm(self, node: str, restart_after: float | None = None) -> bool:
+        """Crash one logical NM: it stops heartbeating and its containers are killed.
+
+        With ``restart_after`` (wall seconds) it starts again, empty, that much later
+        and registers (YARN: an NM restarted without recovery).
+        """
         nm = self.nms.get(node)
         if nm is None or not nm.alive:
             return False
         nm.alive = False
         for cid in list(nm.containers):
             self._kill(nm, cid)
+        if restart_after is not None:
+            asyncio.get_running_loop().create_task(self._restart_nm(nm.spec, restart_after))
         return True
+
+    async def _restart_nm(self, spec: NodeSpec, delay: float) -> None:
+        await asyncio.sleep(delay)
+        if not self._stopped:
+            self.stats["restarted_nms"] += 1
+            await self._join(spec)
 
 
 def make_container_executor(ray_node: str):

@@ -10,6 +10,8 @@ can find it (``ray.get_actor("rayrm-rm", namespace="rayrm")``).  Calls
     register_apps(caller, request_id, [AppRegistration])            -> [AppRegistered]
     allocate(caller, request_id, [AllocateRequest], wait=seconds)   -> [AllocateResponse]
     finish_apps(caller, request_id, [(app, attempt)])               -> [action]
+    lose_host(caller, request_id, host, detail)                     -> [node]   (the driver)
+    fault(caller, request_id, spec, node, app)                      -> None     (the driver)
 
 Node heartbeats are YARN's NODE_UPDATE: statuses are applied and the scheduler
 runs.  ``allocate`` is the AM heartbeat; with ``wait > 0`` it is a long poll —
@@ -18,9 +20,17 @@ NODE_UPDATE queues something for them or ``wait`` passes, so a container freed o
 one NM reaches the next task's AM without a heartbeat interval in between.
 
 Each call runs the state machine synchronously (no await inside), so calls never
-interleave inside the state.  A monitor loop declares silent NMs LOST
-(``nm_expiry`` heartbeats, at least ``MIN_EXPIRY_WALL`` seconds) and updates the
-Ray metrics:
+interleave inside the state, and is journaled (``rm/recovery.py``) before its
+answer leaves: the actor runs with ``max_restarts``, and a restarted actor finds
+the snapshot and journal in ``state_dir``, rebuilds the state, and tells every NM
+and AM to RESYNC (``ResourceManagerState.recovered``).
+
+A monitor loop is the RM's NMLivelinessMonitor and AMLivelinessMonitor: NMs
+silent for ``nm_expiry`` heartbeats are LOST, AM attempts silent for
+``am_expiry`` heartbeats FAIL (both at least ``MIN_EXPIRY_WALL`` seconds), and it
+is the AMLauncher: each attempt the RM started is launched by calling
+``launch_attempts`` on its AM host (the actor named ``rayrm-<host>``).  It also
+updates the Ray metrics:
 
     rayrm_containers_allocated_total    containers allocated
     rayrm_pending_asks                  tasks asked for and not yet placed
@@ -37,8 +47,16 @@ import time
 
 import ray
 
-from rm.protocol import (AllocateRequest, AllocateResponse, AppRegistered, AppRegistration,
-                         NodeHeartbeat, NodeHeartbeatResponse, NodeRegistration)
+from rm.protocol import (
+    AllocateRequest,
+    AllocateResponse,
+    AppRegistered,
+    AppRegistration,
+    NodeHeartbeat,
+    NodeHeartbeatResponse,
+    NodeRegistration,
+)
+from rm.recovery import SNAPSHOT_RECORDS, SNAPSHOT_SECONDS, StateStore, replay_records
 from rm.rm_state import ResourceManagerState
 
 RM_NAME = "rayrm-rm"
@@ -47,6 +65,12 @@ RM_NAME = "rayrm-rm"
 #: than a busy machine may take to schedule a process.
 MIN_EXPIRY_WALL = 1.0
 NAMESPACE = "rayrm"
+#: Ray restarts of the RM actor (each recovers from the snapshot and journal).
+RM_MAX_RESTARTS = 5
+#: after a restart, NMs and AMs have this many wall seconds more than their expiry to
+#: RESYNC: a call that was out when the RM died fails only about a second after the
+#: restart, and the caller retries then.
+RESYNC_GRACE_WALL = 3.0
 
 LATENCY_BOUNDARIES = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0]
 
@@ -54,7 +78,7 @@ LATENCY_BOUNDARIES = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0,
 class _Metrics:
     """The RM's Ray metrics (ray.util.metrics), updated in batches."""
 
-    def __init__(self, policy: str):
+    def __init__(self, policy: str, state: ResourceManagerState):
         from ray.util.metrics import Counter, Gauge, Histogram  # noqa: PLC0415
         tags = {"policy": policy}
         keys = ("policy",)
@@ -71,7 +95,9 @@ class _Metrics:
         self.latency = Histogram("rayrm_allocation_to_running_seconds",
                                  "Wall seconds from allocation to the container's payload starting.",
                                  boundaries=LATENCY_BOUNDARIES, tag_keys=keys).set_default_tags(tags)
-        self._allocations = self._heartbeats = self._latencies = 0
+        # A restarted RM starts counting where the state it recovered left off.
+        self._allocations, self._heartbeats = state.allocations, state.heartbeats
+        self._latencies = len(state.alloc_to_running)
 
     def update(self, state: ResourceManagerState) -> None:
         if state.allocations > self._allocations:
@@ -91,34 +117,51 @@ class ResourceManager:
     """The central RM (see the module docstring for the calls)."""
 
     def __init__(self, *, dims, nodes, policy, policy_name: str, time_scale: float,
-                 heartbeat_interval: float, nm_expiry: int, name: str = "", seed: int | None = None,
-                 metrics: bool = True):
-        self.state = ResourceManagerState(dims=dims, nodes=nodes, policy=policy, policy_name=policy_name,
-                                          time_scale=time_scale, name=name, seed=seed)
+                 heartbeat_interval: float, nm_expiry: int, am_expiry: int = 10, max_attempts: int = 2,
+                 state_dir: str | None = None, secret: bytes = b"", name: str = "",
+                 seed: int | None = None, metrics: bool = True):
         self.interval_wall = heartbeat_interval * time_scale
         self.expiry_wall = max(MIN_EXPIRY_WALL, nm_expiry * self.interval_wall)
+        self.am_expiry_wall = max(MIN_EXPIRY_WALL, am_expiry * self.interval_wall)
+        self.store = StateStore(state_dir) if state_dir else None
         self._events: dict[str, asyncio.Event] = {}
-        self._metrics = _Metrics(policy_name) if metrics else None
         self._monitor: asyncio.Task | None = None
-        self._rate_window: list[tuple[float, int]] = []
+        self._launching: set[tuple[str, int]] = set()
+        self._last_snapshot = time.time()
         self.calls = 0
+        if self.store is not None and self.store.exists():
+            t0 = time.time()
+            self.state, records = self.store.load()
+            replay_records(self.state, records)
+            self.state.news.clear()
+            self._apply("recovered", f"snapshot {self.store.generation} + {len(records)} journal "
+                                     f"records replayed in {time.time() - t0:.3f}s", RESYNC_GRACE_WALL)
+            self._start_monitor()
+        else:
+            self.state = ResourceManagerState(dims=dims, nodes=nodes, policy=policy, policy_name=policy_name,
+                                              time_scale=time_scale, name=name, seed=seed,
+                                              max_attempts=max_attempts, secret=secret)
+            if self.store is not None:
+                self.store.snapshot(self.state)
+        self._metrics = _Metrics(policy_name, self.state) if metrics else None
+        self._rate_window: list[tuple[float, int]] = []
 
     # ----- the protocol --------------------------------------------------------
 
     async def register_nodes(self, caller: str, request_id: int, regs: list[NodeRegistration]) -> list[str]:
-        return self._run(self.state.register_nodes, caller, request_id, regs)
+        return self._apply("register_nodes", caller, request_id, regs)
 
     async def node_heartbeat(self, caller: str, request_id: int,
                              beats: list[NodeHeartbeat]) -> list[NodeHeartbeatResponse]:
-        return self._run(self.state.node_heartbeat, caller, request_id, beats)
+        return self._apply("node_heartbeat", caller, request_id, beats)
 
     async def register_apps(self, caller: str, request_id: int,
                             regs: list[AppRegistration]) -> list[AppRegistered]:
-        return self._run(self.state.register_apps, caller, request_id, regs)
+        return self._apply("register_apps", caller, request_id, regs)
 
     async def allocate(self, caller: str, request_id: int, requests: list[AllocateRequest],
                        wait: float = 0.0) -> list[AllocateResponse]:
-        out = self._run(self.state.allocate, caller, request_id, requests)
+        out = self._apply("allocate", caller, request_id, requests)
         if wait > 0 and not any(r.allocated or r.completed or r.action != "normal" for r in out):
             event = self._events.setdefault(caller, asyncio.Event())
             event.clear()
@@ -126,17 +169,39 @@ class ResourceManager:
                 await asyncio.wait_for(event.wait(), timeout=wait)
             except asyncio.TimeoutError:
                 pass
-            out = self._run(self.state.poll, caller, request_id, [r.app for r in out])
+            out = self._apply("poll", caller, request_id, requests)
         return out
 
     async def finish_apps(self, caller: str, request_id: int, items: list[tuple[str, int]]) -> list[str]:
-        return self._run(self.state.finish_apps, caller, request_id, items)
+        return self._apply("finish_apps", caller, request_id, items)
 
-    def _run(self, method, caller, request_id, payload):
+    async def lose_host(self, caller: str, request_id: int, host: str, detail: str) -> list[str]:
+        """Every NM of NM host ``host`` is LOST now (its actor died)."""
+        return self._apply("lose_host", caller, request_id, host, detail)
+
+    async def lose_node(self, node: str, detail: str = "lost") -> list[int]:
+        """Declare an NM LOST now (its host stopped it); returns its containers."""
+        return self._apply("lose_node", node, detail)
+
+    async def fault(self, caller: str, request_id: int, spec: str, node: str = "", app: str = "") -> None:
+        """Log a fault about to be injected (events.csv ``fault``)."""
+        self._apply("fault", caller, request_id, spec, node, app)
+
+    def _apply(self, method: str, *args):
+        """Run one state method at the wall time now, journal it, wake long polls."""
         self.calls += 1
-        out = method(time.time(), caller, request_id, payload)
+        now = time.time()
+        out = getattr(self.state, method)(now, *args)
+        if self.store is not None:
+            self.store.append(method, now, args)
+            if self.store.records >= SNAPSHOT_RECORDS:
+                self._snapshot()
         self._wake()
         return out
+
+    def _snapshot(self) -> None:
+        self.store.snapshot(self.state)
+        self._last_snapshot = time.time()
 
     def _wake(self) -> None:
         """Wake the long polls of AM hosts that have something to collect."""
@@ -146,12 +211,15 @@ class ResourceManager:
                 event.set()
         self.state.news.clear()
 
-    # ----- the replay's clock and liveness -------------------------------------
+    # ----- the replay's clock, liveness and the AM launcher -----------------------
 
     async def start_clock(self, start_wall: float) -> None:
-        """t = 0 at ``start_wall``; from then on silent NMs expire."""
-        self.state.start_clock(start_wall)
-        if self._monitor is None:
+        """t = 0 at ``start_wall``; from then on silent NMs and AMs expire."""
+        self._apply("start_clock", start_wall)
+        self._start_monitor()
+
+    def _start_monitor(self) -> None:
+        if self._monitor is None and self.state.start_wall is not None:
             self._monitor = asyncio.get_running_loop().create_task(self._monitor_loop())
 
     async def _monitor_loop(self) -> None:
@@ -160,23 +228,43 @@ class ResourceManager:
         while True:
             await asyncio.sleep(period)
             now = time.time()
-            if self.state.start_wall is not None and now > self.state.start_wall:
-                if self.state.expire_nodes(now, self.expiry_wall):
-                    self._wake()
+            s = self.state
+            if now > s.start_wall:
+                if any(r.alive and now - r.last_seen > self.expiry_wall for r in s.nodes.values()):
+                    self._apply("expire_nodes", self.expiry_wall)
+                if any(not r.done and now - r.last_seen > self.am_expiry_wall for r in s.apps.values()):
+                    self._apply("expire_apps", self.am_expiry_wall)
+                for host, app, attempt in s.pending_launches():
+                    if (app, attempt) not in self._launching:
+                        self._launching.add((app, attempt))
+                        asyncio.get_running_loop().create_task(self._launch(host, app, attempt))
+                for host, app in s.failed_apps():
+                    if (app, 0) not in self._launching:
+                        self._launching.add((app, 0))
+                        asyncio.get_running_loop().create_task(self._launch(host, app, 0))
+            if self.store is not None and self.store.records and now - self._last_snapshot > SNAPSHOT_SECONDS:
+                self._snapshot()
             if now - last_t >= 1.0:
-                rate = (self.state.heartbeats - last_beats) / (now - last_t)
-                last_beats, last_t = self.state.heartbeats, now
+                rate = (s.heartbeats - last_beats) / (now - last_t)
+                last_beats, last_t = s.heartbeats, now
                 if self._metrics is not None:
                     self._metrics.rate.set(rate)
             if self._metrics is not None:
-                self._metrics.update(self.state)
-                self._metrics.running.set(self.state.running)
+                self._metrics.update(s)
+                self._metrics.running.set(s.running)
 
-    async def lose_node(self, node: str, detail: str = "lost") -> list[int]:
-        """Declare an NM LOST now (the NM host saw it die); returns its containers."""
-        out = self.state.lose_node(time.time(), node, detail)
-        self._wake()
-        return out
+    async def _launch(self, host: str, app: str, attempt: int) -> None:
+        """AMLauncher: ask the AM host to start the attempt, or (attempt 0) to end the app
+        the RM failed; again at a later tick if the call fails."""
+        try:
+            handle = ray.get_actor(f"rayrm-{host}", namespace=NAMESPACE)
+            if attempt:
+                await handle.launch_attempts.remote([(app, attempt)])
+            else:
+                await handle.end_apps.remote([app])
+        except Exception:  # noqa: BLE001 - the host is unreachable now; the next tick retries
+            await asyncio.sleep(self.am_expiry_wall / 4)
+            self._launching.discard((app, attempt))
 
     # ----- views -----------------------------------------------------------------
 
@@ -196,3 +284,5 @@ class ResourceManager:
         if self._monitor is not None:
             self._monitor.cancel()
             self._monitor = None
+        if self.store is not None:
+            self.store.close()

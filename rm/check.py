@@ -22,7 +22,10 @@ DESIGN.md's three invariants, for the simulator and the Ray replay alike:
    status is not ``rejected`` and each task 0..num_tasks−1, count the tasks.csv rows
    with status ``finished``: 0 is a missing task, more than 1 a task finished twice.
    Attempts of rejected or unknown jobs, or with a task index out of range, are
-   "unexpected".
+   "unexpected".  A task may have several attempts — lost with its node, killed, a
+   new attempt after a failure — and still finishes exactly once; the report counts
+   attempts by status and the tasks that needed more than one (``reruns``), which
+   are not violations.
 """
 
 from __future__ import annotations
@@ -55,6 +58,8 @@ class CheckResult:
     tasks_missing: int = 0
     finished_twice: int = 0
     unexpected_attempts: int = 0
+    attempts_by_status: dict[str, int] = field(default_factory=dict)
+    reruns: int = 0
     examples: dict[str, list[str]] = field(default_factory=dict)
 
     VIOLATIONS = ("over_allocations", "constraint_violations", "tasks_missing", "finished_twice",
@@ -71,13 +76,16 @@ class CheckResult:
 
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in ("run", "jobs_accepted", "jobs_rejected", "tasks",
-                                              "attempts", *self.VIOLATIONS)} | {"ok": self.ok}
+                                              "attempts", "attempts_by_status", "reruns",
+                                              *self.VIOLATIONS)} | {"ok": self.ok}
 
     def report(self) -> str:
         lines = [f"{self.run}",
                  f"  tasks checked          {self.tasks}  ({self.jobs_accepted} accepted jobs, "
                  f"{self.jobs_rejected} rejected)",
-                 f"  attempts checked       {self.attempts}",
+                 f"  attempts checked       {self.attempts}  ("
+                 + ", ".join(f"{n} {k}" for k, n in sorted(self.attempts_by_status.items()))
+                 + f"; {self.reruns} tasks needed more than one)",
                  f"  over-allocations       {self.over_allocations}",
                  f"  constraint violations  {self.constraint_violations}",
                  f"  tasks missing          {self.tasks_missing}",
@@ -98,6 +106,9 @@ def check_run(path: str | Path) -> CheckResult:
     result.jobs_accepted, result.jobs_rejected = len(accepted), len(jobs) - len(accepted)
     result.tasks = int(accepted["num_tasks"].sum())
     result.attempts = len(tasks)
+    result.attempts_by_status = {str(k): int(v) for k, v in tasks["status"].value_counts().items()}
+    per_task = tasks.groupby(["app", "task"]).size()
+    result.reruns = int((per_task > 1).sum())
     _check_exactly_once(accepted, jobs, tasks, result)
     _check_constraints(run, jobs, tasks, result)
     _check_capacity(nodes, jobs, tasks, dims, result)

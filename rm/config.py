@@ -361,6 +361,9 @@ def parse_config(doc: Any, path: Path | None = None) -> ExperimentConfig:
         for k in ("seed", "nm_expiry", "am_expiry", "max_attempts", "slots_per_node"):
             run[k] = _integer(run[k], f"run.{k}", minimum=0 if k == "seed" else 1)
         faults = [str(f) for f in _list(doc.get("faults"), "faults")]
+        from rm.faults import parse_faults  # noqa: PLC0415
+        parse_faults(faults, {n.name for n in nodes} | {e.node for e in events if e.spec is not None},
+                     {j.job_id for j in jobs}, where="faults")
         return ExperimentConfig(str(doc.get("name") or (path.stem if path else "experiment")),
                                 dims, nodes, jobs, policy, run, events, faults, path)
     except InputError as e:

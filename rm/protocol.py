@@ -12,11 +12,18 @@ retried call never allocates, releases or finishes twice.
                               allocate([AllocateRequest], wait)       -> [AllocateResponse]
                               finish_apps([(app, attempt)])           -> [str action]
     AppMaster host    -> NM   start_containers([ContainerLaunch])     -> [str]  ("ok" or why not)
+    RM (AM launcher)  -> AM   launch_attempts([(app, attempt)])       -> None
 
 Actions (YARN's NodeAction / AMCommand): ``normal``; ``resync`` — the RM does not
 know the caller (it restarted, or the node was declared lost): register again;
 ``shutdown`` — stop; ``fenced`` — the call came from an attempt that is no longer
-current and was refused.
+current, or from a host that does not own the node, and was refused.
+
+Container tokens (YARN's ContainerToken): every ``Allocation`` carries
+``container_token(secret, container, app, node)``, an HMAC under a secret the RM and
+the NMs share and the AMs never see; an NM starts a container only when the launch
+carries the token of that container, app and node, so an AM can start only the
+containers the RM granted to its own app, where the RM placed them.
 
 Wall times are ``time.time()`` seconds read by the actor that observed the event;
 the RM turns them into trace seconds with trace = (wall - start) / time_scale.
@@ -24,6 +31,8 @@ the RM turns them into trace seconds with trace = (wall - start) / time_scale.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -34,6 +43,18 @@ NORMAL, RESYNC, SHUTDOWN, FENCED = "normal", "resync", "shutdown", "fenced"
 # Container states as the NM reports them (YARN ContainerState) and how a COMPLETE one ended.
 RUNNING, COMPLETE = "RUNNING", "COMPLETE"
 FINISHED, KILLED, LOST, FAILED = "finished", "killed", "lost", "failed"
+
+
+def container_token(secret: bytes, container: int, app: str, node: str) -> str:
+    """HMAC-SHA256 of (container, app, node) under ``secret``, 128 bits in hex."""
+    msg = f"{container}\x1f{app}\x1f{node}".encode()
+    return hmac.new(secret, msg, hashlib.sha256).hexdigest()[:32]
+
+
+def token_valid(secret: bytes, launch: "ContainerLaunch") -> bool:
+    """Whether a launch carries the token the RM issued for its container, app and node."""
+    want = container_token(secret, launch.container, launch.app, launch.node)
+    return hmac.compare_digest(want, launch.token)
 
 
 @dataclass(frozen=True)
@@ -73,10 +94,15 @@ class NodeRegistration:
 
 @dataclass(frozen=True)
 class NodeHeartbeat:
-    """One NM's heartbeat: container statuses not yet acknowledged (YARN NodeStatus)."""
+    """One NM's heartbeat: container statuses not yet acknowledged (YARN NodeStatus).
+
+    ``refused`` lists launches the NM refused since its last heartbeat (fencing: a
+    launch without a valid container token) as (container, app, why), so the RM logs them.
+    """
 
     node: str
     statuses: tuple[ContainerStatus, ...] = ()
+    refused: tuple[tuple[int, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -91,19 +117,33 @@ class NodeHeartbeatResponse:
 
 @dataclass(frozen=True)
 class AppRegistration:
-    """An AM registers its app (YARN RegisterApplicationMasterRequest)."""
+    """An AM registers its app (YARN RegisterApplicationMasterRequest).
+
+    ``attempt`` is the attempt the RM launched (1 for the first); attempt numbers are
+    the RM's, an AM never makes one up.
+    """
 
     spec: AppSpec
     attempt: int = 1
-    finished_tasks: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
 class AppRegistered:
+    """The RM's answer (YARN RegisterApplicationMasterResponse).
+
+    For an attempt after the first, or an attempt registering again after a RESYNC,
+    it carries what the app already has (YARN's work-preserving AM restart,
+    ``keepContainersAcrossApplicationAttempts``): the tasks that finished, and the
+    containers still running (RUNNING statuses) with their tasks.
+    """
+
     app: str
     accepted: bool
     reason: str = ""
     action: str = NORMAL
+    attempt: int = 1
+    finished_tasks: tuple[int, ...] = ()
+    running: tuple[ContainerStatus, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -129,8 +169,9 @@ class Allocation:
     container: int
     app: str
     node: str
-    host: int
+    host: str            # the NodeManager host to send the launch to
     allocated: float
+    token: str = ""
 
 
 @dataclass(frozen=True)
@@ -156,3 +197,4 @@ class ContainerLaunch:
     seconds: float
     payload: str = "sleep"
     demand: Mapping[str, float] = field(default_factory=dict)
+    token: str = ""

@@ -15,8 +15,12 @@ run's summary (summary.json) and writes the run directory of DESIGN.md to ``out`
 4. **t = 0.**  ``start_wall`` is set a moment ahead and handed to the RM and the
    AM host; trace time = (wall − start_wall) / time_scale everywhere.
 5. **Run.**  The AM host registers each job at its submit time, asks, launches
-   and finishes; the driver shows progress on stderr (trace time, running
-   containers, finished tasks) until every AM is done.
+   and finishes; the driver (``rm.supervisor``) shows progress on stderr (trace
+   time, running containers, finished tasks) until every AM is done, watches the
+   NM host actors (a dead one's NMs are declared lost and it is resumed), and
+   injects the faults asked for (``rm.faults``: ``--fault`` and the config's
+   ``faults:``).  The RM keeps its snapshot and journal in ``<out>/rm-state``
+   (removed after a successful run) so that it survives a restart.
 6. **Collect.**  The RM's run log is written to ``out``; summary.json gains the
    scheduling latencies, the NM heartbeat figures, the executor, and with
    ``twin=True`` the simulator's run of the same trace and seed with per-job
@@ -26,7 +30,6 @@ run's summary (summary.json) and writes the run directory of DESIGN.md to ``out`
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -92,15 +95,22 @@ def _check_reachable(address: str, timeout: float = 3.0) -> None:
 def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out: str | Path | None = None,
            time_scale: float | None = None, address: str | None = None, *, executor: str = "auto",
            payload: str | None = None, twin: bool = False, seed: int | None = None,
-           progress: bool | None = None, faults=()) -> dict:
-    """Replay ``config`` on Ray under ``policy``; see the module docstring."""
+           progress: bool | None = None, faults=(), kill_ray_node=None) -> dict:
+    """Replay ``config`` on Ray under ``policy``; see the module docstring.
+
+    ``faults`` are fault specs (``rm.faults``) injected besides the config's own;
+    ``kill_ray_node(node_id)`` replaces how kill-ray-node takes a Ray node down
+    (default: kill its raylet), e.g. ``ray.cluster_utils.Cluster.remove_node``.
+    """
     cfg = config if isinstance(config, ExperimentConfig) else load_config(config)
     policy_name = policy or cfg.policy
     scale = float(time_scale if time_scale is not None else cfg.run["time_scale"])
     if not scale > 0:
         raise InputError(f"--time-scale must be positive, got {time_scale}")
-    if faults:
-        raise InputError("fault injection (--fault) is not available yet")
+    from rm.faults import parse_faults  # noqa: PLC0415
+    names = {n.name for n in cfg.nodes} | {e.node for e in cfg.node_events if e.spec is not None}
+    fault_list = parse_faults(list(cfg.faults), names, {j.job_id for j in cfg.jobs}) + \
+        parse_faults(list(faults), names, {j.job_id for j in cfg.jobs})
     if twin and out is None:
         raise InputError("--twin needs --out (the twin's run directory goes under it)")
     run_seed = cfg.seed if seed is None else int(seed)
@@ -108,6 +118,8 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
     if kind not in ("sleep", "cpu"):
         raise InputError(f"unknown payload '{kind}' (choose from sleep, cpu)", field="run.payload")
     if policy_name == "ray-native":
+        if fault_list:
+            raise InputError("faults need rayrm's ResourceManager; the ray-native baseline has none")
         from rm.native import replay_native  # noqa: PLC0415
         return replay_native(cfg, out=out, time_scale=scale, address=address, payload=kind,
                              seed=run_seed, progress=progress, twin=twin)
@@ -119,7 +131,7 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
     session = _Session()
     try:
         summary = _run(cfg, policy_name, policy_obj, scale, executor, kind, run_seed, out, progress,
-                       session)
+                       session, sorted(fault_list, key=lambda f: f.time), kill_ray_node)
     finally:
         session.close()
         if started:
@@ -191,33 +203,48 @@ def plan_replay(cfg: ExperimentConfig, ray_nodes: list, executor: str = "auto") 
 
 
 def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, executor: str, kind: str,
-         seed: int, out, progress, session: _Session) -> dict:
+         seed: int, out, progress, session: _Session, faults: list, kill_ray_node) -> dict:
     import ray  # noqa: PLC0415
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as Affinity  # noqa: PLC0415
+    from ray.util.scheduling_strategies import (
+        NodeAffinitySchedulingStrategy as Affinity,  # noqa: PLC0415
+    )
 
     from apps.am import AMJob, ApplicationMasterHost  # noqa: PLC0415
     from nodes.host import NodeManagerHost, make_container_executor  # noqa: PLC0415
     from nodes.placement import alive_ray_nodes  # noqa: PLC0415
-    from rm.actor import RM_NAME, ResourceManager  # noqa: PLC0415
+    from rm.actor import MIN_EXPIRY_WALL, RM_MAX_RESTARTS, RM_NAME, ResourceManager  # noqa: PLC0415
+    from rm.faults import check_cluster  # noqa: PLC0415
+    from rm.supervisor import NM_HOST_RESTARTS, FaultInjector, Supervisor, rm_call  # noqa: PLC0415
 
     interval_wall = float(cfg.run["heartbeat_interval"]) * scale
     here = ray.get_runtime_context().get_node_id()
-    plan = plan_replay(cfg, alive_ray_nodes(), executor)
+    ray_nodes = alive_ray_nodes()
+    plan = plan_replay(cfg, ray_nodes, executor)
+    check_cluster(faults, len(ray_nodes), len(plan.hosted))
     chosen = plan.executor
+    state_dir = _state_dir(out)
+    secret = os.urandom(16)
 
+    # The RM is pinned to the driver's node, where its snapshot and journal are written,
+    # so a restart (max_restarts) reads them back (rm/recovery.py).
     rm = session.add(ResourceManager.options(
-        name=RM_NAME, namespace=NAMESPACE, scheduling_strategy=Affinity(here, soft=True)).remote(
+        name=RM_NAME, namespace=NAMESPACE, max_restarts=RM_MAX_RESTARTS,
+        scheduling_strategy=Affinity(here, soft=False)).remote(
         dims=cfg.dims, nodes=cfg.nodes, policy=policy_obj, policy_name=policy_name, time_scale=scale,
         heartbeat_interval=float(cfg.run["heartbeat_interval"]), nm_expiry=int(cfg.run["nm_expiry"]),
-        name=cfg.name, seed=seed))
-    hosts = {}
+        am_expiry=int(cfg.run["am_expiry"]), max_attempts=int(cfg.run["max_attempts"]),
+        state_dir=str(state_dir), secret=secret, name=cfg.name, seed=seed))
+    hosts, host_of_node = {}, {}
     for i, (rid, specs) in enumerate(plan.hosted.items()):
         container_actor = (session.add(make_container_executor(rid))
                            if chosen == "actor" and kind == "cpu" else None)
         hosts[f"nm-{i}"] = session.add(NodeManagerHost.options(
-            name=f"rayrm-nm-{i}", namespace=NAMESPACE, scheduling_strategy=Affinity(rid, soft=False)).remote(
+            name=f"rayrm-nm-{i}", namespace=NAMESPACE, max_restarts=NM_HOST_RESTARTS,
+            scheduling_strategy=Affinity(rid, soft=False)).remote(
             f"nm-{i}", rm, specs, rid, interval_wall=interval_wall, executor=chosen,
-            container_actor=container_actor, events=plan.events.get(rid, ())))
+            container_actor=container_actor, events=plan.events.get(rid, ()), secret=secret))
+        host_of_node.update({s.name: f"nm-{i}" for s in specs})
+        host_of_node.update({e[2]: f"nm-{i}" for e in plan.events.get(rid, ()) if e[1] == "join"})
     ray.get([h.prewarm.remote(plan.warm[rid]) for h, rid in zip(hosts.values(), plan.hosted)])
     ray.get([h.register.remote() for h in hosts.values()])
     jobs = [AMJob(j.app, tuple(float(x) for x in j.task_durations(seed))) for j in cfg.jobs]
@@ -231,11 +258,22 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     done_ref = am.run.remote(start_wall)
     total = sum(j.app.num_tasks for j in cfg.jobs)
     max_task = max((max(a.durations) if a.durations else 0.0) for a in jobs) * scale
-    outcome = watch(rm, done_ref, total, policy_name, progress, stall_after=120.0 + 3 * max_task,
-                    hosts=list(hosts.values()))
-    host_stats = ray.get([h.stop.remote() for h in hosts.values()])
-    exported = ray.get(rm.export.remote())
+    injector = None
+    if faults:
+        nms_on = {rid: sorted(s.name for s in specs) for rid, specs in plan.hosted.items()}
+        expiry = max(MIN_EXPIRY_WALL, int(cfg.run["nm_expiry"]) * interval_wall)
+        injector = FaultInjector(faults, start_wall=start_wall, time_scale=scale, rm=rm, am=am, hosts=hosts,
+                                 host_of_node=host_of_node, ray_nodes=ray_nodes, nms_on_ray_node=nms_on,
+                                 nm_restart_after=2 * expiry, kill_ray_node=kill_ray_node)
+    supervisor = Supervisor(rm, hosts, injector, start_wall=start_wall, time_scale=scale, total=total,
+                            label=policy_name, progress=progress, stall_after=120.0 + 3 * max_task)
+    outcome = supervisor.run(done_ref)
+    host_stats = supervisor.stop_hosts()
+    exported = rm_call(rm, "export")
     wall_seconds = time.time() - start_wall
+    rm_call(rm, "stop")
+    import shutil  # noqa: PLC0415
+    shutil.rmtree(state_dir, ignore_errors=True)
 
     log = exported["log"]
     rtt = [x for s in host_stats for x in s["rtt"]]
@@ -261,41 +299,28 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
         "refused_calls": exported["progress"]["refused"],
         "rm_calls": exported["calls"],
     }
+    if faults:
+        extra["faults"] = {"injected": [f.text for f, _ in injector.done],
+                           "rm_restarts": exported["progress"]["epoch"],
+                           "nm_host_restarts": supervisor.host_restarts,
+                           "nm_hosts_lost": sorted(supervisor.dead_hosts),
+                           "am_crashes": outcome.get("crashes", 0)}
     if out is not None:
         return log.write(out, wall_seconds=wall_seconds, **extra)
     return log.summary(wall_seconds=wall_seconds, **extra)
 
 
-def watch(rm, done_ref, total: int, label: str, progress: bool | None, stall_after: float,
-          hosts=()) -> dict:
-    """Wait for the AM host, printing progress on stderr; raise if an NM host's heartbeat
-    loop died or nothing moves for ``stall_after`` seconds."""
-    import ray  # noqa: PLC0415
-    show = sys.stderr.isatty() if progress is None else progress
-    tty = sys.stderr.isatty()
-    last_change, last_key, last_print = time.time(), None, 0.0
-    while True:
-        ready, _ = ray.wait([done_ref], timeout=1.0)
-        p = ray.get(rm.progress.remote())
-        errors = [e for e in ray.get([h.health.remote() for h in hosts]) if e]
-        if errors:
-            raise RuntimeError(f"a NodeManager host failed: {errors[0]}")
-        now = time.time()
-        key = (p["finished"], p["allocations"], p["running"])
-        if key != last_key:
-            last_key, last_change = key, now
-        if show and (tty or now - last_print >= 10.0 or ready):
-            line = (f"rayrm replay [{label}] t={p['time']:8.1f}s  running {p['running']:5d}  "
-                    f"finished {p['finished']}/{total}  pending {p['pending']}")
-            print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
-            last_print = now
-        if ready:
-            if show and tty:
-                print(file=sys.stderr)
-            return ray.get(done_ref)
-        if now - last_change > stall_after:
-            raise RuntimeError(f"the replay made no progress for {stall_after:.0f}s "
-                               f"(finished {p['finished']}/{total}, pending {p['pending']})")
+def _state_dir(out) -> Path:
+    """Where the RM keeps its snapshot and journal: <out>/rm-state (absolute: actors run
+    elsewhere), or a fresh temporary directory; emptied first (a new RM must not recover)."""
+    import shutil  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+    if out is None:
+        return Path(tempfile.mkdtemp(prefix="rayrm-rm-state-"))
+    path = Path(out).resolve() / "rm-state"
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
 
 
 def twin_comparison(cfg: ExperimentConfig, policy: str, seed: int, out, summary: dict) -> dict:

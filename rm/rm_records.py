@@ -12,22 +12,34 @@ from rm.model import AppSpec, NodeSpec
 from rm.protocol import Allocation, ContainerStatus
 
 # Container life at the RM: ALLOCATED (placed, not yet given to the AM) -> ACQUIRED
-# (delivered) -> RUNNING (the NM launched it) -> COMPLETE; or RELEASED (the AM gave it back).
+# (delivered) -> RUNNING (the NM launched it) -> COMPLETE; or RELEASED (the AM gave it back,
+# or its attempt failed before launching it).
 ALLOCATED, ACQUIRED, RELEASED = "ALLOCATED", "ACQUIRED", "RELEASED"
 
 
 @dataclass
 class NodeRecord:
+    """One NodeManager as the RM sees it.
+
+    ``host`` is the NM host (caller id) that registered it: only that host may
+    heartbeat for it while it is alive.  ``resync`` is set when the RM recovered
+    from a restart: the NM's next heartbeat is answered RESYNC and it registers again
+    with its containers.
+    """
+
     spec: NodeSpec
     host: str = ""
     ray_node: str = ""
     alive: bool = False
     last_seen: float = 0.0
     cleanup: list[int] = field(default_factory=list)
+    resync: bool = False
 
 
 @dataclass
 class ContainerRecord:
+    """One container; ``attempt`` is the task attempt number the RM gave it (0, 1, ...)."""
+
     container: int
     app: str
     node: str
@@ -40,6 +52,15 @@ class ContainerRecord:
 
 @dataclass
 class AppRecord:
+    """One application and its current attempt (YARN RMApp + RMAppAttempt).
+
+    ``attempt`` is the current attempt number; ``launching`` means the RM has
+    started that attempt (after the previous one failed) and it has not registered
+    yet.  ``last_seen`` is the current attempt's last call (AM liveness).
+    ``task_attempts`` numbers each task's attempts in the order NMs report them
+    running, so tasks.csv has one row per attempt whatever the AMs number them.
+    """
+
     spec: AppSpec
     host: str
     attempt: int
@@ -48,5 +69,9 @@ class AppRecord:
     completed: list[ContainerStatus] = field(default_factory=list)
     asked: dict[int, float] = field(default_factory=dict)   # task -> trace time of its latest ask
     finished_tasks: set[int] = field(default_factory=set)
+    task_attempts: dict[int, int] = field(default_factory=dict)
     last_finish: float | None = None
     done: bool = False
+    last_seen: float = 0.0
+    launching: bool = False
+    resync: bool = False

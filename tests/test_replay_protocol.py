@@ -31,7 +31,7 @@ class Driver:
         self.now = 0.0
         self.call("nm", self.rm.register_nodes, [NodeRegistration(
             n.name, dict(n.capacity), dict(n.attributes), "ray-a", 0) for n in NODES])
-        self.rm.start_clock(0.0)
+        self.rm.start_clock(0.0, 0.0)
 
     def call(self, caller, method, payload, *, again: bool = False):
         if not again:

@@ -1,0 +1,140 @@
+"""The ResourceManager's durable state: a snapshot plus a journal of calls (YARN's RMStateStore).
+
+``ResourceManagerState`` is a deterministic function of the calls made on it
+(every method takes the wall time ``now`` as an argument and reads nothing else
+from the world), so the RM persists *calls*, not effects:
+
+* the **journal** — every state-changing call, appended as
+  ``(method, now, args)`` after it is applied and before its answer leaves the
+  actor.  A call whose answer a caller saw is therefore in the journal; a call
+  that died with the RM before being journaled was never answered, and its
+  caller retries it with the same request id;
+* a **snapshot** — the whole state pickled every ``SNAPSHOT_RECORDS`` records (or
+  ``SNAPSHOT_SECONDS``), after which a new journal starts and the old one is deleted.
+
+Recovery loads the snapshot and applies the journal's records in order; the
+kept answers (``_responses``) come back with the rest, so a call retried across
+the restart gets the answer it would have got and allocates nothing twice.
+
+Files (in the directory given, ``<run dir>/rm-state`` by default)::
+
+    snapshot.pkl        pickle of (generation, state); replaced atomically (os.replace)
+    journal-<g>.log     records after snapshot g: [u32 length][u32 crc32][pickle]
+
+A record cut short or failing its checksum ends the journal (a torn last write).
+
+Why files: the RM actor is pinned to the driver's Ray node (its restart lands
+there too), and the run directory is on that node's disk, so a restarted actor
+reads what the dead one wrote, whichever process it is; an append costs a
+``write`` to the page cache, which survives the process being killed; the files
+outlive Ray itself for a post-mortem; and nothing depends on Ray internals.  A
+store actor would keep the state in one more process that can die, and would
+put an RPC on every call.
+"""
+
+from __future__ import annotations
+
+import copyreg
+import itertools
+import os
+import pickle
+import re
+import struct
+import zlib
+from pathlib import Path
+
+SNAPSHOT_RECORDS = 20_000
+SNAPSHOT_SECONDS = 30.0
+_HEADER = struct.Struct("<II")
+
+
+def _reduce_count(counter: itertools.count):
+    """Pickle an ``itertools.count`` by its next value (its own pickling is deprecated)."""
+    text = repr(counter)                       # count(5) or count(5, 2)
+    args = tuple(int(x) if re.fullmatch(r"-?\d+", x) else float(x)
+                 for x in text[text.index("(") + 1:-1].split(", "))
+    return itertools.count, args
+
+
+copyreg.pickle(itertools.count, _reduce_count)
+
+
+class StateStore:
+    """Snapshot + journal of one RM's calls in ``directory`` (see the module docstring)."""
+
+    def __init__(self, directory: str | Path):
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.generation = 0
+        self.records = 0                 # journal records since the last snapshot
+        self._fd: int | None = None
+
+    @property
+    def snapshot_path(self) -> Path:
+        return self.dir / "snapshot.pkl"
+
+    def journal_path(self, generation: int) -> Path:
+        return self.dir / f"journal-{generation}.log"
+
+    def exists(self) -> bool:
+        """Whether an RM wrote state here before (so this one is a restart)."""
+        return self.snapshot_path.exists()
+
+    # ----- writing ---------------------------------------------------------------
+
+    def append(self, method: str, now: float, args: tuple) -> None:
+        """Journal one applied call (a single write: a killed process never half-writes it)."""
+        body = pickle.dumps((method, now, args), protocol=pickle.HIGHEST_PROTOCOL)
+        os.write(self._fd, _HEADER.pack(len(body), zlib.crc32(body)) + body)
+        self.records += 1
+
+    def snapshot(self, state) -> None:
+        """Write the whole state as generation g+1, start journal g+1, drop journal g."""
+        nxt = self.generation + 1
+        tmp = self.dir / "snapshot.pkl.tmp"
+        with open(tmp, "wb") as fh:
+            pickle.dump((nxt, state), fh, protocol=pickle.HIGHEST_PROTOCOL)
+        new_fd = os.open(self.journal_path(nxt), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o644)
+        os.replace(tmp, self.snapshot_path)
+        old, self._fd = self._fd, new_fd
+        if old is not None:
+            os.close(old)
+        self.journal_path(self.generation).unlink(missing_ok=True)
+        self.generation, self.records = nxt, 0
+
+    # ----- reading -----------------------------------------------------------------
+
+    def load(self):
+        """(state, records) from the snapshot and its journal; opens the journal to append."""
+        with open(self.snapshot_path, "rb") as fh:
+            self.generation, state = pickle.load(fh)
+        path = self.journal_path(self.generation)
+        records = list(read_journal(path)) if path.exists() else []
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.records = len(records)
+        return state, records
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def read_journal(path: Path):
+    """The journal's records in order, stopping at a torn or corrupt tail."""
+    data = Path(path).read_bytes()
+    pos = 0
+    while pos + _HEADER.size <= len(data):
+        length, crc = _HEADER.unpack_from(data, pos)
+        body = data[pos + _HEADER.size: pos + _HEADER.size + length]
+        if len(body) < length or zlib.crc32(body) != crc:
+            return
+        yield pickle.loads(body)
+        pos += _HEADER.size + length
+
+
+def replay_records(state, records) -> int:
+    """Apply journal records to ``state`` (the calls it saw after its snapshot); returns how many."""
+    for method, now, args in records:
+        getattr(state, method)(now, *args)
+    return len(records)
