@@ -43,6 +43,7 @@ import time
 import ray
 
 from nodes.executors import ContainerExecutor, Launcher
+from rm.actor import NAMESPACE
 from rm.model import NodeSpec
 from rm.protocol import (
     COMPLETE,
@@ -91,6 +92,10 @@ class NodeManagerHost:
                  interval_wall: float, executor: str = "actor", container_actor=None,
                  batch_window: float | None = None, keep_samples: bool = True, events=(),
                  secret: bytes = b""):
+        # ``rm``: the RM's handle, or its actor name (a restartable actor holding a handle
+        # among its constructor arguments makes Ray warn that a restart may fail).
+        if isinstance(rm, str):
+            rm = ray.get_actor(rm, namespace=NAMESPACE)
         self.host_id, self.rm, self.ray_node = host_id, rm, ray_node
         self.secret = secret
         self._events = sorted(events, key=lambda e: e[0])   # (trace time, join|leave, name, spec)

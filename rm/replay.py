@@ -241,7 +241,7 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
         hosts[f"nm-{i}"] = session.add(NodeManagerHost.options(
             name=f"rayrm-nm-{i}", namespace=NAMESPACE, max_restarts=NM_HOST_RESTARTS,
             scheduling_strategy=Affinity(rid, soft=False)).remote(
-            f"nm-{i}", rm, specs, rid, interval_wall=interval_wall, executor=chosen,
+            f"nm-{i}", RM_NAME, specs, rid, interval_wall=interval_wall, executor=chosen,
             container_actor=container_actor, events=plan.events.get(rid, ()), secret=secret))
         host_of_node.update({s.name: f"nm-{i}" for s in specs})
         host_of_node.update({e[2]: f"nm-{i}" for e in plan.events.get(rid, ()) if e[1] == "join"})
