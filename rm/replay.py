@@ -248,8 +248,9 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     ray.get([h.prewarm.remote(plan.warm[rid]) for h, rid in zip(hosts.values(), plan.hosted)])
     ray.get([h.register.remote() for h in hosts.values()])
     jobs = [AMJob(j.app, tuple(float(x) for x in j.task_durations(seed))) for j in cfg.jobs]
+    # The AM host lives with the RM on the driver's node (Ray node 0, which kill-ray-node refuses).
     am = session.add(ApplicationMasterHost.options(
-        name="rayrm-am-0", namespace=NAMESPACE, scheduling_strategy=Affinity(here, soft=True)).remote(
+        name="rayrm-am-0", namespace=NAMESPACE, scheduling_strategy=Affinity(here, soft=False)).remote(
         "am-0", rm, hosts, jobs, time_scale=scale, interval_wall=interval_wall, payload=kind))
     ray.get(am.ready.remote())
 

@@ -196,4 +196,5 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
                 "total_tasks": self.total_tasks, "pending": self.pending_asks,
                 "allocations": self.allocations, "heartbeats": self.heartbeats,
                 "duplicate_finishes": self.duplicate_finishes, "refused": self.refused,
-                "nodes_alive": sum(1 for r in self.nodes.values() if r.alive), "epoch": self.epoch}
+                "nodes_alive": sum(1 for r in self.nodes.values() if r.alive), "epoch": self.epoch,
+                "hosts_alive": sorted({r.host for r in self.nodes.values() if r.alive})}

@@ -31,6 +31,8 @@ TASKS = {"app": "str", "task": "int", "attempt": "int", "node": "str", "submit":
          "start": "float?", "finish": "float?", "status": "str"}
 SHARES = {"time": "float", "app": "str", "task_share": "float?", "dominant_share": "float?",
           "cpu_share": "float?", "mem_share": "float?", "running": "float?"}
+EVENTS = {"time": "float", "wall_time": "float?", "kind": "str", "app": "str", "task": "str",
+          "container": "str", "node": "str", "detail": "str"}
 NODE_META = ("node", "ray_node")
 
 
@@ -117,6 +119,10 @@ class RunDir:
     @cached_property
     def shares(self) -> pd.DataFrame:
         return read_table(self.path / "shares.csv", SHARES)
+
+    @cached_property
+    def events(self) -> pd.DataFrame:
+        return read_table(self.path / "events.csv", EVENTS)
 
     @cached_property
     def summary(self) -> dict:

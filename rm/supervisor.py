@@ -94,17 +94,56 @@ class FaultInjector:
 
 
 def kill_raylet(node_id: str) -> None:
-    """Take a Ray node down: a task pinned there kills its raylet (the worker's parent)."""
+    """Take a Ray node down as a machine failure would: a task pinned there kills the
+    node's raylet (the worker's parent) and every process it started, itself last.
+
+    Killing the raylet alone is not enough: actors there keep running and calling
+    each other directly for a while.  Linux (/proc); elsewhere only the raylet dies.
+    """
     import ray  # noqa: PLC0415
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415
 
     @ray.remote(num_cpus=0, max_retries=0)
-    def _kill_parent_raylet():
+    def _kill_node():
         import os  # noqa: PLC0415
         import signal  # noqa: PLC0415
-        os.kill(os.getppid(), signal.SIGKILL)
+        raylet, me = os.getppid(), os.getpid()
+        doomed = _descendants(raylet)              # before the kill: then they are re-parented
+        os.kill(raylet, signal.SIGKILL)
+        for pid in doomed:
+            if pid != me:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        os.kill(me, signal.SIGKILL)
 
-    _kill_parent_raylet.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote()
+    _kill_node.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote()
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children, theirs, ...) from /proc; [] without /proc."""
+    import os  # noqa: PLC0415
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for d in entries:
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
 
 
 class Supervisor:
@@ -186,9 +225,14 @@ class Supervisor:
         resuming[self.hosts[hid].resume.remote(self.start_wall, self.scale)] = hid
 
     def stop_hosts(self, timeout: float = 10.0) -> list[dict]:
-        """Stop every host still running; returns their measurements."""
+        """Stop every host that still runs a live NM; returns their measurements.
+
+        A host on a Ray node that died may not be known dead yet; the RM, which lost
+        its NMs, says which hosts are worth asking.
+        """
         import ray  # noqa: PLC0415
-        refs = [h.stop.remote() for hid, h in self.hosts.items() if hid not in self.dead_hosts]
+        alive = set(rm_call(self.rm, "progress")["hosts_alive"])
+        refs = [h.stop.remote() for hid, h in self.hosts.items() if hid in alive and hid not in self.dead_hosts]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
         out = []
         for ref in ready:

@@ -18,12 +18,12 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from ray.cluster_utils import Cluster  # noqa: E402
+from test_replay import CONFIG, config  # noqa: E402
 
 from rm.check import check_run  # noqa: E402
 from rm.native import POOL_LABEL, ray_start_args  # noqa: E402
 from rm.replay import SYSTEM_CONFIG, replay  # noqa: E402
 from rm.rundir import RunDir  # noqa: E402
-from test_replay import config  # noqa: E402
 
 SMALL_STORE = 80 * 1024 * 1024
 
@@ -70,3 +70,28 @@ def test_ray_native_runs_the_trace_on_rays_scheduler(two_nodes, tmp_path):
     assert set(run.tasks[run.tasks.app == "j2"].node) <= {"a1", "a2"}
     pools = {n["NodeID"]: n["Labels"][POOL_LABEL] for n in ray.nodes() if n["Alive"]}
     assert {pools[r] for r in run.nodes.ray_node} == {"p0", "p1"}
+
+
+def test_losing_a_ray_node_mid_replay_loses_its_nms_and_the_tasks_rerun(two_nodes, tmp_path):
+    """kill-ray-node:1@5 kills the second Ray node's raylet: the NM host there dies with
+    b1 and b2; their tasks run again on a1, a2 (head); every invariant still holds.
+
+    Runs last in this module: the cluster has one node afterwards.
+    """
+    ssd_node = two_nodes
+    # Slower than the other tests (4 wall seconds per 20 trace seconds, j1's tasks 10 s), so
+    # the raylet's death, its workers exiting and NM expiry all happen mid-replay.
+    jobs = [dict(CONFIG["workload"]["jobs"][0], duration={"mean": 10, "jitter": 0.2}),
+            CONFIG["workload"]["jobs"][1]]
+    summary = replay(config(workload={"jobs": jobs}), out=tmp_path, time_scale=0.2,
+                     faults=["kill-ray-node:1@5"], progress=False)
+    result = check_run(tmp_path)
+    assert result.ok, result.report()
+    run = RunDir(tmp_path)
+    lost = run.events[run.events.kind == "node_lost"]
+    assert sorted(lost.node) == ["b1", "b2"]
+    assert summary["tasks"]["finished"] == 30 and summary["tasks"]["lost"] >= 1
+    later = run.tasks[run.tasks.start > lost.time.max()]
+    assert len(later) and set(later.node) <= {"a1", "a2"}     # only the head's NMs are left
+    where = dict(zip(run.nodes.node, run.nodes.ray_node))
+    assert {where[n] for n in later.node} == {ssd_node}
