@@ -13,7 +13,9 @@ prints:
   NM's lateness (due -> answered; negative when its batch went out early)
   p50/p99 (the goal: p99 <= 100 ms).
 
-``--apps K`` adds K small always-asking apps so heartbeats also schedule.
+``--journal`` runs the RM as a replay does, journaling every call and
+snapshotting its state (rm/recovery.py) so it could survive a restart; without
+it the RM keeps its state in memory only.
 
     python benchmarks/bench_heartbeats.py [--nms 2000] [--seconds 60] [--address auto]
 """
@@ -21,6 +23,7 @@ prints:
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
 
 import numpy as np
@@ -42,6 +45,7 @@ def main() -> None:
     ap.add_argument("--hosts", type=int, default=0, help="NM host actors (default: one per Ray node)")
     ap.add_argument("--warmup", type=float, default=5.0)
     ap.add_argument("--address")
+    ap.add_argument("--journal", action="store_true", help="journal and snapshot the RM's state, as a replay does")
     args = ap.parse_args()
 
     started = connect(args.address)
@@ -60,7 +64,8 @@ def main() -> None:
     rm = ResourceManager.options(name=RM_NAME, namespace=NAMESPACE,
                                  scheduling_strategy=Affinity(here, soft=True)).remote(
         dims=("cpu", "memory_mb"), nodes=nodes, policy="tsf", policy_name="tsf", time_scale=1.0,
-        heartbeat_interval=args.interval, nm_expiry=10)
+        heartbeat_interval=args.interval, nm_expiry=10,
+        state_dir=tempfile.mkdtemp(prefix="bench-rm-state-") if args.journal else None)
     hosts = [NodeManagerHost.options(scheduling_strategy=Affinity(rid, soft=False)).remote(
         f"nm-{i}", rm, specs, rid, interval_wall=args.interval) for i, (rid, specs) in enumerate(groups)]
     t_reg = time.time()

@@ -115,5 +115,5 @@ def check_cluster(faults: list[Fault], ray_nodes: int, nm_hosts: int) -> None:
             if f.index >= ray_nodes:
                 raise InputError(f"fault {f.text!r}: the Ray cluster has {ray_nodes} nodes (0..{ray_nodes - 1})")
         if f.kind == "kill-nm-host" and f.index >= nm_hosts:
-            raise InputError(f"fault {f.text!r}: the replay has {nm_hosts} NodeManager hosts "
-                             f"(0..{nm_hosts - 1})")
+            many = f"s (0..{nm_hosts - 1})" if nm_hosts > 1 else " (0)"
+            raise InputError(f"fault {f.text!r}: the replay has {nm_hosts} NodeManager host{many}")

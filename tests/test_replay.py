@@ -111,3 +111,20 @@ def test_replay_tracks_the_simulator_on_the_same_seed(local_ray, tmp_path):
     sim = RunDir(tmp_path / "twin").tasks.set_index(["app", "task"])
     ran = (mine.finish - mine.start) - (sim.finish - sim.start)
     assert ran.abs().max() < 1.0
+
+
+def test_the_replay_cli_rejects_jobs_no_node_can_run_with_the_reason(local_ray, tmp_path, capsys):
+    """Through ``rayrm replay`` (it joins this module's Ray session): a demand naming a
+    resource no node has, a constraint no node matches, a demand above every eligible
+    node — each rejected with its reason in jobs.csv — and the rest runs."""
+    import yaml
+    from test_bad_input import REASONS, REJECTS
+
+    from rm.cli import main
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(dict(REJECTS, run={"time_scale": 0.05})))
+    assert main(["replay", str(tmp_path / "c.yaml"), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
+    assert "rejected" in capsys.readouterr().out
+    jobs = RunDir(tmp_path / "out").jobs.set_index("app")
+    assert jobs.at["ok", "status"] == "finished"
+    assert {a: jobs.at[a, "reason"] for a in REASONS} == REASONS
+    assert check_run(tmp_path / "out").ok
