@@ -43,17 +43,8 @@ from dataclasses import dataclass
 import ray
 
 from rm.model import AppSpec
-from rm.protocol import (
-    FENCED,
-    FINISHED,
-    NORMAL,
-    RESYNC,
-    SHUTDOWN,
-    AllocateRequest,
-    AppRegistered,
-    AppRegistration,
-    ContainerLaunch,
-)
+from rm.protocol import (FENCED, FINISHED, NORMAL, RESYNC, SHUTDOWN, AllocateRequest, AppRegistered,
+                         AppRegistration, ContainerLaunch)
 from rm.retry import call_with_retry
 
 # AM states: waiting (not submitted) -> registering -> active -> done; rejected; failed

@@ -152,3 +152,9 @@ def choose_executor(requested: str, peaks: dict[str, int], cpus: dict[str, float
         return requested
     fits = all(peaks[n] <= TASK_WORKERS_PER_CPU * max(1.0, cpus.get(n, 1.0)) for n in peaks)
     return "task" if fits else "actor"
+
+
+def make_container_executor(ray_node: str):
+    """An ``actor``-executor ContainerExecutor pinned to ``ray_node``."""
+    return ContainerExecutor.options(
+        scheduling_strategy=NodeAffinitySchedulingStrategy(ray_node, soft=False)).remote()

@@ -42,46 +42,13 @@ import time
 
 import ray
 
-from nodes.executors import ContainerExecutor, Launcher
+from nodes.executors import Launcher
+from nodes.nm import NodeManagerState
 from rm.actor import NAMESPACE
 from rm.model import NodeSpec
-from rm.protocol import (
-    COMPLETE,
-    FAILED,
-    FINISHED,
-    KILLED,
-    NORMAL,
-    RESYNC,
-    RUNNING,
-    ContainerLaunch,
-    ContainerStatus,
-    NodeHeartbeat,
-    NodeRegistration,
-    token_valid,
-)
+from rm.protocol import (COMPLETE, FAILED, FINISHED, KILLED, NORMAL, RESYNC, RUNNING, ContainerLaunch,
+                         ContainerStatus, NodeHeartbeat, token_valid)
 from rm.retry import call_with_retry
-
-
-class _NM:
-    """One logical NodeManager's state inside the host."""
-
-    __slots__ = ("spec", "alive", "due", "new", "unacked", "containers", "refused")
-
-    def __init__(self, spec: NodeSpec, due: float):
-        self.spec = spec
-        self.alive = True
-        self.due = due
-        self.new: list[ContainerStatus] = []                 # RUNNING, not yet reported
-        self.unacked: dict[int, ContainerStatus] = {}        # COMPLETE, not yet acknowledged
-        self.containers: dict[int, tuple[ContainerLaunch, float, object]] = {}
-        self.refused: list[tuple[int, str, str]] = []        # launches refused, not yet reported
-
-    def registration(self, ray_node: str) -> NodeRegistration:
-        """RegisterNodeManager: capacity, attributes, and every container it still knows."""
-        running = [ContainerStatus(launch.container, launch.app, launch.task, launch.attempt, launch.node,
-                                   RUNNING, launched) for launch, launched, _ in self.containers.values()]
-        return NodeRegistration(self.spec.name, dict(self.spec.capacity), dict(self.spec.attributes),
-                                ray_node, 0, tuple(running) + tuple(self.unacked.values()))
 
 
 @ray.remote(num_cpus=0, max_concurrency=10_000)
@@ -105,7 +72,7 @@ class NodeManagerHost:
         self.window = interval_wall / 10 if batch_window is None else batch_window
         n = max(1, len(nodes))
         now = time.time()
-        self.nms = {s.name: _NM(s, now + self.interval * (i + 0.5) / n) for i, s in enumerate(nodes)}
+        self.nms = {s.name: NodeManagerState(s, now + self.interval * (i + 0.5) / n) for i, s in enumerate(nodes)}
         self._heap = [(nm.due, name) for name, nm in self.nms.items()]
         heapq.heapify(self._heap)
         self.launcher = Launcher(executor, ray_node, container_actor)
@@ -137,7 +104,7 @@ class NodeManagerHost:
             self._loop_task = asyncio.get_running_loop().create_task(self._heartbeat_loop())
         return {name: self.ray_node for name, nm in self.nms.items() if nm.alive}
 
-    async def _register(self, nms: list[_NM]) -> None:
+    async def _register(self, nms: list[NodeManagerState]) -> None:
         """RegisterNodeManager for ``nms``; an NM the RM refuses stops."""
         regs = [nm.registration(self.ray_node) for nm in nms]
         actions = await self._call("register_nodes", regs)
@@ -260,7 +227,7 @@ class NodeManagerHost:
         old = self.nms.get(spec.name)
         if old is not None and old.alive:
             return
-        nm = _NM(spec, time.time() + self.interval)
+        nm = NodeManagerState(spec, time.time() + self.interval)
         self.nms[spec.name] = nm
         await self._register([nm])
         heapq.heappush(self._heap, (nm.due, spec.name))
@@ -278,7 +245,7 @@ class NodeManagerHost:
         self._events = [e for e in self._events if start_wall + e[0] * time_scale > now]
         for _, kind, name, spec in past:
             if kind == "join":
-                self.nms[name] = _NM(spec, now + self.interval)
+                self.nms[name] = NodeManagerState(spec, now + self.interval)
             else:
                 self.nms.pop(name, None)
         self._heap = [(nm.due, name) for name, nm in self.nms.items()]
@@ -317,7 +284,7 @@ class NodeManagerHost:
             out.append("ok")
         return out
 
-    async def _watch(self, nm: _NM, launch: ContainerLaunch, launched: float, ref) -> None:
+    async def _watch(self, nm: NodeManagerState, launch: ContainerLaunch, launched: float, ref) -> None:
         start = finish = None
         exit_, detail = FINISHED, ""
         try:
@@ -336,7 +303,7 @@ class NodeManagerHost:
         if self._wake is not None:
             self._wake.set()
 
-    def _kill(self, nm: _NM, cid: int) -> None:
+    def _kill(self, nm: NodeManagerState, cid: int) -> None:
         entry = nm.containers.get(cid)
         if entry is not None:
             self.launcher.kill(entry[2])
@@ -434,10 +401,3 @@ class NodeManagerHost:
         if not self._stopped:
             self.stats["restarted_nms"] += 1
             await self._join(spec)
-
-
-def make_container_executor(ray_node: str):
-    """An ``actor``-executor ContainerExecutor pinned to ``ray_node``."""
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415
-    return ContainerExecutor.options(
-        scheduling_strategy=NodeAffinitySchedulingStrategy(ray_node, soft=False)).remote()

@@ -47,15 +47,8 @@ import time
 
 import ray
 
-from rm.protocol import (
-    AllocateRequest,
-    AllocateResponse,
-    AppRegistered,
-    AppRegistration,
-    NodeHeartbeat,
-    NodeHeartbeatResponse,
-    NodeRegistration,
-)
+from rm.protocol import (AllocateRequest, AllocateResponse, AppRegistered, AppRegistration, NodeHeartbeat,
+                         NodeHeartbeatResponse, NodeRegistration)
 from rm.recovery import SNAPSHOT_RECORDS, SNAPSHOT_SECONDS, StateStore, replay_records
 from rm.rm_state import ResourceManagerState
 

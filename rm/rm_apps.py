@@ -29,18 +29,8 @@ app's container is refused and logged (``refused``).
 
 from __future__ import annotations
 
-from rm.protocol import (
-    FENCED,
-    NORMAL,
-    RESYNC,
-    RUNNING,
-    SHUTDOWN,
-    AllocateRequest,
-    AllocateResponse,
-    AppRegistered,
-    AppRegistration,
-    ContainerStatus,
-)
+from rm.protocol import (FENCED, NORMAL, RESYNC, RUNNING, SHUTDOWN, AllocateRequest, AllocateResponse,
+                         AppRegistered, AppRegistration, ContainerStatus)
 from rm.rm_records import ACQUIRED, ALLOCATED, RELEASED, AppRecord
 
 

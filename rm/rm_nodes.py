@@ -24,19 +24,8 @@ killed if the NM says it runs.
 from __future__ import annotations
 
 from rm.model import NodeSpec, Resources
-from rm.protocol import (
-    COMPLETE,
-    FENCED,
-    FINISHED,
-    LOST,
-    NORMAL,
-    RESYNC,
-    RUNNING,
-    ContainerStatus,
-    NodeHeartbeat,
-    NodeHeartbeatResponse,
-    NodeRegistration,
-)
+from rm.protocol import (COMPLETE, FENCED, FINISHED, LOST, NORMAL, RESYNC, RUNNING, ContainerStatus,
+                         NodeHeartbeat, NodeHeartbeatResponse, NodeRegistration)
 from rm.rm_records import ACQUIRED, ALLOCATED, RELEASED, ContainerRecord, NodeRecord
 
 

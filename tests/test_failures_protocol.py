@@ -21,23 +21,9 @@ from pathlib import Path
 from test_replay_protocol import APP, NODES
 
 from rm.model import AppSpec, Resources
-from rm.protocol import (
-    COMPLETE,
-    FENCED,
-    FINISHED,
-    LOST,
-    RESYNC,
-    RUNNING,
-    SHUTDOWN,
-    AllocateRequest,
-    AppRegistration,
-    ContainerLaunch,
-    ContainerStatus,
-    NodeHeartbeat,
-    NodeRegistration,
-    container_token,
-    token_valid,
-)
+from rm.protocol import (COMPLETE, FENCED, FINISHED, LOST, RESYNC, RUNNING, SHUTDOWN, AllocateRequest,
+                         AppRegistration, ContainerLaunch, ContainerStatus, NodeHeartbeat, NodeRegistration,
+                         container_token, token_valid)
 from rm.recovery import StateStore, read_journal, replay_records
 from rm.rm_records import RELEASED
 from rm.rm_state import ResourceManagerState
