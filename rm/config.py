@@ -17,7 +17,9 @@
            duration: {mean: 23.2, jitter: 0.2}, weight: 1, constraint: "node in (n01..n50)"}
       file: jobs.csv                     # ... and/or a job table next to the config
     policy: tsf
-    run: {seed: 1, time_scale: 1.0, heartbeat_interval: 1.0}
+    run: {seed: 1, time_scale: 1.0, heartbeat_interval: 1.0}   # also nm_expiry and am_expiry
+                                         # (heartbeats), max_attempts (of each AM)
+    faults: [kill-nm:n03@60, kill-rm@100]    # injected by `rayrm replay` (rm/faults.py)
 
 The job table (CSV, one job per row, header required) has columns ``id, submit,
 tasks, duration`` and ``demand.<dim>`` per dimension, optionally ``weight`` and
