@@ -4,7 +4,8 @@ With no CONFIG it replays the bundled TSF micro-benchmark (configs/paper-micro.y
 at time scale 0.05 (about 25 wall seconds) unless ``--time-scale`` says otherwise.
 With no ``--address`` it starts a local Ray; ``--address ADDR`` (or ``auto``) joins
 a cluster started with ``ray start``.  Prints the jobs' completion times and the
-scheduling latency; the run directory goes to ``--out``.
+scheduling latency; the run directory goes to ``--out``.  ``--fault SPEC`` (repeatable,
+besides the config's ``faults:``) injects failures; ``rm/faults.py`` lists the kinds.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--twin", action="store_true",
                         help="also simulate the same trace and seed; report completion-time ratios")
     parser.add_argument("--fault", action="append", default=[], metavar="SPEC",
-                        help="inject a fault, e.g. kill-nm:n30@60 (repeatable)")
+                        help="inject a fault at trace time T (repeatable): kill-nm:NODE@T, kill-nm-host:I@T, "
+                             "kill-am:APP@T, kill-rm@T, kill-ray-node:I@T (see rm/faults.py)")
     parser.add_argument("--out", metavar="DIR", help="run directory (default: runs/<config>-<policy>-ray)")
     parser.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
 
@@ -80,5 +82,10 @@ def format_summary(summary: dict, out: str) -> str:
     tasks = summary.get("tasks", {})
     lines.append(f"  tasks: {tasks.get('finished', 0)} finished, {tasks.get('lost', 0)} lost, "
                  f"{tasks.get('killed', 0)} killed, {summary.get('tasks_finished_twice', 0)} finished twice")
+    faults = summary.get("faults")
+    if faults:
+        lines.append(f"  faults: {', '.join(faults['injected'])}; RM restarts {faults['rm_restarts']}, "
+                     f"NM host restarts {faults['nm_host_restarts']}, AM crashes {faults['am_crashes']} "
+                     f"(recovery: python benchmarks/bench_recovery.py --run-dir {out})")
     lines.append(f"  run directory: {out}")
     return "\n".join(lines)
