@@ -70,7 +70,9 @@ def connect(address: str | None, *, num_cpus: int | None = None) -> bool:
         try:
             ray.init(address=address, **kwargs)
         except ConnectionError as e:
-            raise InputError(f"cannot connect to the Ray cluster at {address!r}: {e}") from None
+            raise InputError(f"cannot connect to the Ray cluster at {address!r}: {e} (a cluster started with "
+                             f"RAY_AUTH_MODE=token needs RAY_AUTH_MODE=token here too, and its token in "
+                             f"RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)") from None
         return True
     ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), object_store_memory=OBJECT_STORE_BYTES,
              include_dashboard=False, _system_config=SYSTEM_CONFIG, **kwargs)
