@@ -204,9 +204,16 @@ class ApplicationMasterHost:
         done = [am for am in active if self._current(am) and am.state == "active"
                 and len(am.finished) == am.job.spec.num_tasks]
         if done:
-            await self._call("finish_apps", [(am.app, am.attempt) for am in done])
-            for am in done:
-                am.state = "done"
+            actions = await self._call("finish_apps", [(am.app, am.attempt) for am in done])
+            for am, action in zip(done, actions):
+                if not self._current(am):
+                    continue
+                if action == RESYNC:
+                    am.state = "registering"           # the RM lost track of it: register, finish again
+                elif action == FENCED:
+                    am.state, am.reason = "fenced", "fenced"
+                else:
+                    am.state = "done"
 
     def _completed(self, am: _AM, st) -> None:
         entry = am.running.pop(st.container, None)

@@ -192,6 +192,9 @@ class AppProtocol:
             if app is not None and app.done:
                 out.append(NORMAL)
                 continue
+            if app is not None and app.resync and attempt == app.attempt:
+                app.resync = False                 # finishing is as good as registering again
+                self._resync_apps.discard(app_id)
             app, refusal = self._current(now, app_id, attempt, "finish")
             if app is None:
                 out.append(refusal.action)

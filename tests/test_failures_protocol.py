@@ -21,7 +21,7 @@ from pathlib import Path
 from test_replay_protocol import APP, NODES
 
 from rm.model import AppSpec, Resources
-from rm.protocol import (COMPLETE, FENCED, FINISHED, LOST, RESYNC, RUNNING, SHUTDOWN, AllocateRequest,
+from rm.protocol import (COMPLETE, FENCED, FINISHED, LOST, NORMAL, RESYNC, RUNNING, SHUTDOWN, AllocateRequest,
                          AppRegistration, ContainerLaunch, ContainerStatus, NodeHeartbeat, NodeRegistration,
                          container_token, token_valid)
 from rm.recovery import StateStore, read_journal, replay_records
@@ -361,3 +361,13 @@ def test_recovery_does_not_depend_on_the_process_hash_seed(tmp_path):
 
 def test_the_state_pickles_without_deprecated_counters():
     pickle.dumps(Cluster().rm)
+
+
+def test_an_am_finishing_right_after_a_restart_is_not_sent_back_to_register(tmp_path):
+    c = Cluster(StateStore(tmp_path))
+    c.run(until=8)                             # every task finished; the AM is about to finish
+    assert c.finished["a"] == {0, 1, 2, 3}
+    c.restart()                                # ... when the RM restarts: its finish is the first call
+    assert c.call("am", "finish_apps", [("a", 1)]) == [NORMAL]
+    assert c.rm.log.jobs["a"]["status"] == "finished"
+    assert not c.rm._resync_apps
