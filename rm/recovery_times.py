@@ -17,7 +17,9 @@ kill-am        the attempt declared FAILED                the new attempt has re
                                                           (``am_registered``); it asks for the rest in
                                                           the same heartbeat cycle
 kill-rm        the restarted RM has rebuilt its state     every live NM and AM has resynchronised
-               and serves calls (``rm_recovered``)        with it (``rm_resynced``)
+               and serves calls (``rm_recovered``)        with that RM (``rm_resynced``, same epoch);
+                                                          NMs lost and AM attempts failed meanwhile
+                                                          do not count
 ============== ========================================== =============================================
 
 A fault whose recovery is not in the log (the run ended first) has ``None``.
@@ -58,7 +60,12 @@ def recovery_times(path: str | Path) -> list[dict]:
             recovered = _first(after, "am_registered", app=f.app)
         elif kind == "kill-rm":
             detected = _first(after, "rm_recovered")
-            recovered = _first(after, "rm_resynced")
+            recovered = None
+            if detected is not None:               # the resync of the same RM incarnation
+                back = after[after.kind == "rm_recovered"].iloc[0]
+                epoch = back.detail.split(";")[0]
+                synced = after[(after.kind == "rm_resynced") & after.detail.str.startswith(epoch + ":")]
+                recovered = _row(synced.iloc[0]) if len(synced) else None
         else:
             nodes = affected_nodes(kind, f.node, f.detail)
             gone = after[(after.kind == "node_lost") & after.node.isin(nodes)]

@@ -246,6 +246,7 @@ class AppProtocol:
                 if node is not None and node.alive:
                     node.cleanup.append(c.container)
         self._resync_apps.discard(app_id)
+        self._check_resynced(now)
         if app.attempt >= self.max_attempts:
             self._finish_app(now, app, reason=f"{app.attempt} of {self.max_attempts} attempts failed")
             return
