@@ -27,7 +27,7 @@ from rm.rundir import RunDir  # noqa: E402
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 1024 * 1024,
+    ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=100 * 1024 * 1024,
              namespace="rayrm", logging_level="ERROR", _system_config=SYSTEM_CONFIG)
     yield
     ray.shutdown()
