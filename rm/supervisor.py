@@ -21,22 +21,23 @@ import sys
 import time
 
 from rm.faults import Fault
+from rm.retry import BUDGET, MAX_DELAY
 
 NM_HOST_RESTARTS = 3          # Ray restarts of one NodeManager host actor
 
 
-def rm_call(rm, method: str, *args, timeout: float = 60.0):
-    """``ray.get`` of an RM call, retried while the RM actor restarts."""
+def rm_call(rm, method: str, *args):
+    """``ray.get`` of an RM call, retried while the RM actor restarts (as ``rm.retry`` does)."""
     import ray  # noqa: PLC0415
-    deadline, delay = time.time() + timeout, 0.05
+    deadline, delay = time.time() + BUDGET, 0.05
     while True:
         try:
-            return ray.get(getattr(rm, method).remote(*args), timeout=timeout)
+            return ray.get(getattr(rm, method).remote(*args), timeout=BUDGET)
         except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
             if time.time() > deadline:
                 raise
             time.sleep(delay)
-            delay = min(0.25, delay * 2)
+            delay = min(MAX_DELAY, delay * 2)
 
 
 class FaultInjector:
