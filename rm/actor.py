@@ -137,7 +137,6 @@ class ResourceManager:
             if self.store is not None:
                 self.store.snapshot(self.state)
         self._metrics = _Metrics(policy_name, self.state) if metrics else None
-        self._rate_window: list[tuple[float, int]] = []
 
     # ----- the protocol --------------------------------------------------------
 
