@@ -21,16 +21,8 @@ from test_replay import CONFIG, config  # noqa: E402
 from rm.check import check_run  # noqa: E402
 from rm.errors import InputError  # noqa: E402
 from rm.recovery_times import recovery_times  # noqa: E402
-from rm.replay import SYSTEM_CONFIG, replay  # noqa: E402
+from rm.replay import replay  # noqa: E402
 from rm.rundir import RunDir  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=100 * 1024 * 1024,
-             namespace="rayrm", logging_level="ERROR", _system_config=SYSTEM_CONFIG)
-    yield
-    ray.shutdown()
 
 
 def events(run: RunDir, kind: str):

@@ -15,7 +15,7 @@ ray = pytest.importorskip("ray")
 
 from rm.check import check_run  # noqa: E402
 from rm.config import parse_config  # noqa: E402
-from rm.replay import SYSTEM_CONFIG, replay  # noqa: E402
+from rm.replay import replay  # noqa: E402
 from rm.rundir import RunDir  # noqa: E402
 
 CONFIG = {
@@ -31,14 +31,6 @@ CONFIG = {
     "policy": "tsf",
     "run": {"seed": 3, "time_scale": 0.05},
 }
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=100 * 1024 * 1024,
-             namespace="rayrm", logging_level="ERROR", _system_config=SYSTEM_CONFIG)
-    yield
-    ray.shutdown()
 
 
 def config(**changes):
