@@ -27,8 +27,15 @@ COMMANDS = [
 ]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors on one line (no usage dump), like every other error here."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="rayrm", description="A YARN-style resource manager that replays cluster traces on Ray.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in COMMANDS:
