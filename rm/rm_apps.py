@@ -31,18 +31,16 @@ from __future__ import annotations
 
 from rm.protocol import (FENCED, NORMAL, RESYNC, RUNNING, SHUTDOWN, AllocateRequest, AllocateResponse,
                          AppRegistered, AppRegistration, ContainerStatus)
-from rm.rm_records import ACQUIRED, ALLOCATED, RELEASED, AppRecord
+from rm.rm_records import idempotent, ACQUIRED, ALLOCATED, RELEASED, AppRecord
 
 
 class AppProtocol:
     """ApplicationMaster calls, attempts and AM liveness; mixed into ``ResourceManagerState``."""
 
+    @idempotent
     def register_apps(self, now: float, caller: str, request_id: int,
                       regs: list[AppRegistration]) -> list[AppRegistered]:
         """Apps arrive or attempts (re-)register; see the module docstring."""
-        cached = self._cached(caller, request_id)
-        if cached is not None:
-            return cached
         out = []
         for reg in regs:
             spec = reg.spec
@@ -72,7 +70,7 @@ class AppProtocol:
                                      tuple(sorted(app.finished_tasks)), running))
         self._check_resynced(now)
         self._after(now)
-        return self._remember(caller, request_id, out)
+        return out
 
     def _new_app(self, now: float, caller: str, reg: AppRegistration) -> AppRegistered:
         spec = reg.spec
@@ -105,12 +103,10 @@ class AppProtocol:
             return None, AllocateResponse(req_app, RESYNC)     # register (again) first
         return app, None
 
+    @idempotent
     def allocate(self, now: float, caller: str, request_id: int,
                  requests: list[AllocateRequest]) -> list[AllocateResponse]:
         """AM heartbeats: releases, absolute asks, and what is waiting for each app."""
-        cached = self._cached(caller, request_id)
-        if cached is not None:
-            return cached
         out = []
         for req in requests:
             app, refusal = self._current(now, req.app, req.attempt, "allocate")
@@ -123,7 +119,7 @@ class AppProtocol:
             self._set_ask(app, req.ask - len(app.undelivered))
             out.append(self._deliver(app))
         self._after(now)
-        return self._remember(caller, request_id, out)
+        return out
 
     def poll(self, now: float, caller: str, request_id: int,
              requests: list[AllocateRequest]) -> list[AllocateResponse]:
@@ -143,7 +139,7 @@ class AppProtocol:
                 continue
             app.last_seen = now
             out.append(self._deliver(app))
-        return self._remember(caller, request_id, out)
+        return out
 
     def _deliver(self, app: AppRecord) -> AllocateResponse:
         allocated, app.undelivered = tuple(app.undelivered), []
@@ -180,12 +176,10 @@ class AppProtocol:
             self.scheduler.release(c.container)
             self._touched.add(c.app)
 
+    @idempotent
     def finish_apps(self, now: float, caller: str, request_id: int,
                     items: list[tuple[str, int]]) -> list[str]:
         """AMs unregister (YARN FinishApplicationMaster); containers left are cleaned up."""
-        cached = self._cached(caller, request_id)
-        if cached is not None:
-            return cached
         out = []
         for app_id, attempt in items:
             app = self.apps.get(app_id)
@@ -202,7 +196,7 @@ class AppProtocol:
             self._finish_app(now, app)
             out.append(NORMAL)
         self._after(now)
-        return self._remember(caller, request_id, out)
+        return out
 
     def _finish_app(self, now: float, app: AppRecord, reason: str = "") -> None:
         """The app ends: finished if every task finished once, else failed."""

@@ -26,18 +26,16 @@ from __future__ import annotations
 from rm.model import NodeSpec, Resources
 from rm.protocol import (COMPLETE, FENCED, FINISHED, LOST, NORMAL, RESYNC, RUNNING, ContainerStatus,
                          NodeHeartbeat, NodeHeartbeatResponse, NodeRegistration)
-from rm.rm_records import ACQUIRED, ALLOCATED, RELEASED, ContainerRecord, NodeRecord
+from rm.rm_records import idempotent, ACQUIRED, ALLOCATED, RELEASED, ContainerRecord, NodeRecord
 
 
 class NodeProtocol:
     """NodeManager calls and liveness; mixed into ``ResourceManagerState``."""
 
+    @idempotent
     def register_nodes(self, now: float, caller: str, request_id: int,
                        regs: list[NodeRegistration]) -> list[str]:
         """NMs join, come back after being lost, or register again; an action per NM."""
-        cached = self._cached(caller, request_id)
-        if cached is not None:
-            return cached
         out = []
         for reg in regs:
             rec = self.nodes.get(reg.node)
@@ -67,7 +65,7 @@ class NodeProtocol:
             out.append(NORMAL)
         self._check_resynced(now)
         self._after(now)
-        return self._remember(caller, request_id, out)
+        return out
 
     def _reconcile(self, now: float, rec: NodeRecord, running: tuple[ContainerStatus, ...],
                    rejoin: bool) -> None:
@@ -83,12 +81,10 @@ class NodeProtocol:
             if c.node == name and c.state == RUNNING and c.container not in reported:
                 self._lose_container(now, c, "not reported by its NM when it registered again")
 
+    @idempotent
     def node_heartbeat(self, now: float, caller: str, request_id: int,
                        beats: list[NodeHeartbeat]) -> list[NodeHeartbeatResponse]:
         """NODE_UPDATE for a batch of NMs: apply statuses, schedule, answer each NM."""
-        cached = self._cached(caller, request_id)
-        if cached is not None:
-            return cached
         out = []
         for beat in beats:
             rec = self.nodes.get(beat.node)
@@ -113,7 +109,7 @@ class NodeProtocol:
             out.append(NodeHeartbeatResponse(beat.node, NORMAL, cleanup, tuple(acks)))
         self._schedule(now)
         self._after(now)
-        return self._remember(caller, request_id, out)
+        return out
 
     def _container_status(self, now: float, node: NodeRecord, st: ContainerStatus) -> bool:
         """Apply one reported status; True when a COMPLETE status is recorded (ack it)."""
@@ -218,16 +214,14 @@ class NodeProtocol:
         self._after(now)
         return lost
 
+    @idempotent
     def lose_host(self, now: float, caller: str, request_id: int, host: str,
                   detail: str = "NM host died") -> list[str]:
         """Every NM the host ``host`` runs is LOST (its actor died); returns their names."""
-        cached = self._cached(caller, request_id)
-        if cached is not None:
-            return cached
         gone = [n for n, r in self.nodes.items() if r.alive and r.host == host]
         for n in gone:
             self.lose_node(now, n, detail)
-        return self._remember(caller, request_id, gone)
+        return gone
 
     def expire_nodes(self, now: float, expiry_wall: float) -> list[str]:
         """NMs silent for longer than ``expiry_wall`` seconds are LOST; returns their names."""

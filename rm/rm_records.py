@@ -6,6 +6,8 @@ frozen message of rm/protocol.py.
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass, field
 
 from rm.model import AppSpec, NodeSpec
@@ -75,3 +77,18 @@ class AppRecord:
     last_seen: float = 0.0
     launching: bool = False
     resync: bool = False
+
+
+def idempotent(method):
+    """A protocol call retried with the same (caller, request id) gets its first answer
+    back and changes nothing (the answers live in ``self._responses``, which is part of
+    the RM's saved state, so this holds across an RM restart too)."""
+    @functools.wraps(method)
+    def call(self, now, caller, request_id, *args, **kwargs):
+        hit = self._responses.get(caller)
+        if hit is not None and hit[0] == request_id:
+            return hit[1]
+        response = method(self, now, caller, request_id, *args, **kwargs)
+        self._responses[caller] = (request_id, response)
+        return response
+    return call

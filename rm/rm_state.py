@@ -39,7 +39,7 @@ from rm.policies import Policy
 from rm.protocol import RUNNING, Allocation, container_token
 from rm.rm_apps import AppProtocol
 from rm.rm_nodes import NodeProtocol
-from rm.rm_records import AppRecord, ContainerRecord, NodeRecord
+from rm.rm_records import AppRecord, ContainerRecord, NodeRecord, idempotent
 from rm.runlog import RunLog, app_shares
 from rm.scheduler import OnlineScheduler
 
@@ -92,15 +92,12 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
             if rec.alive:
                 self.log.add_node(rec.spec, 0.0, 0.0, ray_node=rec.ray_node)
 
-    # ----- idempotence ---------------------------------------------------------
+    # ----- idempotence (see rm_records.idempotent) ---------------------------------
 
     def _cached(self, caller: str, request_id: int):
+        """The answer already given to this (caller, request id), or None."""
         hit = self._responses.get(caller)
         return hit[1] if hit is not None and hit[0] == request_id else None
-
-    def _remember(self, caller: str, request_id: int, response):
-        self._responses[caller] = (request_id, response)
-        return response
 
     def _event(self, now: float, kind: str, **where) -> None:
         self.log.event(kind, self.trace(now), self.wall(now), **where)
@@ -112,13 +109,11 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
 
     # ----- faults and the RM's own restart ---------------------------------------
 
+    @idempotent
     def fault(self, now: float, caller: str, request_id: int, spec: str, node: str = "",
               app: str = "") -> None:
         """A fault is about to be injected (events.csv ``fault``), logged before it happens."""
-        if self._cached(caller, request_id) is not None:
-            return
         self._event(now, "fault", node=node, app=app, detail=spec)
-        self._remember(caller, request_id, True)
 
     def recovered(self, now: float, detail: str = "", grace: float = 0.0) -> None:
         """The RM restarted and rebuilt this state: every NM and AM must RESYNC.
