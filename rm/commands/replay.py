@@ -1,7 +1,7 @@
 """``rayrm replay [CONFIG]``: replay a trace on Ray (see ``rm.replay``).
 
-With no CONFIG it replays the bundled TSF micro-benchmark (configs/paper-micro.yaml)
-at time scale 0.05 (about 25 wall seconds) unless ``--time-scale`` says otherwise.
+With no CONFIG it replays the bundled TSF micro-benchmark (configs/paper-micro.yaml,
+whose time scale 0.05 makes it about 25 wall seconds).
 With no ``--address`` it starts a local Ray; ``--address ADDR`` (or ``auto``) joins
 a cluster started with ``ray start``.  Prints the jobs' completion times and the
 scheduling latency; the run directory goes to ``--out``.  ``--fault SPEC`` (repeatable,
@@ -13,7 +13,6 @@ from __future__ import annotations
 from pathlib import Path
 
 BUNDLED = Path(__file__).resolve().parents[2] / "configs" / "paper-micro.yaml"
-BUNDLED_TIME_SCALE = 0.05
 
 
 def add_arguments(parser) -> None:
@@ -21,8 +20,7 @@ def add_arguments(parser) -> None:
                         help="experiment config (default: the bundled configs/paper-micro.yaml)")
     parser.add_argument("--policy", help="policy name, or ray-native (default: the config's)")
     parser.add_argument("--time-scale", type=float, metavar="X",
-                        help="wall seconds per trace second (default: the config's run.time_scale; "
-                             f"{BUNDLED_TIME_SCALE} for the bundled micro-benchmark)")
+                        help="wall seconds per trace second (default: the config's run.time_scale)")
     parser.add_argument("--address", metavar="ADDR",
                         help="join the Ray cluster at ADDR ('auto': the one `ray start` runs here); "
                              "default: start a local Ray")
@@ -51,10 +49,7 @@ def run(args) -> int:
     cfg = load_config(path)
     policy = args.policy or cfg.policy
     out = args.out or str(Path("runs") / f"{cfg.name}-{policy}-ray")
-    time_scale = args.time_scale
-    if time_scale is None and not args.config:
-        time_scale = BUNDLED_TIME_SCALE
-    summary = replay(cfg, policy=policy, out=out, time_scale=time_scale, address=args.address,
+    summary = replay(cfg, policy=policy, out=out, time_scale=args.time_scale, address=args.address,
                      executor=args.executor, payload=args.payload, twin=args.twin, seed=args.seed,
                      progress=False if args.no_progress else None, faults=args.fault)
     print(format_summary(summary, out))
