@@ -59,13 +59,6 @@ class Durations:
             return xm * (1 + rng.pareto(self.alpha, n))
         raise AssertionError(self.dist)
 
-    @property
-    def expected(self) -> float:
-        """The mean task duration this model gives."""
-        if self.dist == "list":
-            return float(np.mean(self.values)) if self.values else 0.0
-        return self.mean
-
     def to_cell(self) -> str:
         """The compact CSV form, the inverse of ``parse_durations`` on a string."""
         if self.dist == "fixed":

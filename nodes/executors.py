@@ -84,9 +84,6 @@ class ContainerExecutor:
             self._threads = ThreadPoolExecutor(max_workers=256)
         return await asyncio.get_running_loop().run_in_executor(self._threads, payload, deadline, kind)
 
-    async def ping(self) -> str:
-        return ray.get_runtime_context().get_node_id()
-
 
 @ray.remote(num_cpus=0, max_retries=0)
 def _warm(barrier) -> int:

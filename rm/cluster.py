@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -169,10 +169,6 @@ class ClusterState:
         self.total = tuple(t + sign * c for t, c in zip(self.total, real))
         virtual = node.capacity[len(self.dims):]
         self.virtual_total = tuple(t + sign * c for t, c in zip(self.virtual_total, virtual))
-
-    @property
-    def alive_nodes(self) -> list[NodeState]:
-        return [n for n in self.nodes if n.alive]
 
     # ----- eligibility and h ---------------------------------------------------
 
@@ -332,18 +328,3 @@ class ClusterState:
 
     def app_of(self, container_id: int) -> AppState:
         return self._container_app[container_id]
-
-    # ----- views ---------------------------------------------------------------
-
-    def used(self) -> tuple[float, ...]:
-        """Resources in use over live nodes (real dimensions)."""
-        k = len(self.dims)
-        used = [0.0] * k
-        for n in self.nodes:
-            if n.alive:
-                for i in range(k):
-                    used[i] += n.capacity[i] - n.free[i]
-        return tuple(used)
-
-    def eligible_nodes(self, app: AppState) -> Iterable[NodeState]:
-        return (self.nodes[m] for m in range(len(self.nodes)) if app.eligible[m])

@@ -84,10 +84,8 @@ class OnlineScheduler:
         Returns (app, None), or (None, reason) when no live node could ever run it.
         """
         cluster = self.cluster
-        if spec.app_id in cluster.apps or any(k not in cluster.dims for k in spec.demand):
-            reason = cluster.rejection_reason(spec)
-            if reason is not None:
-                return None, reason
+        if any(k not in cluster.dims for k in spec.demand):
+            return None, cluster.rejection_reason(spec)
         app = cluster.add_app(spec)
         if not app.eligible_count:
             # No live node both matches and holds a task: exactly when rejection_reason
@@ -328,9 +326,3 @@ class OnlineScheduler:
         for entry in self._order:
             self._index.set_pending(entry[3].app_id, True)
 
-    # ----- views ---------------------------------------------------------------
-
-    @property
-    def pending_apps(self) -> list[AppState]:
-        """Apps with tasks waiting, lowest key first."""
-        return [e[3] for e in self._order]
