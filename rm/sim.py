@@ -18,6 +18,14 @@ Events:
 * node join — a new node, or a lost one coming back empty.
 
 Task durations come from ``JobSpec.task_durations(seed)``, the same in every mode.
+
+Launch jitter (``launch_jitter`` > 0): a container's task starts a uniform random
+0..``launch_jitter`` trace seconds after its allocation and holds the resources from
+the allocation on, as a real NodeManager's container launch does.  The paper's model,
+and the default, is an instant start.  The draws come from their own stream, seeded by
+(seed, ``jitter_seed``), so the durations stay those of the seed; ``rm.sensitivity``
+re-runs a trace over several jitter seeds to show how much a run's outcome owes to
+the exact order of events.
 The run is recorded through ``rm.runlog.RunLog``: one row per task attempt, and
 a share row per app whenever its running count changes (and for every app when
 the cluster changes, since h_i changes with it).
@@ -30,9 +38,12 @@ import heapq
 import itertools
 import sys
 import time as _time
+import zlib
 from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from rm.errors import InputError
 from rm.runlog import RunLog, share_units
@@ -70,10 +81,16 @@ class _Job:
 class Simulation:
     """One run of a config under one policy; ``run()`` returns the filled RunLog."""
 
-    def __init__(self, config: "ExperimentConfig", policy: str | None = None, seed: int | None = None):
+    def __init__(self, config: "ExperimentConfig", policy: str | None = None, seed: int | None = None,
+                 launch_jitter: float = 0.0, jitter_seed: int = 0):
         self.config = config
         self.policy_name = policy or config.policy
         self.seed = config.seed if seed is None else int(seed)
+        if not launch_jitter >= 0:
+            raise InputError(f"launch jitter must be zero or positive, got {launch_jitter}")
+        self.launch_jitter = float(launch_jitter)
+        self._jitter = np.random.default_rng(
+            [self.seed & 0xFFFFFFFF, int(jitter_seed) & 0xFFFFFFFF, zlib.crc32(b"launch")])
         run = config.run
         options = {"k": int(run.get("slots_per_node", 14))} if self.policy_name == "slots" else {}
         from rm.policies import make_policy
@@ -185,6 +202,7 @@ class Simulation:
         """Containers the scheduler placed at ``t``: pick each one's task and its completion."""
         log_start, running, jobs = self.log.start, self.running, self.jobs
         heap, push, seq = self.heap, heapq.heappush, self._seq
+        jitter = self.launch_jitter
         for c in containers:
             job = jobs[c.app_id]
             if job.retry:
@@ -195,8 +213,9 @@ class Simulation:
                 job.next_task += 1
             cid = c.container_id
             running[cid] = (job, task, attempt)
-            log_start(job.app_id, task, attempt, c.node, submit, t, container=cid)
-            push(heap, (t + job.durations[task], COMPLETE, next(seq), cid))
+            start = t + jitter * self._jitter.random() if jitter else t
+            log_start(job.app_id, task, attempt, c.node, submit, start, container=cid)
+            push(heap, (start + job.durations[task], COMPLETE, next(seq), cid))
             changed[job.app_id] = job
 
     def _leave(self, event, t: float, changed: dict) -> None:
@@ -208,6 +227,8 @@ class Simulation:
         self.log.remove_node(event.node, t)
         for c in lost:
             job, task, attempt = self.running.pop(c.container_id)
+            row = self.log.tasks[(c.app_id, task, attempt)]
+            row[5] = min(row[5], t)        # lost before its jittered launch: it never ran
             self.log.end(c.app_id, task, attempt, "lost", t, container=c.container_id,
                          detail=f"node {event.node} left")
             job.retry.append((task, t))
@@ -263,20 +284,24 @@ def _progress_bar(total: int, progress: bool | None):
 
 
 def simulate(config: "ExperimentConfig", policy: str | None = None, seed: int | None = None,
-             out: str | Path | None = None, progress: bool | None = None) -> dict:
+             out: str | Path | None = None, progress: bool | None = None,
+             launch_jitter: float = 0.0, jitter_seed: int = 0) -> dict:
     """Simulate ``config`` under ``policy`` (default: the config's) with ``seed``.
 
     Writes the run directory to ``out`` when given; returns the summary (summary.json).
     ``progress``: True always shows a bar on stderr, False never, None after a few seconds.
+    ``launch_jitter``/``jitter_seed``: see the module docstring (0: instant starts).
     """
     started = _time.perf_counter()
     gc_was_enabled = gc.isenabled()
     gc.disable()      # see Simulation.run; re-enabled once the run's objects are freed
     try:
-        sim = Simulation(config, policy, seed)
+        sim = Simulation(config, policy, seed, launch_jitter, jitter_seed)
         log = sim.run(progress)
         wall = _time.perf_counter() - started
-        summary = log.write(out, wall_seconds=wall) if out is not None else log.summary(wall_seconds=wall)
+        extra = {"launch_jitter": launch_jitter, "jitter_seed": jitter_seed} if launch_jitter else {}
+        summary = (log.write(out, wall_seconds=wall, **extra) if out is not None
+                   else log.summary(wall_seconds=wall, **extra))
         del sim, log
     finally:
         if gc_was_enabled:

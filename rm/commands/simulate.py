@@ -1,4 +1,4 @@
-"""``rayrm simulate CONFIG [--policy P] [--seed N] [--out DIR]``: the discrete-event simulator.
+"""``rayrm simulate CONFIG [--policy P] [--seed N] [--launch-jitter X] [--out DIR]``: the discrete-event simulator.
 
 Replays the config's trace under one policy on a virtual clock (``rm.sim``), writes
 the run directory (default ``runs/<config name>-<policy>-sim``) and prints a short
@@ -16,6 +16,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--policy", help="policy name (default: the config's)")
     parser.add_argument("--seed", type=int, help="seed for task durations (default: the config's run.seed)")
     parser.add_argument("--out", metavar="DIR", help="run directory (default: runs/<config>-<policy>-sim)")
+    parser.add_argument("--launch-jitter", type=float, default=0.0, metavar="X",
+                        help="each task starts U(0, X) trace seconds after its allocation, as a real "
+                             "container launch does (default 0: instantly, the paper's model)")
+    parser.add_argument("--jitter-seed", type=int, default=0, metavar="K",
+                        help="seed of the launch-jitter draws (the durations stay the --seed's)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
@@ -30,7 +35,8 @@ def run(args) -> int:
     make_policy(policy)            # an unknown name is an InputError before any work
     out = args.out or str(Path("runs") / f"{cfg.name}-{policy}-sim")
     summary = simulate(cfg, policy=policy, seed=args.seed, out=out,
-                       progress=False if args.no_progress else None)
+                       progress=False if args.no_progress else None,
+                       launch_jitter=args.launch_jitter, jitter_seed=args.jitter_seed)
     print(format_summary(summary, out, total=time.perf_counter() - started))
     return 0
 
