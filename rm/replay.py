@@ -327,9 +327,17 @@ def _state_dir(out) -> Path:
     return path
 
 
-def twin_comparison(cfg: ExperimentConfig, policy: str, seed: int, out, summary: dict) -> dict:
-    """Simulate the same trace and seed; per-job completion time ratio replay / simulator."""
+def twin_comparison(cfg: ExperimentConfig, policy: str, seed: int, out, summary: dict,
+                    spread_runs: int = 10) -> dict:
+    """Simulate the same trace and seed; per-job completion time ratio replay / simulator.
+
+    With the replay's p99 allocation-to-running latency (in trace seconds) as launch
+    jitter, ``spread_runs`` jittered simulations give each job's range of completion
+    times (``rm.sensitivity``), also as ratios to the exact simulation: how far the
+    replay may stray from the order of events alone.
+    """
     from rm.rundir import RunDir  # noqa: PLC0415
+    from rm.sensitivity import completion_spread  # noqa: PLC0415
     from rm.sim import simulate  # noqa: PLC0415
     twin_dir = Path(out) / "twin"
     simulate(cfg, policy=policy, seed=seed, out=twin_dir, progress=False)
@@ -343,8 +351,18 @@ def twin_comparison(cfg: ExperimentConfig, policy: str, seed: int, out, summary:
         if a == a and b == b and b > 0:            # both finished (NaN otherwise)
             ratios[app] = round(a / b, 4)
     worst = max((abs(r - 1.0) for r in ratios.values()), default=0.0)
-    return {"run_dir": str(twin_dir), "completion_time_ratio": ratios, "max_deviation": round(worst, 4),
-            "makespan_ratio": round(summary["makespan"] / max(1e-9, _read_makespan(twin_dir)), 4)}
+    result = {"run_dir": str(twin_dir), "completion_time_ratio": ratios, "max_deviation": round(worst, 4),
+              "makespan_ratio": round(summary["makespan"] / max(1e-9, _read_makespan(twin_dir)), 4)}
+    jitter = (summary.get("scheduling_latency") or {}).get("allocation_to_running_trace_s", {}).get("p99")
+    if jitter and spread_runs > 0:
+        table = completion_spread(cfg, policy, seed, jitter=jitter, runs=spread_runs)
+        result["spread"] = {
+            "launch_jitter_trace_s": jitter, "runs": spread_runs,
+            "completion_time": {app: {k: round(float(v), 3) for k, v in row.items()}
+                                for app, row in table.iterrows()},
+            "ratio_range": {app: [round(row["min"] / row["exact"], 4), round(row["max"] / row["exact"], 4)]
+                            for app, row in table.iterrows() if row["exact"] > 0}}
+    return result
 
 
 def _read_makespan(run_dir: Path) -> float:

@@ -103,6 +103,15 @@ def test_replay_tracks_the_simulator_on_the_same_seed(local_ray, tmp_path):
     sim = RunDir(tmp_path / "twin").tasks.set_index(["app", "task"])
     ran = (mine.finish - mine.start) - (sim.finish - sim.start)
     assert ran.abs().max() < 1.0
+    # The twin also reran the simulator with the replay's p99 launch latency as jitter.
+    spread = summary["twin"]["spread"]
+    assert spread["launch_jitter_trace_s"] == summary["scheduling_latency"]["allocation_to_running_trace_s"]["p99"]
+    for app in ("j1", "j2"):
+        times = spread["completion_time"][app]
+        assert times["min"] <= times["median"] <= times["max"]
+        low, high = spread["ratio_range"][app]
+        assert low == pytest.approx(times["min"] / times["exact"], abs=1e-4)
+        assert high == pytest.approx(times["max"] / times["exact"], abs=1e-4)
 
 
 def test_the_replay_cli_rejects_jobs_no_node_can_run_with_the_reason(local_ray, tmp_path, capsys):
