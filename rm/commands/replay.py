@@ -10,9 +10,16 @@ besides the config's ``faults:``) injects failures; ``rm/faults.py`` lists the k
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
-BUNDLED = Path(__file__).resolve().parents[2] / "configs" / "paper-micro.yaml"
+DEFAULT_CONFIG = "paper-micro.yaml"
+
+
+def bundled_config(name: str = DEFAULT_CONFIG) -> Path:
+    """``configs/<name>`` as installed: pyproject.toml ships ``configs/`` as the package
+    ``rm.bundled``, so this finds it in a wheel or ``pip install .`` as in ``pip install -e .``."""
+    return Path(resources.files("rm.bundled") / name)
 
 
 def add_arguments(parser) -> None:
@@ -43,9 +50,14 @@ def run(args) -> int:
     from rm.errors import InputError  # noqa: PLC0415
     from rm.replay import replay  # noqa: PLC0415
 
-    path = Path(args.config) if args.config else BUNDLED
-    if not args.config and not path.exists():
-        raise InputError("no CONFIG given and the bundled configs/paper-micro.yaml is not installed")
+    if args.config:
+        path = Path(args.config)
+    else:
+        try:
+            path = bundled_config()
+        except ModuleNotFoundError:   # an editable install made before configs/ became rm.bundled
+            raise InputError("no CONFIG given and the bundled configs (package rm.bundled) are not "
+                             "installed; reinstall rayrm") from None
     cfg = load_config(path)
     policy = args.policy or cfg.policy
     out = args.out or str(Path("runs") / f"{cfg.name}-{policy}-ray")
