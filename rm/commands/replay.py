@@ -37,7 +37,8 @@ def add_arguments(parser) -> None:
                         help="what a container does for its duration (default: the config's, sleep)")
     parser.add_argument("--seed", type=int, help="seed for task durations (default: the config's)")
     parser.add_argument("--twin", action="store_true",
-                        help="also simulate the same trace and seed; report completion-time ratios")
+                        help="also simulate the same trace and seed; report completion-time ratios, "
+                             "and the range the simulator itself gives under this replay's launch latency")
     parser.add_argument("--fault", action="append", default=[], metavar="SPEC",
                         help="inject a fault at trace time T (repeatable): kill-nm:NODE@T, kill-nm-host:I@T, "
                              "kill-am:APP@T, kill-rm@T, kill-ray-node:I@T (see rm/faults.py)")
@@ -75,12 +76,17 @@ def format_summary(summary: dict, out: str) -> str:
              f"makespan {summary.get('makespan', 0):.1f}s (trace), wall {summary.get('wall_seconds')}s, "
              f"time scale {summary.get('time_scale')}, executor {summary.get('executor', '-')}"]
     jobs_csv = Path(out) / "jobs.csv"
-    ratios = (summary.get("twin") or {}).get("completion_time_ratio", {})
+    twin = summary.get("twin") or {}
+    ratios = twin.get("completion_time_ratio", {})
+    ranges = (twin.get("spread") or {}).get("ratio_range", {})
     if jobs_csv.exists():
         with open(jobs_csv, newline="") as fh:
             for row in csv.DictReader(fh):
                 ct = row.get("completion_time") or "-"
                 extra = f"  vs simulator x{ratios[row['app']]:.3f}" if row["app"] in ratios else ""
+                if row["app"] in ranges:
+                    low, high = ranges[row["app"]]
+                    extra += f" (jittered simulator x{low:.3f}-x{high:.3f})"
                 lines.append(f"  {row['app']:<12} {row['status']:<9} tasks {row['num_tasks']:>6}  "
                              f"completion {ct:>10}{extra}")
     lat = (summary.get("scheduling_latency") or {}).get("allocation_to_running_ms") or {}
