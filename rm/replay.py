@@ -334,7 +334,8 @@ def twin_comparison(cfg: ExperimentConfig, policy: str, seed: int, out, summary:
     With the replay's p99 allocation-to-running latency (in trace seconds) as launch
     jitter, ``spread_runs`` jittered simulations give each job's range of completion
     times (``rm.sensitivity``), also as ratios to the exact simulation: how far the
-    replay may stray from the order of events alone.
+    replay may stray from the order of events alone.  ``ratio_to_median`` compares the
+    replay with the median of those runs, a reference that does not hang on one order.
     """
     from rm.rundir import RunDir  # noqa: PLC0415
     from rm.sensitivity import completion_spread  # noqa: PLC0415
@@ -343,13 +344,14 @@ def twin_comparison(cfg: ExperimentConfig, policy: str, seed: int, out, summary:
     simulate(cfg, policy=policy, seed=seed, out=twin_dir, progress=False)
     mine = RunDir(Path(out)).jobs.set_index("app")
     sim = RunDir(twin_dir).jobs.set_index("app")
-    ratios = {}
+    ratios, replayed = {}, {}
     for app in sim.index:
         if app not in mine.index:
             continue
         a, b = float(mine.at[app, "completion_time"]), float(sim.at[app, "completion_time"])
         if a == a and b == b and b > 0:            # both finished (NaN otherwise)
             ratios[app] = round(a / b, 4)
+            replayed[app] = a
     worst = max((abs(r - 1.0) for r in ratios.values()), default=0.0)
     result = {"run_dir": str(twin_dir), "completion_time_ratio": ratios, "max_deviation": round(worst, 4),
               "makespan_ratio": round(summary["makespan"] / max(1e-9, _read_makespan(twin_dir)), 4)}
@@ -361,7 +363,9 @@ def twin_comparison(cfg: ExperimentConfig, policy: str, seed: int, out, summary:
             "completion_time": {app: {k: round(float(v), 3) for k, v in row.items()}
                                 for app, row in table.iterrows()},
             "ratio_range": {app: [round(row["min"] / row["exact"], 4), round(row["max"] / row["exact"], 4)]
-                            for app, row in table.iterrows() if row["exact"] > 0}}
+                            for app, row in table.iterrows() if row["exact"] > 0},
+            "ratio_to_median": {app: round(a / table.at[app, "median"], 4)
+                                for app, a in replayed.items() if table.at[app, "median"] > 0}}
     return result
 
 

@@ -112,6 +112,8 @@ def test_replay_tracks_the_simulator_on_the_same_seed(local_ray, tmp_path):
         low, high = spread["ratio_range"][app]
         assert low == pytest.approx(times["min"] / times["exact"], abs=1e-4)
         assert high == pytest.approx(times["max"] / times["exact"], abs=1e-4)
+        assert spread["ratio_to_median"][app] == pytest.approx(
+            ratios[app] * times["exact"] / times["median"], rel=1e-3)
 
 
 def test_the_replay_cli_rejects_jobs_no_node_can_run_with_the_reason(local_ray, tmp_path, capsys):

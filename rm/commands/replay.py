@@ -78,7 +78,8 @@ def format_summary(summary: dict, out: str) -> str:
     jobs_csv = Path(out) / "jobs.csv"
     twin = summary.get("twin") or {}
     ratios = twin.get("completion_time_ratio", {})
-    ranges = (twin.get("spread") or {}).get("ratio_range", {})
+    spread = twin.get("spread") or {}
+    ranges, to_median = spread.get("ratio_range", {}), spread.get("ratio_to_median", {})
     if jobs_csv.exists():
         with open(jobs_csv, newline="") as fh:
             for row in csv.DictReader(fh):
@@ -86,7 +87,8 @@ def format_summary(summary: dict, out: str) -> str:
                 extra = f"  vs simulator x{ratios[row['app']]:.3f}" if row["app"] in ratios else ""
                 if row["app"] in ranges:
                     low, high = ranges[row["app"]]
-                    extra += f" (jittered simulator x{low:.3f}-x{high:.3f})"
+                    extra += f" (jittered simulator x{low:.3f}-x{high:.3f}"
+                    extra += f", x{to_median[row['app']]:.3f} its median)" if row["app"] in to_median else ")"
                 lines.append(f"  {row['app']:<12} {row['status']:<9} tasks {row['num_tasks']:>6}  "
                              f"completion {ct:>10}{extra}")
     lat = (summary.get("scheduling_latency") or {}).get("allocation_to_running_ms") or {}
