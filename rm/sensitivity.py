@@ -47,7 +47,8 @@ def completion_spread(config: "ExperimentConfig", policy: str | None = None, see
                       jitter: float = 0.1, runs: int = 20, progress: bool = False) -> pd.DataFrame:
     """Per job: the exact run's completion time and min / median / max over ``runs`` jittered runs.
 
-    Rows are apps in config order; a job that did not finish in some run has NaN there.
+    Rows are apps in config order; runs in which a job did not finish are left out of its
+    row, which is NaN where it never finished.
     """
     if not jitter > 0:
         raise ValueError(f"jitter must be positive, got {jitter}")
