@@ -18,8 +18,10 @@
       file: jobs.csv                     # ... and/or a job table next to the config
     policy: tsf
     run: {seed: 1, time_scale: 1.0, heartbeat_interval: 1.0}   # also nm_expiry and am_expiry
-                                         # (heartbeats), max_attempts (of each AM)
-    faults: [kill-nm:n03@60, kill-rm@100]    # injected by `rayrm replay` (rm/faults.py)
+                                         # (heartbeats), max_attempts (of each AM), rm_restart
+                                         # (heartbeats the simulator's RM is down after kill-rm)
+    faults: [kill-nm:n03@60, kill-rm@100]    # injected by `rayrm replay` (rm/faults.py),
+                                             # modelled by `rayrm simulate` (rm/sim_faults.py)
 
 The job table (CSV, one job per row, header required) has columns ``id, submit,
 tasks, duration`` and ``demand.<dim>`` per dimension, optionally ``weight`` and
@@ -59,6 +61,7 @@ RUN_DEFAULTS: dict[str, Any] = {
     "max_attempts": 2,
     "payload": "sleep",
     "slots_per_node": 14,
+    "rm_restart": 1,
 }
 
 
@@ -360,6 +363,7 @@ def parse_config(doc: Any, path: Path | None = None) -> ExperimentConfig:
             run[k] = v
         for k in ("time_scale", "heartbeat_interval"):
             run[k] = _number(run[k], f"run.{k}", positive=True)
+        run["rm_restart"] = _number(run["rm_restart"], "run.rm_restart", non_negative=True)
         for k in ("seed", "nm_expiry", "am_expiry", "max_attempts", "slots_per_node"):
             run[k] = _integer(run[k], f"run.{k}", minimum=0 if k == "seed" else 1)
         faults = [str(f) for f in _list(doc.get("faults"), "faults")]
