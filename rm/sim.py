@@ -2,9 +2,9 @@
 
 The engine is a heap of events keyed by (time, priority, sequence) as in SimPy's
 ``core.py``: equal times resolve by priority — task completions first (they free
-resources), then nodes leaving, nodes joining, and jobs arriving — and then by
-the order events were pushed, so a run is a pure function of the config and the
-seed.  All events of one instant are applied before the scheduler's offer rule
+resources), then faults and the steps of their recovery, nodes leaving, nodes
+joining, and jobs arriving — and then by the order events were pushed, so a run
+is a pure function of the config and the seed.  All events of one instant are applied before the scheduler's offer rule
 runs once (``OnlineScheduler.schedule``, tsf-paper §V-D), which is the moment
 "resources free up or jobs arrive".
 
@@ -15,7 +15,10 @@ Events:
 * task completion — release the container; the job finishes with its last task;
 * node leave — its containers are *lost*: each attempt ends as ``lost`` and its
   task is asked for again (a new attempt, submitted at the loss);
-* node join — a new node, or a lost one coming back empty.
+* node join — a new node, or a lost one coming back empty;
+* fault — the config's ``faults:`` and ``faults=`` specs, each step of a crash and its
+  recovery at the replay's protocol times (``rm.sim_faults``).  While the RM is down
+  (kill-rm) nothing is scheduled, and arrivals, joins and leaves wait for it.
 
 Task durations come from ``JobSpec.task_durations(seed)``, the same in every mode.
 
@@ -48,12 +51,13 @@ import numpy as np
 from rm.errors import InputError
 from rm.runlog import RunLog, share_units
 from rm.scheduler import OnlineScheduler
+from rm.sim_faults import FaultModel, faults_of
 
 if TYPE_CHECKING:
     from rm.config import ExperimentConfig
 
 # Priorities of events at one instant (lower first).
-COMPLETE, LEAVE, JOIN, ARRIVE = 0, 1, 2, 3
+COMPLETE, FAULT, LEAVE, JOIN, ARRIVE = 0, 1, 2, 3, 4
 
 #: show a progress bar when a run lasts longer than this (wall seconds)
 PROGRESS_DELAY = 3.0
@@ -82,7 +86,7 @@ class Simulation:
     """One run of a config under one policy; ``run()`` returns the filled RunLog."""
 
     def __init__(self, config: "ExperimentConfig", policy: str | None = None, seed: int | None = None,
-                 launch_jitter: float = 0.0, jitter_seed: int = 0):
+                 launch_jitter: float = 0.0, jitter_seed: int = 0, faults=()):
         self.config = config
         self.policy_name = policy or config.policy
         self.seed = config.seed if seed is None else int(seed)
@@ -116,6 +120,11 @@ class Simulation:
             self._push(ev.time, JOIN if ev.spec is not None else LEAVE, ev)
         for job in config.jobs:
             self._push(job.app.submit, ARRIVE, job)
+        self.rm_up = 0.0            # kill-rm: the RM is down until then
+        self.faults = None
+        fault_list = faults_of(config, faults)
+        if fault_list:
+            self.faults = FaultModel(self, fault_list, FAULT)
 
     def _push(self, t: float, priority: int, payload) -> None:
         heapq.heappush(self.heap, (t, priority, next(self._seq), payload))
@@ -166,15 +175,20 @@ class Simulation:
                     if job.done == job.num_tasks:
                         finish_app(job.app_id)
                         log.app_done(job.app_id, t)
+                elif priority == FAULT:
+                    self.faults.handle(payload, t, changed)
+                elif t < self.rm_up:                # the RM is down: it learns of these when back
+                    self._push(self.rm_up, priority, payload)
                 elif priority == ARRIVE:
                     self._arrive(payload, t)
                 elif priority == LEAVE:
                     self._leave(payload, t, changed)
                 else:
                     self._join(payload, t, changed)
-            placed = schedule()
-            if placed:
-                self._place(placed, t, changed)
+            if t >= self.rm_up:
+                placed = schedule()
+                if placed:
+                    self._place(placed, t, changed)
             if changed:
                 self._record_shares(t, changed)
             if bar is not None and len(log.tasks) - shown >= 5000:
@@ -192,6 +206,7 @@ class Simulation:
             self.log.reject(app, reason, t)
             return
         job = _Job(jobspec, jobspec.task_durations(self.seed).tolist())
+        job.submit = t              # later than the trace's when the RM was down
         job.units = share_units(state, self.cluster)
         self.jobs[app.app_id] = job
         if app.num_tasks == 0:
@@ -203,8 +218,12 @@ class Simulation:
         log_start, running, jobs = self.log.start, self.running, self.jobs
         heap, push, seq = self.heap, heapq.heappush, self._seq
         jitter = self.launch_jitter
+        faults = self.faults if self.faults is not None and self.faults.intercepting else None
         for c in containers:
             job = jobs[c.app_id]
+            changed[job.app_id] = job
+            if faults is not None and faults.intercept(c, t):
+                continue                    # held for a new AM attempt, or refused by a dead NM
             if job.retry:
                 task, submit = job.retry.popleft()
                 attempt = job.attempts[task] = job.attempts.get(task, 0) + 1
@@ -216,9 +235,10 @@ class Simulation:
             start = t + jitter * self._jitter.random() if jitter else t
             log_start(job.app_id, task, attempt, c.node, submit, start, container=cid)
             push(heap, (start + job.durations[task], COMPLETE, next(seq), cid))
-            changed[job.app_id] = job
 
     def _leave(self, event, t: float, changed: dict) -> None:
+        if self.faults is not None and self.faults.leaves(event.node, t, changed):
+            return                          # a crashed NM (kill-nm) left
         index = self.cluster.node_index.get(event.node)
         if index is None or not self.cluster.nodes[index].alive:
             self.log.event("node_leave_ignored", t, node=event.node, detail="not a live node")
@@ -226,7 +246,11 @@ class Simulation:
         lost = self.scheduler.remove_node(event.node)
         self.log.remove_node(event.node, t)
         for c in lost:
-            job, task, attempt = self.running.pop(c.container_id)
+            entry = self.running.pop(c.container_id, None)
+            if entry is None:               # placed, not started (rm.sim_faults)
+                self.faults.lost_unstarted(c)
+                continue
+            job, task, attempt = entry
             row = self.log.tasks[(c.app_id, task, attempt)]
             row[5] = min(row[5], t)        # lost before its jittered launch: it never ran
             self.log.end(c.app_id, task, attempt, "lost", t, container=c.container_id,
@@ -285,21 +309,24 @@ def _progress_bar(total: int, progress: bool | None):
 
 def simulate(config: "ExperimentConfig", policy: str | None = None, seed: int | None = None,
              out: str | Path | None = None, progress: bool | None = None,
-             launch_jitter: float = 0.0, jitter_seed: int = 0) -> dict:
+             launch_jitter: float = 0.0, jitter_seed: int = 0, faults=()) -> dict:
     """Simulate ``config`` under ``policy`` (default: the config's) with ``seed``.
 
     Writes the run directory to ``out`` when given; returns the summary (summary.json).
     ``progress``: True always shows a bar on stderr, False never, None after a few seconds.
     ``launch_jitter``/``jitter_seed``: see the module docstring (0: instant starts).
+    ``faults``: fault specs (``rm.faults``) besides the config's own (``rm.sim_faults``).
     """
     started = _time.perf_counter()
     gc_was_enabled = gc.isenabled()
     gc.disable()      # see Simulation.run; re-enabled once the run's objects are freed
     try:
-        sim = Simulation(config, policy, seed, launch_jitter, jitter_seed)
+        sim = Simulation(config, policy, seed, launch_jitter, jitter_seed, faults)
         log = sim.run(progress)
         wall = _time.perf_counter() - started
         extra = {"launch_jitter": launch_jitter, "jitter_seed": jitter_seed} if launch_jitter else {}
+        if sim.faults is not None:
+            extra["faults"] = sim.faults.summary()
         summary = (log.write(out, wall_seconds=wall, **extra) if out is not None
                    else log.summary(wall_seconds=wall, **extra))
         del sim, log

@@ -1,12 +1,17 @@
-"""``rayrm simulate CONFIG [--policy P] [--seed N] [--launch-jitter X] [--out DIR]``: the discrete-event simulator.
+"""``rayrm simulate CONFIG [--policy P] [--seed N] [--launch-jitter X] [--fault SPEC]... [--out DIR]``:
+the discrete-event simulator.
 
 Replays the config's trace under one policy on a virtual clock (``rm.sim``), writes
 the run directory (default ``runs/<config name>-<policy>-sim``) and prints a short
 summary: makespan, jobs finished and rejected, delay percentiles, wall time.
+``--fault SPEC`` (repeatable, besides the config's ``faults:``) simulates failures as
+``rayrm replay`` injects them (``rm.sim_faults``); a fault on Ray processes or nodes,
+which a simulation does not have, is recorded and reported on stderr, not simulated.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -21,6 +26,10 @@ def add_arguments(parser) -> None:
                              "container launch does (default 0: instantly, the paper's model)")
     parser.add_argument("--jitter-seed", type=int, default=0, metavar="K",
                         help="seed of the launch-jitter draws (the durations stay the --seed's)")
+    parser.add_argument("--fault", action="append", default=[], metavar="SPEC",
+                        help="simulate a fault at trace time T (repeatable): kill-nm:NODE@T, kill-am:APP@T, "
+                             "kill-rm@T; kill-nm-host and kill-ray-node are recorded, not simulated "
+                             "(see rm/sim_faults.py)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
@@ -36,7 +45,9 @@ def run(args) -> int:
     out = args.out or str(Path("runs") / f"{cfg.name}-{policy}-sim")
     summary = simulate(cfg, policy=policy, seed=args.seed, out=out,
                        progress=False if args.no_progress else None,
-                       launch_jitter=args.launch_jitter, jitter_seed=args.jitter_seed)
+                       launch_jitter=args.launch_jitter, jitter_seed=args.jitter_seed, faults=args.fault)
+    for spec, reason in (summary.get("faults") or {}).get("not_simulated", {}).items():
+        print(f"rayrm simulate: fault {spec} not simulated: {reason}", file=sys.stderr)
     print(format_summary(summary, out, total=time.perf_counter() - started))
     return 0
 
@@ -64,6 +75,11 @@ def format_summary(summary: dict, out: str | None = None, total: float | None = 
         f"  job completion time  {pct('job_completion_time')}",
         f"  task queueing delay  {pct('task_queueing_delay')}",
     ]
+    faults = summary.get("faults")
+    if faults and faults["simulated"]:
+        lines.append(f"  faults: {', '.join(faults['simulated'])}; RM restarts {faults['rm_restarts']}, "
+                     f"AM crashes {faults['am_crashes']}"
+                     + (f" (recovery: python benchmarks/bench_recovery.py --run-dir {out})" if out else ""))
     if out:
         lines.append(f"  run directory: {out}")
     return "\n".join(lines)
