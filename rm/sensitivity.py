@@ -17,7 +17,8 @@ after its allocation (``rm.sim``), jitter seeds 1..runs — and reports per job 
 exact run's completion time beside the minimum, median and maximum of the jittered
 ones.  A replay whose completion time lies inside that range differs from the
 simulator by no more than the simulator differs from itself.  ``rayrm replay --twin``
-reports the range at the replay's own p99 allocation-to-running latency.
+reports the range with jitter U(0, 2 × the replay's median allocation-to-running
+latency).
 """
 
 from __future__ import annotations
@@ -35,16 +36,21 @@ COLUMNS = ["exact", "min", "median", "max"]
 
 
 def completion_times(config: "ExperimentConfig", policy: str | None = None, seed: int | None = None,
-                     jitter: float = 0.0, jitter_seed: int = 0) -> dict[str, float]:
-    """app -> job completion time (finish − arrival) of one simulated run; unfinished jobs left out."""
+                     jitter: float = 0.0, jitter_seed: int = 0, faults=()) -> dict[str, float]:
+    """app -> job completion time (finish − arrival) of one simulated run; unfinished jobs left out.
+
+    ``faults``: fault specs besides the config's own, as ``rm.sim.simulate`` takes them.
+    """
     from rm.sim import Simulation  # noqa: PLC0415
-    log = Simulation(config, policy, seed, launch_jitter=jitter, jitter_seed=jitter_seed).run(progress=False)
+    log = Simulation(config, policy, seed, launch_jitter=jitter, jitter_seed=jitter_seed,
+                     faults=faults).run(progress=False)
     return {app: job["finish"] - job["submit"] for app, job in log.jobs.items()
             if job["status"] == "finished" and job["finish"] is not None}
 
 
 def completion_spread(config: "ExperimentConfig", policy: str | None = None, seed: int | None = None,
-                      jitter: float = 0.1, runs: int = 20, progress: bool = False) -> pd.DataFrame:
+                      jitter: float = 0.1, runs: int = 20, progress: bool = False,
+                      faults=()) -> pd.DataFrame:
     """Per job: the exact run's completion time and min / median / max over ``runs`` jittered runs.
 
     Rows are apps in config order; runs in which a job did not finish are left out of its
@@ -54,10 +60,10 @@ def completion_spread(config: "ExperimentConfig", policy: str | None = None, see
         raise ValueError(f"jitter must be positive, got {jitter}")
     if runs < 1:
         raise ValueError(f"runs must be at least 1, got {runs}")
-    exact = completion_times(config, policy, seed)
+    exact = completion_times(config, policy, seed, faults=faults)
     jittered = []
     for k in range(1, runs + 1):
-        jittered.append(completion_times(config, policy, seed, jitter, jitter_seed=k))
+        jittered.append(completion_times(config, policy, seed, jitter, jitter_seed=k, faults=faults))
         if progress:
             print(f"\rjittered run {k}/{runs}", end="", file=sys.stderr, flush=True)
     if progress:

@@ -4,9 +4,9 @@ The engine is a heap of events keyed by (time, priority, sequence) as in SimPy's
 ``core.py``: equal times resolve by priority — task completions first (they free
 resources), then faults and the steps of their recovery, nodes leaving, nodes
 joining, and jobs arriving — and then by the order events were pushed, so a run
-is a pure function of the config and the seed.  All events of one instant are applied before the scheduler's offer rule
-runs once (``OnlineScheduler.schedule``, tsf-paper §V-D), which is the moment
-"resources free up or jobs arrive".
+is a pure function of the config and the seed.  All events of one instant are
+applied before the scheduler's offer rule runs once (``OnlineScheduler.schedule``,
+tsf-paper §V-D), which is the moment "resources free up or jobs arrive".
 
 Events:
 
