@@ -47,16 +47,12 @@ import time
 
 import ray
 
-from rm.protocol import (AllocateRequest, AllocateResponse, AppRegistered, AppRegistration, NodeHeartbeat,
-                         NodeHeartbeatResponse, NodeRegistration)
+from rm.protocol import (MIN_EXPIRY_WALL, AllocateRequest, AllocateResponse, AppRegistered, AppRegistration,
+                         NodeHeartbeat, NodeHeartbeatResponse, NodeRegistration)
 from rm.recovery import SNAPSHOT_RECORDS, SNAPSHOT_SECONDS, StateStore, replay_records
 from rm.rm_state import ResourceManagerState
 
 RM_NAME = "rayrm-rm"
-#: an NM is declared lost after nm_expiry heartbeats, but never sooner than this (wall
-#: seconds): at small time scales ten heartbeats are a fraction of a second, shorter
-#: than a busy machine may take to schedule a process.
-MIN_EXPIRY_WALL = 1.0
 NAMESPACE = "rayrm"
 #: Ray restarts of the RM actor (each recovers from the snapshot and journal).
 RM_MAX_RESTARTS = 5

@@ -40,6 +40,11 @@ from rm.model import AppSpec
 
 NORMAL, RESYNC, SHUTDOWN, FENCED = "normal", "resync", "shutdown", "fenced"
 
+#: an NM (or AM) is declared lost after nm_expiry (am_expiry) heartbeats, but never sooner
+#: than this (wall seconds): at small time scales ten heartbeats are a fraction of a
+#: second, shorter than a busy machine may take to schedule a process.
+MIN_EXPIRY_WALL = 1.0
+
 # Container states as the NM reports them (YARN ContainerState) and how a COMPLETE one ended.
 RUNNING, COMPLETE = "RUNNING", "COMPLETE"
 FINISHED, KILLED, LOST, FAILED = "finished", "killed", "lost", "failed"

@@ -215,7 +215,8 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     from nodes.executors import make_container_executor  # noqa: PLC0415
     from nodes.host import NodeManagerHost  # noqa: PLC0415
     from nodes.placement import alive_ray_nodes  # noqa: PLC0415
-    from rm.actor import MIN_EXPIRY_WALL, RM_MAX_RESTARTS, RM_NAME, ResourceManager  # noqa: PLC0415
+    from rm.actor import RM_MAX_RESTARTS, RM_NAME, ResourceManager  # noqa: PLC0415
+    from rm.protocol import MIN_EXPIRY_WALL  # noqa: PLC0415
     from rm.faults import check_cluster  # noqa: PLC0415
     from rm.supervisor import NM_HOST_RESTARTS, FaultInjector, Supervisor, rm_call  # noqa: PLC0415
 

@@ -6,7 +6,7 @@ replay's protocol takes in trace seconds.  With h the heartbeat interval,
 
     E_nm = max(nm_expiry · h, 1 / time_scale)      E_am = max(am_expiry · h, 1 / time_scale)
 
-the replay's expiries: that many heartbeats, but at least ``rm.actor.MIN_EXPIRY_WALL`` = 1
+the replay's expiries: that many heartbeats, but at least ``rm.protocol.MIN_EXPIRY_WALL`` = 1
 wall second at the config's ``run.time_scale`` (20 trace seconds at paper-micro's 0.05).
 
 * **kill-nm:NODE@T** — the NM's containers die at T and it goes silent.  The RM has not
@@ -47,9 +47,8 @@ from dataclasses import dataclass, field
 
 from rm.config import RUN_DEFAULTS, ExperimentConfig, NodeEvent
 from rm.faults import Fault, parse_faults
+from rm.protocol import MIN_EXPIRY_WALL
 
-#: rm.actor.MIN_EXPIRY_WALL (rm.actor imports Ray): no replay expiry is shorter (wall seconds)
-MIN_EXPIRY_WALL = 1.0
 
 NOT_SIMULATED = {
     "kill-nm-host": "an NM host is a Ray actor and a simulation has none (kill-nm crashes one NM)",

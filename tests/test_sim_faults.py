@@ -69,13 +69,6 @@ def test_expiry_is_the_replays_heartbeats_with_its_one_wall_second_floor():
     assert expiry(3, {"heartbeat_interval": 2.0, "time_scale": 1.0}) == 6
 
 
-def test_the_floor_is_the_actors_own():
-    pytest.importorskip("ray")
-    from rm.actor import MIN_EXPIRY_WALL
-    from rm.sim_faults import MIN_EXPIRY_WALL as mine
-    assert mine == MIN_EXPIRY_WALL
-
-
 def test_kill_nm_loses_its_attempt_at_expiry_and_the_nm_comes_back_empty(tmp_path):
     # j: 4 tasks on a and b.  t0 on a and t1 on b at 0.  b crashes at 5; nm_expiry 3, so
     # the RM declares it lost at 5 + 3 = 8: t1's attempt 0 ends lost at 8 and t1 is asked
