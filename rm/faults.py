@@ -117,3 +117,14 @@ def check_cluster(faults: list[Fault], ray_nodes: int, nm_hosts: int) -> None:
         if f.kind == "kill-nm-host" and f.index >= nm_hosts:
             many = f"s (0..{nm_hosts - 1})" if nm_hosts > 1 else " (0)"
             raise InputError(f"fault {f.text!r}: the replay has {nm_hosts} NodeManager host{many}")
+
+
+def config_faults(config, extra=()) -> list[Fault]:
+    """The config's ``faults:`` and the ``extra`` specs (``--fault``), checked against its
+    nodes (joining ones too) and jobs, by time."""
+    if not config.faults and not extra:
+        return []
+    nodes = {n.name for n in config.nodes} | {e.node for e in config.node_events if e.spec is not None}
+    apps = {j.job_id for j in config.jobs}
+    both = parse_faults(list(config.faults), nodes, apps) + parse_faults(list(extra), nodes, apps)
+    return sorted(both, key=lambda f: f.time)

@@ -109,10 +109,8 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
     scale = float(time_scale if time_scale is not None else cfg.run["time_scale"])
     if not scale > 0:
         raise InputError(f"--time-scale must be positive, got {time_scale}")
-    from rm.faults import parse_faults  # noqa: PLC0415
-    names = {n.name for n in cfg.nodes} | {e.node for e in cfg.node_events if e.spec is not None}
-    fault_list = parse_faults(list(cfg.faults), names, {j.job_id for j in cfg.jobs}) + \
-        parse_faults(list(faults), names, {j.job_id for j in cfg.jobs})
+    from rm.faults import config_faults  # noqa: PLC0415
+    fault_list = config_faults(cfg, faults)
     if twin and out is None:
         raise InputError("--twin needs --out (the twin's run directory goes under it)")
     run_seed = cfg.seed if seed is None else int(seed)
@@ -133,7 +131,7 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
     session = _Session()
     try:
         summary = _run(cfg, policy_name, policy_obj, scale, executor, kind, run_seed, out, progress,
-                       session, sorted(fault_list, key=lambda f: f.time), kill_ray_node)
+                       session, fault_list, kill_ray_node)
     finally:
         session.close()
         if started:

@@ -51,7 +51,8 @@ import numpy as np
 from rm.errors import InputError
 from rm.runlog import RunLog, share_units
 from rm.scheduler import OnlineScheduler
-from rm.sim_faults import FaultModel, faults_of
+from rm.faults import config_faults
+from rm.sim_faults import FaultModel
 
 if TYPE_CHECKING:
     from rm.config import ExperimentConfig
@@ -122,7 +123,7 @@ class Simulation:
             self._push(job.app.submit, ARRIVE, job)
         self.rm_up = 0.0            # kill-rm: the RM is down until then
         self.faults = None
-        fault_list = faults_of(config, faults)
+        fault_list = config_faults(config, faults)
         if fault_list:
             self.faults = FaultModel(self, fault_list, FAULT)
 

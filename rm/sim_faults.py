@@ -45,8 +45,8 @@ import itertools
 from collections import Counter
 from dataclasses import dataclass, field
 
-from rm.config import RUN_DEFAULTS, ExperimentConfig, NodeEvent
-from rm.faults import Fault, parse_faults
+from rm.config import NodeEvent
+from rm.faults import Fault
 from rm.protocol import MIN_EXPIRY_WALL
 
 
@@ -63,16 +63,6 @@ EXPIRIES = ("nm_lost", "am_expire")
 def expiry(beats: int, run: dict) -> float:
     """The replay's expiry in trace seconds: ``beats`` heartbeats, at least MIN_EXPIRY_WALL wall seconds."""
     return max(beats * float(run["heartbeat_interval"]), MIN_EXPIRY_WALL / float(run["time_scale"]))
-
-
-def faults_of(config: ExperimentConfig, extra=()) -> list[Fault]:
-    """The config's faults and ``extra`` specs, checked against its nodes and jobs, by time."""
-    if not config.faults and not extra:
-        return []
-    nodes = {n.name for n in config.nodes} | {e.node for e in config.node_events if e.spec is not None}
-    apps = {j.job_id for j in config.jobs}
-    both = parse_faults(list(config.faults), nodes, apps) + parse_faults(list(extra), nodes, apps)
-    return sorted(both, key=lambda f: f.time)
 
 
 def _secs(x: float) -> str:
@@ -107,7 +97,7 @@ class FaultModel:
 
     def __init__(self, sim, faults: list[Fault], priority: int):
         self.sim = sim
-        run = {**RUN_DEFAULTS, **sim.config.run}
+        run = sim.config.run
         self.beat = float(run["heartbeat_interval"])
         self.nm_expiry = expiry(int(run["nm_expiry"]), run)
         self.am_expiry = expiry(int(run["am_expiry"]), run)
