@@ -342,7 +342,7 @@ def twin_comparison(cfg: ExperimentConfig, policy: str, seed: int, out, summary:
     from rm.sensitivity import completion_spread  # noqa: PLC0415
     from rm.sim import simulate  # noqa: PLC0415
     twin_dir = Path(out) / "twin"
-    simulate(cfg, policy=policy, seed=seed, out=twin_dir, progress=False, faults=faults)
+    twin = simulate(cfg, policy=policy, seed=seed, out=twin_dir, progress=False, faults=faults)
     mine = RunDir(Path(out)).jobs.set_index("app")
     sim = RunDir(twin_dir).jobs.set_index("app")
     ratios, replayed = {}, {}
@@ -355,14 +355,16 @@ def twin_comparison(cfg: ExperimentConfig, policy: str, seed: int, out, summary:
             replayed[app] = a
     worst = max((abs(r - 1.0) for r in ratios.values()), default=0.0)
     result = {"run_dir": str(twin_dir), "completion_time_ratio": ratios, "max_deviation": round(worst, 4),
-              "makespan_ratio": round(summary["makespan"] / max(1e-9, _read_makespan(twin_dir)), 4)}
+              "makespan_ratio": round(summary["makespan"] / max(1e-9, twin["makespan"]), 4)}
     # U(0, 2 x median) has the replay's median launch latency; the tail is left out on
     # purpose: under faults it holds containers waiting for a new AM, which the
     # simulator models as the fault itself.
     median = (summary.get("scheduling_latency") or {}).get("allocation_to_running_trace_s", {}).get("p50")
     jitter = round(2 * median, 6) if median else None
     if jitter and spread_runs > 0:
-        table = completion_spread(cfg, policy, seed, jitter=jitter, runs=spread_runs, faults=faults)
+        simulated = sim["completion_time"].dropna()
+        table = completion_spread(cfg, policy, seed, jitter=jitter, runs=spread_runs, faults=faults,
+                                  exact={app: float(v) for app, v in simulated.items()})
         result["spread"] = {
             "launch_jitter_trace_s": jitter, "runs": spread_runs,
             "completion_time": {app: {k: round(float(v), 3) for k, v in row.items()}
@@ -372,8 +374,3 @@ def twin_comparison(cfg: ExperimentConfig, policy: str, seed: int, out, summary:
             "ratio_to_median": {app: round(a / table.at[app, "median"], 4)
                                 for app, a in replayed.items() if table.at[app, "median"] > 0}}
     return result
-
-
-def _read_makespan(run_dir: Path) -> float:
-    import json  # noqa: PLC0415
-    return float(json.loads((run_dir / "summary.json").read_text())["makespan"])

@@ -50,17 +50,19 @@ def completion_times(config: "ExperimentConfig", policy: str | None = None, seed
 
 def completion_spread(config: "ExperimentConfig", policy: str | None = None, seed: int | None = None,
                       jitter: float = 0.1, runs: int = 20, progress: bool = False,
-                      faults=()) -> pd.DataFrame:
+                      faults=(), exact: dict[str, float] | None = None) -> pd.DataFrame:
     """Per job: the exact run's completion time and min / median / max over ``runs`` jittered runs.
 
     Rows are apps in config order; runs in which a job did not finish are left out of its
-    row, which is NaN where it never finished.
+    row, which is NaN where it never finished.  ``exact``: the unjittered run's completion
+    times when the caller has simulated it already.
     """
     if not jitter > 0:
         raise ValueError(f"jitter must be positive, got {jitter}")
     if runs < 1:
         raise ValueError(f"runs must be at least 1, got {runs}")
-    exact = completion_times(config, policy, seed, faults=faults)
+    if exact is None:
+        exact = completion_times(config, policy, seed, faults=faults)
     jittered = []
     for k in range(1, runs + 1):
         jittered.append(completion_times(config, policy, seed, jitter, jitter_seed=k, faults=faults))
