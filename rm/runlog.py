@@ -190,8 +190,14 @@ class RunLog:
 
     def end(self, app: str, task: int, attempt: int, status: str, time: float,
             wall: float | None = None, container: int | str = "", detail: str = "") -> None:
-        """A task attempt ends: finished, lost (its node died) or killed."""
+        """A task attempt ends: finished, lost (its node died) or killed.
+
+        One that ends before its recorded start (a simulated launch delay not yet over)
+        never ran: its start becomes its end.
+        """
         row = self.tasks[(app, task, attempt)]
+        if row[5] > time:
+            row[5] = time
         row[6], row[7] = time, status
         self.events.append((time, wall, status, app, task, container, row[3], detail))
 

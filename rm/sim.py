@@ -252,8 +252,6 @@ class Simulation:
                 self.faults.lost_unstarted(c)
                 continue
             job, task, attempt = entry
-            row = self.log.tasks[(c.app_id, task, attempt)]
-            row[5] = min(row[5], t)        # lost before its jittered launch: it never ran
             self.log.end(c.app_id, task, attempt, "lost", t, container=c.container_id,
                          detail=f"node {event.node} left")
             job.retry.append((task, t))

@@ -333,8 +333,6 @@ class FaultModel:
         job = sim.jobs.pop(app)
         for cid in [cid for cid, entry in sim.running.items() if entry[0] is job]:
             _, task, attempt = sim.running.pop(cid)
-            row = sim.log.tasks[(app, task, attempt)]
-            row[5] = min(row[5], t)
             sim.log.end(app, task, attempt, "killed", t, container=cid, detail="the application failed")
         sim.scheduler.finish_app(app)
         sim.log.app_done(app, t, status="failed")
