@@ -42,10 +42,10 @@ from dataclasses import dataclass
 
 import ray
 
-from rm.model import AppSpec
-from rm.protocol import (FENCED, FINISHED, NORMAL, RESYNC, SHUTDOWN, AllocateRequest, AppRegistered,
+from rayrm.rm.core.model import AppSpec
+from rayrm.rm.service.protocol import (FENCED, FINISHED, NORMAL, RESYNC, SHUTDOWN, AllocateRequest, AppRegistered,
                          AppRegistration, ContainerLaunch)
-from rm.retry import call_with_retry
+from rayrm.rm.service.client import call_with_retry
 
 # AM states: waiting (not submitted) -> registering -> active -> done; rejected; failed
 # (the RM gave up); crashed / fenced (waiting for the RM's next attempt) -> launching.

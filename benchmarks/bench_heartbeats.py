@@ -14,7 +14,7 @@ prints:
   p50/p99 (the goal: p99 <= 100 ms).
 
 ``--journal`` runs the RM as a replay does, journaling every call and
-snapshotting its state (rm/recovery.py) so it could survive a restart; without
+snapshotting its state (rm/service/store.py) so it could survive a restart; without
 it the RM keeps its state in memory only.
 
     python benchmarks/bench_heartbeats.py [--nms 2000] [--seconds 60] [--address auto]
@@ -30,11 +30,11 @@ import numpy as np
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as Affinity
 
-from nodes.host import NodeManagerHost
-from nodes.placement import alive_ray_nodes, place_nodes
-from rm.actor import NAMESPACE, RM_NAME, ResourceManager
-from rm.model import NodeSpec, Resources
-from rm.replay import connect
+from rayrm.nodes.host import NodeManagerHost
+from rayrm.nodes.placement import alive_ray_nodes, place_nodes
+from rayrm.rm.runtime.actor import NAMESPACE, RM_NAME, ResourceManager
+from rayrm.rm.core.model import NodeSpec, Resources
+from rayrm.rm.runtime.driver import connect
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ cluster-trace-gpu-v2023 (openb: ~1,500 nodes, ~8,000 pods), then times
    entry point: read, map, write YAML + job table, load it back to validate),
 2. ``rayrm simulate CONFIG`` under TSF (load the config, simulate, write the run
    directory) — through the CLI when the ``simulate`` command exists, else
-   ``rm.sim.simulate``,
+   ``rayrm.rm.sim.engine.simulate``,
 3. ``rayrm check RUN_DIR``.
 
 The shape: GPU node models with 8, 4, 2 or 1 GPUs plus CPU-only nodes; pods
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", metavar="DIR", help="work in DIR and keep the files")
     args = ap.parse_args(argv)
-    from rm.cli import build_parser, main as rayrm  # noqa: PLC0415
+    from rayrm.rm.cli.main import build_parser, main as rayrm  # noqa: PLC0415
 
     with contextlib.ExitStack() as stack:
         work = Path(args.keep) if args.keep else Path(stack.enter_context(tempfile.TemporaryDirectory()))
@@ -107,17 +107,17 @@ def main(argv: list[str] | None = None) -> int:
             with contextlib.redirect_stdout(io.StringIO()):
                 rc = rayrm(["simulate", str(config), "--policy", "tsf", "--out", str(run_dir), "--no-progress"])
         else:
-            from rm.config import load_config  # noqa: PLC0415
-            from rm.sim import simulate  # noqa: PLC0415
+            from rayrm.rm.core.config import load_config  # noqa: PLC0415
+            from rayrm.rm.sim.engine import simulate  # noqa: PLC0415
             simulate(load_config(config), policy="tsf", out=run_dir, progress=False)
         t_sim = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        from rm.check import check_run  # noqa: PLC0415
+        from rayrm.rm.runs.check import check_run  # noqa: PLC0415
         result = check_run(run_dir)
         t_check = time.perf_counter() - t0
 
-    how = "rayrm simulate" if has_simulate else "rm.sim.simulate (no simulate command yet)"
+    how = "rayrm simulate" if has_simulate else "rayrm.rm.sim.engine.simulate (no simulate command yet)"
     print(f"openb-shaped sample: {args.nodes} nodes, {args.pods} pods (seed {args.seed})")
     print(f"  import   {t_import:7.2f} s   rayrm trace import openb (incl. writing + validating the config)")
     print(f"  simulate {t_sim:7.2f} s   {how}, TSF, run directory written")

@@ -14,9 +14,9 @@ import time
 
 import numpy as np
 
-from rm.constraints import Constraint
-from rm.model import AppSpec, NodeSpec, Resources
-from rm.offline import POLICIES, Problem, machine_types, progressive_filling
+from rayrm.rm.core.constraints import Constraint
+from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
+from rayrm.rm.offline.filling import POLICIES, Problem, machine_types, progressive_filling
 
 
 def instance(machines: int, types: int, users: int, seed: int) -> tuple[list[NodeSpec], list[AppSpec]]:

@@ -14,10 +14,10 @@ import argparse
 import random
 import time
 
-from rm.constraints import Constraint
-from rm.model import AppSpec, NodeSpec, Resources
-from rm.policies import POLICY_NAMES
-from rm.scheduler import OnlineScheduler
+from rayrm.rm.core.constraints import Constraint
+from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
+from rayrm.rm.core.policies import POLICY_NAMES
+from rayrm.rm.core.scheduler import OnlineScheduler
 
 TYPES = [(0.25, 0.25), (0.5, 0.25), (0.5, 0.5), (0.5, 0.75), (0.5, 1.0), (1.0, 1.0),
          (0.25, 0.5), (0.5, 0.125), (1.0, 0.5), (0.5, 0.0625)]

@@ -4,7 +4,7 @@ Replays CONFIG (default configs/paper-micro.yaml, the TSF micro-benchmark) at
 ``--time-scale`` (default 0.05) once per fault kind, each with one fault injected
 mid-run, checks the run directory (``rayrm check``), and prints for each fault
 how long after it the failure was detected and the replay had fully recovered —
-the definitions are in ``rm/recovery_times.py``:
+the definitions are in ``rm/runs/recovery.py``:
 
 * kill-nm:n30@60        detected: n30 declared LOST (heartbeat expiry);
                         recovered: every task lost with it running again elsewhere
@@ -29,8 +29,8 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from rm.check import check_run
-from rm.recovery_times import format_times, recovery_times
+from rayrm.rm.runs.check import check_run
+from rayrm.rm.runs.recovery import format_times, recovery_times
 
 ROOT = Path(__file__).resolve().parents[1]
 FAULTS = {"kill-nm": "kill-nm:n30@60", "kill-nm-host": "kill-nm-host:0@60", "kill-am": "kill-am:job2@50",
@@ -38,7 +38,7 @@ FAULTS = {"kill-nm": "kill-nm:n30@60", "kill-nm-host": "kill-nm-host:0@60", "kil
 
 
 def run_local(config: Path, fault: str, scale: float, out: Path) -> None:
-    from rm.replay import replay  # noqa: PLC0415
+    from rayrm.rm.runtime.driver import replay  # noqa: PLC0415
     replay(config, out=out, time_scale=scale, faults=[fault], progress=False)
 
 
@@ -47,7 +47,7 @@ def run_two_nodes(config: Path, fault: str, scale: float, out: Path) -> None:
     import ray  # noqa: PLC0415
     from ray.cluster_utils import Cluster  # noqa: PLC0415
 
-    from rm.replay import SYSTEM_CONFIG, replay  # noqa: PLC0415
+    from rayrm.rm.runtime.driver import SYSTEM_CONFIG, replay  # noqa: PLC0415
     store = 80 * 1024 * 1024
     cluster = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "object_store_memory": store, "include_dashboard": False, "_system_config": SYSTEM_CONFIG})

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rm.replay import replay
+from rayrm.rm.runtime.driver import replay
 
 ROOT = Path(__file__).resolve().parents[1]
 

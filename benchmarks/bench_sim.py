@@ -28,7 +28,7 @@ from pathlib import Path
 def make_trace(out_dir: Path, nodes: int, jobs: int, tasks: int, seed: int) -> Path:
     """The paper-scale trace, from ``rayrm trace generate google``."""
     path = out_dir / "google.yaml"
-    cmd = [sys.executable, "-m", "rm.cli", "trace", "generate", "google", "--nodes", str(nodes),
+    cmd = [sys.executable, "-m", "rayrm.rm.cli.main", "trace", "generate", "google", "--nodes", str(nodes),
            "--jobs", str(jobs), "--tasks", str(tasks), "--seed", str(seed), "-o", str(path)]
     subprocess.run(cmd, capture_output=True, text=True, check=True)
     print("trace: rayrm trace generate google " + " ".join(cmd[6:]))
@@ -67,8 +67,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-compare", action="store_true")
     ap.add_argument("--workdir", help="where traces and runs go (default: a temporary directory)")
     args = ap.parse_args(argv)
-    from rm.config import load_config
-    from rm.sim import simulate
+    from rayrm.rm.core.config import load_config
+    from rayrm.rm.sim.engine import simulate
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="rayrm-bench-"))
     path = Path(args.config) if args.config else make_trace(work, args.nodes, args.jobs, args.tasks, args.seed)
@@ -91,7 +91,7 @@ def main(argv=None) -> int:
               f"{summary['makespan']:10.0f} {summary['task_queueing_delay'].get('p50', 0):15.1f}"
               f"   (heapq {base:.2f} s)", flush=True)
     if not args.no_compare:
-        cmd = [sys.executable, "-m", "rm.cli", "compare", str(path),
+        cmd = [sys.executable, "-m", "rayrm.rm.cli.main", "compare", str(path),
                "--policies", "tsf,drf,cdrf,cmmf-cpu,cmmf-mem,fifo", "--out", str(work / "compare")]
         print("$ rayrm compare " + " ".join(cmd[4:]), flush=True)
         t0 = time.perf_counter()

@@ -36,8 +36,8 @@ from typing import Iterable
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from rm.errors import InputError
-from rm.model import NodeSpec, tasks_fit
+from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.model import NodeSpec, tasks_fit
 
 EXECUTORS = ("auto", "task", "actor")
 PAYLOADS = ("sleep", "cpu")

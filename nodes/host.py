@@ -18,7 +18,7 @@ other go out together, up to that much early, so a host makes about ten calls
 per interval however many NMs it holds.
 
 Failures (issue 5).  ``start_containers`` refuses a launch whose container token
-(rm/protocol.py) is not the RM's for that container, app and node — an AM can
+(rm/service/protocol.py) is not the RM's for that container, app and node — an AM can
 start only what the RM granted its own app — and reports the refusal in the NM's
 next heartbeat so the RM logs it.  A RESYNC answer (the RM restarted, or declared
 the NM lost) makes the NM register again listing the containers it still runs
@@ -42,13 +42,13 @@ import time
 
 import ray
 
-from nodes.executors import Launcher
-from nodes.nm import NodeManagerState
-from rm.actor import NAMESPACE
-from rm.model import NodeSpec
-from rm.protocol import (COMPLETE, FAILED, FINISHED, KILLED, NORMAL, RESYNC, RUNNING, ContainerLaunch,
+from rayrm.nodes.executors import Launcher
+from rayrm.nodes.nm import NodeManagerState
+from rayrm.rm.runtime.actor import NAMESPACE
+from rayrm.rm.core.model import NodeSpec
+from rayrm.rm.service.protocol import (COMPLETE, FAILED, FINISHED, KILLED, NORMAL, RESYNC, RUNNING, ContainerLaunch,
                          ContainerStatus, NodeHeartbeat, token_valid)
-from rm.retry import call_with_retry
+from rayrm.rm.service.client import call_with_retry
 
 
 @ray.remote(num_cpus=0, max_concurrency=10_000)

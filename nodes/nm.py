@@ -9,8 +9,8 @@ capacity, attributes and every container it still knows (YARN's NMContainerStatu
 
 from __future__ import annotations
 
-from rm.model import NodeSpec
-from rm.protocol import RUNNING, ContainerLaunch, ContainerStatus, NodeRegistration
+from rayrm.rm.core.model import NodeSpec
+from rayrm.rm.service.protocol import RUNNING, ContainerLaunch, ContainerStatus, NodeRegistration
 
 
 class NodeManagerState:

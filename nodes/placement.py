@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from rm.model import NodeSpec
+from rayrm.rm.core.model import NodeSpec
 
 
 @dataclass(frozen=True)

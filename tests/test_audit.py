@@ -1,4 +1,4 @@
-"""The property audit (rm/audit.py) on the papers' counterexamples, and TSF passing them.
+"""The property audit (rm/offline/audit/search.py) on the papers' counterexamples, and TSF passing them.
 
 Every expected number is worked by hand in the comment above it.
 """
@@ -10,10 +10,10 @@ import json
 import numpy as np
 import pytest
 
-from rm.audit import (PROPERTIES, Tally, allocate, check_ef, check_po, check_si, extreme_placement, lie_outcome,
+from rayrm.rm.offline.audit.search import (PROPERTIES, Tally, allocate, check_ef, check_po, check_si, extreme_placement, lie_outcome,
                       run_audit)
-from rm.audit_instances import paper_instances
-from rm.cli import main as rayrm
+from rayrm.rm.offline.audit.instances import paper_instances
+from rayrm.rm.cli.main import main as rayrm
 
 PAPER = {inst.name: inst for inst in paper_instances()}
 FIG2, FIG3 = PAPER["tsf-fig2"].problem, PAPER["tsf-fig3"].problem

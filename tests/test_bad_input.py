@@ -15,9 +15,9 @@ import csv
 import pytest
 import yaml
 
-from rm.cli import main
-from rm.errors import InputError
-from rm.faults import check_cluster, parse_fault, parse_faults
+from rayrm.rm.cli.main import main
+from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.faults import check_cluster, parse_fault, parse_faults
 
 BASE = {
     "name": "base",
@@ -149,8 +149,8 @@ REASONS = {"gpu": "demand names resource gpu that no node has",
 
 
 def test_jobs_no_node_can_run_are_rejected_and_the_rest_runs_in_the_simulator(tmp_path, capsys):
-    from rm.check import check_run
-    from rm.rundir import RunDir
+    from rayrm.rm.runs.check import check_run
+    from rayrm.rm.runs.reader import RunDir
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(REJECTS))
     code, _ = run_cli(capsys, "simulate", str(tmp_path / "c.yaml"), "--out", str(tmp_path / "out"))
     assert code == 0

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import pytest
 
-from rm.check import check_run
-from rm.cli import main
-from rm.constraints import Constraint
-from rm.errors import InputError
-from rm.model import AppSpec, NodeSpec, Resources
-from rm.runlog import RunLog
+from rayrm.rm.runs.check import check_run
+from rayrm.rm.cli.main import main
+from rayrm.rm.core.constraints import Constraint
+from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
+from rayrm.rm.runs.log import RunLog
 
 NODES = [NodeSpec("n1", Resources(cpu=2, memory_mb=4096), {"gpu": "yes", "cores": 8}),
          NodeSpec("n2", Resources(cpu=1, memory_mb=2048), {"cores": 4})]

@@ -4,8 +4,8 @@ import textwrap
 
 import pytest
 
-from rm.config import load_config, read_job_table, write_job_table
-from rm.errors import InputError
+from rayrm.rm.core.config import load_config, read_job_table, write_job_table
+from rayrm.rm.core.errors import InputError
 
 
 def test_paper_micro_is_table_ii():

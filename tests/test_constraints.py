@@ -2,8 +2,8 @@
 
 import pytest
 
-from rm.constraints import Constraint
-from rm.errors import InputError
+from rayrm.rm.core.constraints import Constraint
+from rayrm.rm.core.errors import InputError
 
 NODE = ("n07", {"gpu": "yes", "kernel": "3.10", "cores": 8, "rack": "b"})
 

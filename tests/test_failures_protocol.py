@@ -1,4 +1,4 @@
-"""Failures and fencing in the RM's protocol state, without Ray (rm/rm_state.py, rm/recovery.py).
+"""Failures and fencing in the RM's protocol state, without Ray (rm/service/state.py, rm/service/store.py).
 
 Cluster (as test_replay_protocol): n1 <cpu:2; memory_mb:2048>, n2 <cpu:1; memory_mb:1024>;
 app "a" has 4 tasks of <cpu:1; memory_mb:512>, so 3 run at once (2 on n1, 1 on n2).
@@ -20,13 +20,13 @@ from pathlib import Path
 
 from test_replay_protocol import APP, NODES
 
-from rm.model import AppSpec, Resources
-from rm.protocol import (COMPLETE, FENCED, FINISHED, LOST, NORMAL, RESYNC, RUNNING, SHUTDOWN, AllocateRequest,
+from rayrm.rm.core.model import AppSpec, Resources
+from rayrm.rm.service.protocol import (COMPLETE, FENCED, FINISHED, LOST, NORMAL, RESYNC, RUNNING, SHUTDOWN, AllocateRequest,
                          AppRegistration, ContainerLaunch, ContainerStatus, NodeHeartbeat, NodeRegistration,
                          container_token, token_valid)
-from rm.recovery import StateStore, read_journal, replay_records
-from rm.rm_records import RELEASED
-from rm.rm_state import ResourceManagerState
+from rayrm.rm.service.store import StateStore, read_journal, replay_records
+from rayrm.rm.service.records import RELEASED
+from rayrm.rm.service.state import ResourceManagerState
 
 DURATION = 2.0
 SECRET = b"0123456789abcdef"
@@ -340,7 +340,7 @@ def test_a_torn_journal_tail_is_ignored(tmp_path):
 _REBUILD = """
 import hashlib, sys
 sys.path.insert(0, {tests!r})
-from rm.recovery import StateStore, replay_records
+from rayrm.rm.service.store import StateStore, replay_records
 from test_failures_protocol import digest
 state, records = StateStore({path!r}).load()
 replay_records(state, records)

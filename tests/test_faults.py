@@ -18,11 +18,11 @@ ray = pytest.importorskip("ray")
 
 from test_replay import CONFIG, config  # noqa: E402
 
-from rm.check import check_run  # noqa: E402
-from rm.errors import InputError  # noqa: E402
-from rm.recovery_times import recovery_times  # noqa: E402
-from rm.replay import replay  # noqa: E402
-from rm.rundir import RunDir  # noqa: E402
+from rayrm.rm.runs.check import check_run  # noqa: E402
+from rayrm.rm.core.errors import InputError  # noqa: E402
+from rayrm.rm.runs.recovery import recovery_times  # noqa: E402
+from rayrm.rm.runtime.driver import replay  # noqa: E402
+from rayrm.rm.runs.reader import RunDir  # noqa: E402
 
 
 def events(run: RunDir, kind: str):

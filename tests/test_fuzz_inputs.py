@@ -22,10 +22,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rm.cli import main
-from rm.config import ExperimentConfig, load_config, parse_config, read_job_table
-from rm.constraints import Constraint
-from rm.errors import InputError
+from rayrm.rm.cli.main import main
+from rayrm.rm.core.config import ExperimentConfig, load_config, parse_config, read_job_table
+from rayrm.rm.core.constraints import Constraint
+from rayrm.rm.core.errors import InputError
 
 # RAYRM_FUZZ_EXAMPLES=5000 for a deeper search than CI's.
 FUZZ = settings(max_examples=int(os.environ.get("RAYRM_FUZZ_EXAMPLES", 200)), deadline=None,
@@ -244,7 +244,7 @@ def test_found_job_table_bytes_are_input_errors(tmp_path):
 
 # ----- the CLI: one line on stderr, exit status 2 ------------------------------------
 
-CONFIG_COMMANDS = [c for c in ("simulate", "replay") if importlib.util.find_spec(f"rm.commands.{c}")]
+CONFIG_COMMANDS = [c for c in ("simulate", "replay") if importlib.util.find_spec(f"rayrm.rm.cli.{c}")]
 
 
 @pytest.fixture

@@ -17,11 +17,11 @@ import argparse
 import numpy as np
 import pytest
 
-from rm.config import load_config, node_group, read_job_table
-from rm.errors import InputError
-from traces import generate
-from traces.generate import generate_google, google_experiment, write_google
-from traces.google_model import MACHINE_MIX, job_sizes
+from rayrm.rm.core.config import load_config, node_group, read_job_table
+from rayrm.rm.core.errors import InputError
+from rayrm.traces import generate
+from rayrm.traces.generate import generate_google, google_experiment, write_google
+from rayrm.traces.google_model import MACHINE_MIX, job_sizes
 
 NODES, JOBS, TASKS = 500, 2000, 80_000
 

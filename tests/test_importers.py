@@ -15,16 +15,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rm.cli import main as rayrm
-from rm.config import load_config
-from rm.constraints import Clause, Constraint
-from rm.errors import InputError
-from rm.model import NodeSpec, Resources
-from traces.importers.common import SkipReport, node_groups, token
-from traces.importers.google2011 import import_google2011
-from traces.importers.openb import import_openb
-from traces.importers.sls import import_sls, queue_weights
-from traces.importers.swim import import_swim, task_model
+from rayrm.rm.cli.main import main as rayrm
+from rayrm.rm.core.config import load_config
+from rayrm.rm.core.constraints import Clause, Constraint
+from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.model import NodeSpec, Resources
+from rayrm.traces.importers.common import SkipReport, node_groups, token
+from rayrm.traces.importers.google2011 import import_google2011
+from rayrm.traces.importers.openb import import_openb
+from rayrm.traces.importers.sls import import_sls, queue_weights
+from rayrm.traces.importers.swim import import_swim, task_model
 
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).parent.parent
@@ -355,8 +355,8 @@ TASKS = {"swim": 9, "sls": 10, "openb": 4, "google2011": 5}
 
 @pytest.mark.parametrize("fmt", list(CASES))
 def test_import_command_simulate_and_check(fmt, tmp_path, capsys):
-    from rm.check import check_run
-    from rm.sim import simulate
+    from rayrm.rm.runs.check import check_run
+    from rayrm.rm.sim.engine import simulate
 
     inputs, options = CASES[fmt]
     config = tmp_path / f"{fmt}.yaml"
@@ -372,8 +372,8 @@ def test_import_command_simulate_and_check(fmt, tmp_path, capsys):
 
 
 def test_shipped_swim_prefix_simulates(tmp_path):
-    from rm.check import check_run
-    from rm.sim import simulate
+    from rayrm.rm.runs.check import check_run
+    from rayrm.rm.sim.engine import simulate
 
     head = tmp_path / "fb-head.tsv"
     head.write_text("".join(SWIM_SHIPPED.read_text().splitlines(keepends=True)[:300]))
@@ -386,12 +386,12 @@ def test_shipped_swim_prefix_simulates(tmp_path):
 
 
 def test_trace_generate_is_wired_to_the_generator(monkeypatch, capsys):
-    import traces.generate
-    from rm.cli import build_parser
+    from rayrm.traces import generate
+    from rayrm.rm.cli.main import build_parser
 
     args = build_parser().parse_args(["trace", "generate", "google", "-o", "x.yaml"])
-    assert args._trace_run is traces.generate.run
-    monkeypatch.setitem(__import__("sys").modules, "traces.generate", None)    # not written yet
+    assert args._trace_run is generate.run
+    monkeypatch.setitem(__import__("sys").modules, "rayrm.traces.generate", None)    # not written yet
     assert rayrm(["trace", "generate", "google", "-o", "x.yaml"]) == 2
     err = capsys.readouterr().err
     assert err == "rayrm trace generate: error: the generator is not available: traces/generate.py is not there yet\n"

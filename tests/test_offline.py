@@ -1,4 +1,4 @@
-"""Offline progressive filling (rm/offline.py) on the papers' worked examples.
+"""Offline progressive filling (rm/offline/filling.py) on the papers' worked examples.
 
 Each case is an instance, the expected numbers and the arithmetic behind them.
 The last tests recompute TSF, CDRF, DRFH and per-machine DRF on random
@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-import rm.offline_lp
-from rm.cli import main as rayrm
-from rm.constraints import Constraint
-from rm.errors import InputError
-from rm.model import AppSpec, NodeSpec, Resources
-from rm.offline import Problem, h_constrained, h_unconstrained, progressive_filling, resolve_policy
+from rayrm.rm.offline import lp as offline_lp
+from rayrm.rm.cli.main import main as rayrm
+from rayrm.rm.core.constraints import Constraint
+from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
+from rayrm.rm.offline.filling import Problem, h_constrained, h_unconstrained, progressive_filling, resolve_policy
 
 R = Resources.parse
 
@@ -114,7 +114,7 @@ def test_table_2_h_from_the_bundled_config():
     # 25·1 + 25·2 = 75; jobs 2, 3 <0.5, 0.5 GB>: 25·2 + 25·2 = 100; job 4 <1, 0.5 GB>: 75.
     from pathlib import Path
 
-    from rm.config import load_config
+    from rayrm.rm.core.config import load_config
     config = load_config(Path(__file__).parent.parent / "configs" / "paper-micro.yaml")
     np.testing.assert_allclose(h_unconstrained(Problem.from_config(config)), [75, 100, 100, 75])
 
@@ -150,7 +150,7 @@ def test_drf_pools_the_cluster():
 
 
 def test_linprog_fallback_agrees(monkeypatch):
-    monkeypatch.setattr(rm.offline_lp, "USE_BINDINGS", False)
+    monkeypatch.setattr(offline_lp, "USE_BINDINGS", False)
     np.testing.assert_allclose(progressive_filling(FIG4, "tsf").tasks, [6, 1, 3], atol=1e-6)
     np.testing.assert_allclose(progressive_filling(FIG3, "cdrf").tasks, [1, 3, 1, 1, 1, 1, 1], atol=1e-6)
 

@@ -1,7 +1,7 @@
-"""What an install ships: configs/ as the package ``rm.bundled``, and every package in the tree.
+"""What an install ships: configs/ as the package ``rayrm.configs``, and every package in the tree.
 
-pyproject.toml lists the packages by hand (package discovery cannot map configs/ to
-rm.bundled), so a new subpackage or a config file of a new kind would be left out of
+pyproject.toml lists the packages by hand (package discovery cannot map the repository
+root to the package ``rayrm``), so a new subpackage or a config file of a new kind would be left out of
 a wheel silently; these tests name it instead.
 """
 
@@ -13,10 +13,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from rm.cli import main
-from rm.commands import replay as replay_command
-from rm.commands.replay import bundled_config
-from rm.config import load_config
+from rayrm.rm.cli.main import main
+from rayrm.rm.cli import replay as replay_command
+from rayrm.rm.cli.replay import bundled_config
+from rayrm.rm.core.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted(p.name for p in (ROOT / "configs").iterdir() if p.suffix != ".py" and p.name != "__pycache__")
@@ -35,7 +35,7 @@ def test_replay_without_the_bundled_configs_says_so_in_one_line(monkeypatch, cap
     # --time-scale 0 would stop the replay before Ray starts, were the config found
     assert main(["replay", "--time-scale", "0", "--no-progress"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "bundled configs (package rm.bundled) are not installed" in err[0]
+    assert len(err) == 1 and "bundled configs (package rayrm.configs) are not installed" in err[0]
 
 
 @pytest.mark.parametrize("name", CONFIGS)
@@ -46,9 +46,9 @@ def test_every_config_in_the_repo_is_installed_with_the_same_text(name):
 def test_pyproject_ships_every_package_and_every_config():
     tomllib = pytest.importorskip("tomllib")
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    in_tree = {".".join(init.parent.relative_to(ROOT).parts)
-               for top in ("rm", "nodes", "apps", "traces") for init in (ROOT / top).rglob("__init__.py")}
-    assert in_tree | {"rm.bundled"} == set(setuptools["packages"])
-    assert setuptools["package-dir"]["rm.bundled"] == "configs"
-    globs = setuptools["package-data"]["rm.bundled"]
+    in_tree = {".".join(("rayrm",) + init.parent.relative_to(ROOT).parts)
+               for top in ("rm", "nodes", "apps", "traces", "configs") for init in (ROOT / top).rglob("__init__.py")}
+    assert in_tree | {"rayrm"} == set(setuptools["packages"])
+    assert setuptools["package-dir"] == {"rayrm": "."}
+    globs = setuptools["package-data"]["rayrm.configs"]
     assert [n for n in CONFIGS if not any(fnmatch(n, g) for g in globs)] == []

@@ -1,7 +1,7 @@
 """The bundled paper configs, simulated: tsf-paper §VI-A (Fig. 5, 6, 7) and drfh-paper Fig. 4.
 
 Each test runs the config as ``rayrm simulate`` would and checks the paper's numbers
-(in the comments) on the run directory through ``rm.metrics``.
+(in the comments) on the run directory through ``rayrm.rm.runs.metrics``.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rm import metrics
-from rm.config import load_config
-from rm.sim import simulate
+from rayrm.rm.runs import metrics
+from rayrm.rm.core.config import load_config
+from rayrm.rm.sim.engine import simulate
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -52,7 +52,7 @@ def test_micro_benchmark_reproduces_fig5(runs):
 
 
 def test_micro_benchmark_h_values_are_table_ii(runs):
-    from rm.scheduler import OnlineScheduler
+    from rayrm.rm.core.scheduler import OnlineScheduler
     cfg = load_config(CONFIGS / "paper-micro.yaml")
     s = OnlineScheduler("tsf", cfg.dims, cfg.nodes)
     # Table II: h = 75, 100, 100, 75 (e.g. job1 <1 cpu, 512 MB>: 25 x 1 + 25 x 2 = 75).

@@ -13,10 +13,10 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from rm.check import check_run  # noqa: E402
-from rm.config import parse_config  # noqa: E402
-from rm.replay import replay  # noqa: E402
-from rm.rundir import RunDir  # noqa: E402
+from rayrm.rm.runs.check import check_run  # noqa: E402
+from rayrm.rm.core.config import parse_config  # noqa: E402
+from rayrm.rm.runtime.driver import replay  # noqa: E402
+from rayrm.rm.runs.reader import RunDir  # noqa: E402
 
 CONFIG = {
     "name": "small",
@@ -124,7 +124,7 @@ def test_the_replay_cli_rejects_jobs_no_node_can_run_with_the_reason(local_ray, 
     import yaml
     from test_bad_input import REASONS, REJECTS
 
-    from rm.cli import main
+    from rayrm.rm.cli.main import main
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(dict(REJECTS, run={"time_scale": 0.05})))
     assert main(["replay", str(tmp_path / "c.yaml"), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
     assert "rejected" in capsys.readouterr().out

@@ -1,6 +1,6 @@
 """Replays across two Ray nodes (ray.cluster_utils.Cluster, one module-scoped cluster).
 
-The cluster is the one ``rm.native.ray_start_args`` asks for the small config of
+The cluster is the one ``rayrm.rm.runtime.native.ray_start_args`` asks for the small config of
 test_replay: pool p0 = {a1, a2} (disk=ssd, the only nodes j2's constraint admits)
 on the head, labelled ``disk=ssd``; pool p1 = {b1, b2} on the second Ray node.
 
@@ -20,10 +20,10 @@ ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 from test_replay import CONFIG, config  # noqa: E402
 
-from rm.check import check_run  # noqa: E402
-from rm.native import POOL_LABEL, ray_start_args  # noqa: E402
-from rm.replay import SYSTEM_CONFIG, replay  # noqa: E402
-from rm.rundir import RunDir  # noqa: E402
+from rayrm.rm.runs.check import check_run  # noqa: E402
+from rayrm.rm.runtime.native import POOL_LABEL, ray_start_args  # noqa: E402
+from rayrm.rm.runtime.driver import SYSTEM_CONFIG, replay  # noqa: E402
+from rayrm.rm.runs.reader import RunDir  # noqa: E402
 
 SMALL_STORE = 80 * 1024 * 1024
 

@@ -1,4 +1,4 @@
-"""The replay's YARN-style protocol, driven without Ray (rm/rm_state.py), plus NM placement.
+"""The replay's YARN-style protocol, driven without Ray (rm/service/state.py), plus NM placement.
 
 Cluster used throughout: n1 <cpu:2; memory_mb:2048>, n2 <cpu:1; memory_mb:1024; disk=ssd>.
 An app of <cpu:1; memory_mb:512> tasks fits 2 on n1 and 1 on n2: 3 at once.
@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from nodes.executors import choose_executor, peak_containers
-from nodes.placement import RayNode, place_nodes
-from rm.constraints import Constraint
-from rm.model import AppSpec, NodeSpec, Resources
-from rm.protocol import (COMPLETE, FENCED, FINISHED, LOST, RESYNC, RUNNING, AllocateRequest,
+from rayrm.nodes.executors import choose_executor, peak_containers
+from rayrm.nodes.placement import RayNode, place_nodes
+from rayrm.rm.core.constraints import Constraint
+from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
+from rayrm.rm.service.protocol import (COMPLETE, FENCED, FINISHED, LOST, RESYNC, RUNNING, AllocateRequest,
                          AppRegistration, ContainerStatus, NodeHeartbeat, NodeRegistration)
-from rm.rm_state import ResourceManagerState
+from rayrm.rm.service.state import ResourceManagerState
 
 NODES = [NodeSpec("n1", Resources.parse("cpu:2;memory_mb:2048")),
          NodeSpec("n2", Resources.parse("cpu:1;memory_mb:1024"), {"disk": "ssd"})]
@@ -176,8 +176,8 @@ def test_auto_executor_uses_tasks_only_when_workers_can_hold_the_peak():
 
 
 def test_replay_plan_places_nms_and_their_later_joins():
-    from rm.config import parse_config
-    from rm.replay import plan_replay
+    from rayrm.rm.core.config import parse_config
+    from rayrm.rm.runtime.driver import plan_replay
     cfg = parse_config({
         "cluster": {"nodes": [
             {"name": "a{i}", "count": 2, "capacity": {"cpu": 2, "memory_mb": 2048}, "attributes": {"disk": "ssd"}},

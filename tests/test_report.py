@@ -21,10 +21,10 @@ import json
 
 import pytest
 
-from rm.cli import main
-from rm.model import AppSpec, NodeSpec, Resources
-from rm.report import build_report, write_report
-from rm.runlog import RunLog
+from rayrm.rm.cli.main import main
+from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
+from rayrm.rm.runs.report import build_report, write_report
+from rayrm.rm.runs.log import RunLog
 
 NODE = NodeSpec("n1", Resources(cpu=32, memory_mb=32768), {})
 APPS = {"a": AppSpec("a", Resources(cpu=1, memory_mb=1024), 2),

@@ -14,10 +14,10 @@ from collections import Counter, deque
 
 import pytest
 
-from rm.constraints import Constraint
-from rm.model import EPS, AppSpec, NodeSpec, Resources
-from rm.policies import POLICY_NAMES
-from rm.scheduler import OnlineScheduler
+from rayrm.rm.core.constraints import Constraint
+from rayrm.rm.core.model import EPS, AppSpec, NodeSpec, Resources
+from rayrm.rm.core.policies import POLICY_NAMES
+from rayrm.rm.core.scheduler import OnlineScheduler
 
 R = Resources.parse
 C = Constraint.parse
@@ -149,7 +149,7 @@ def test_choosy_fig5_cmmf(policy):
 # ----- the micro-benchmark cluster of Table II --------------------------------
 
 def test_table2_h_values():
-    from rm.config import load_config
+    from rayrm.rm.core.config import load_config
     cfg = load_config("configs/paper-micro.yaml")
     s = OnlineScheduler("tsf", cfg.dims, cfg.nodes)
     hs = [s.submit(j.app)[0].h for j in cfg.jobs]

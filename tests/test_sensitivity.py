@@ -1,4 +1,4 @@
-"""Launch jitter in the simulator and ``rayrm sensitivity`` (rm.sensitivity)."""
+"""Launch jitter in the simulator and ``rayrm sensitivity`` (rayrm.rm.sim.sensitivity)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from rm.cli import main
-from rm.config import load_config, parse_config
-from rm.errors import InputError
-from rm.sensitivity import completion_spread, completion_times
-from rm.sim import Simulation, simulate
+from rayrm.rm.cli.main import main
+from rayrm.rm.core.config import load_config, parse_config
+from rayrm.rm.core.errors import InputError
+from rayrm.rm.sim.sensitivity import completion_spread, completion_times
+from rayrm.rm.sim.engine import Simulation, simulate
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

@@ -13,11 +13,11 @@ from collections import defaultdict
 import pandas as pd
 import pytest
 
-from rm.config import parse_config
-from rm.constraints import Constraint
-from rm.errors import InputError
-from rm.policies import POLICY_NAMES
-from rm.sim import Simulation, simulate
+from rayrm.rm.core.config import parse_config
+from rayrm.rm.core.constraints import Constraint
+from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.policies import POLICY_NAMES
+from rayrm.rm.sim.engine import Simulation, simulate
 
 EPS = 1e-6
 
@@ -241,11 +241,11 @@ def test_leave_of_an_unknown_node_is_an_input_error(tmp_path):
 
 
 def test_pending_index_agrees_with_brute_force_through_compactions():
-    """rm.pending: fitting(node, free) = pending apps eligible on the node whose demand fits,
+    """rayrm.rm.core.pending: fitting(node, free) = pending apps eligible on the node whose demand fits,
     checked against a direct scan after random arrivals, departures and pending flips
     (3,000 arrivals and 2,800 departures force several compactions: dead > max(1024, live))."""
     import random
-    from rm.pending import PendingIndex
+    from rayrm.rm.core.pending import PendingIndex
     rnd = random.Random(5)
     nodes = 30
     idx = PendingIndex(2, nodes)
@@ -290,7 +290,7 @@ def test_compare_tabulates_tsf_against_fifo(tmp_path):
     B 0; both in the <=10 bin: mean −0.25.
     """
     import yaml
-    from rm.compare import compare
+    from rayrm.rm.runs.compare import compare
     path = tmp_path / "two.yaml"
     path.write_text(yaml.safe_dump(TWO_JOBS))
     table = compare(path, ["tsf", "fifo"], tmp_path / "cmp", log=lambda *a: None)
@@ -308,7 +308,7 @@ def test_compare_tabulates_tsf_against_fifo(tmp_path):
 
 def test_compare_ray_mode_without_the_replay_is_one_input_error(tmp_path, monkeypatch):
     import sys
-    from rm.compare import run_policies
-    monkeypatch.setitem(sys.modules, "rm.replay", None)       # import rm.replay -> ImportError
+    from rayrm.rm.runs.compare import run_policies
+    monkeypatch.setitem(sys.modules, "rayrm.rm.runtime.driver", None)       # import rm.replay -> ImportError
     with pytest.raises(InputError, match="--mode ray needs the Ray replay"):
         run_policies("unused.yaml", ["tsf"], tmp_path, mode="ray")

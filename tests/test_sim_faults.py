@@ -1,4 +1,4 @@
-"""Faults in the simulator (rm.sim_faults): the replay's protocol times, in trace seconds.
+"""Faults in the simulator (rayrm.rm.sim.faults): the replay's protocol times, in trace seconds.
 
 Small instances worked by hand.  Unless a test says otherwise: nodes of <1 cpu, 1 GB>,
 tasks of <1 cpu, 512 MB> lasting exactly 10 s, heartbeat h = 1 s and time scale 1, so an
@@ -12,14 +12,14 @@ import pytest
 import yaml
 from test_sim import MIXED
 
-from rm.check import check_run
-from rm.cli import main
-from rm.config import parse_config
-from rm.errors import InputError
-from rm.recovery_times import recovery_times
-from rm.rundir import RunDir
-from rm.sim import simulate
-from rm.sim_faults import expiry
+from rayrm.rm.runs.check import check_run
+from rayrm.rm.cli.main import main
+from rayrm.rm.core.config import parse_config
+from rayrm.rm.core.errors import InputError
+from rayrm.rm.runs.recovery import recovery_times
+from rayrm.rm.runs.reader import RunDir
+from rayrm.rm.sim.engine import simulate
+from rayrm.rm.sim.faults import expiry
 
 
 def cluster(*names, cpu=1):
@@ -243,7 +243,7 @@ def test_runs_with_faults_are_deterministic(tmp_path):
 
 
 def test_paper_micro_with_the_readmes_faults_passes_check(tmp_path, capsys):
-    from rm.commands.replay import bundled_config
+    from rayrm.rm.cli.replay import bundled_config
     out = tmp_path / "run"
     assert main(["simulate", str(bundled_config()), "--fault", "kill-nm:n30@60", "--fault", "kill-am:job2@50",
                  "--fault", "kill-rm@100", "--out", str(out), "--no-progress"]) == 0

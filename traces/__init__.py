@@ -1,0 +1,4 @@
+"""Trace importers (``importers``) and the synthetic Google-like workload generator.
+
+Imports ``rayrm.rm.core`` only.
+"""

@@ -4,14 +4,14 @@
 CONFIG (YAML) and its job table ``<stem>.jobs.csv`` beside it, and prints the
 statistics it achieved next to the papers' targets.  From Python (benchmarks)::
 
-    from traces.generate import generate_google, google_experiment
+    from rayrm.traces.generate import generate_google, google_experiment
     doc, jobs, stats = generate_google(1000, 4500, 180_000, seed=1)   # nothing written
     cfg = google_experiment(1000, 4500, 180_000, seed=1)               # an ExperimentConfig
 
 The model (machine mix of drfh-paper Table I, 21 attributes over 4 classes,
 constraints after tsf-paper Fig. 8a and choosy-paper §7.1, job sizes after tsf-paper
 Fig. 8b, Pareto α = 1.9 durations after choosy-paper §6.2) is documented in
-``traces.google_model``; building and measuring the workload is ``traces.google_workload``.
+``rayrm.traces.google_model``; building and measuring the workload is ``rayrm.traces.google_workload``.
 This module stays light (no numpy at import) because ``rayrm`` builds its parser from it.
 """
 
@@ -25,12 +25,12 @@ __all__ = [*_EXPORTS, "add_arguments", "run"]
 
 def __getattr__(name: str):
     if name in _EXPORTS:
-        from traces import google_workload  # noqa: PLC0415 (numpy only when used)
+        from rayrm.traces import google_workload  # noqa: PLC0415 (numpy only when used)
         return getattr(google_workload, name)
-    raise AttributeError(f"module 'traces.generate' has no attribute {name!r}")
+    raise AttributeError(f"module 'rayrm.traces.generate' has no attribute {name!r}")
 
 
-# ----- command line (called by rm/commands/trace.py) ------------------------------
+# ----- command line (called by rm/cli/trace.py) ------------------------------
 
 def add_arguments(parser) -> None:
     parser.add_argument("kind", choices=["google"], help="workload family (google: tsf-paper §VI-B)")
@@ -45,7 +45,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from traces.google_workload import format_stats, write_google  # noqa: PLC0415
+    from rayrm.traces.google_workload import format_stats, write_google  # noqa: PLC0415
 
     stats = write_google(args.output, args.nodes, args.jobs, args.tasks, args.seed,
                          load=args.load, span=args.span)

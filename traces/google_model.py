@@ -53,8 +53,8 @@ import math
 
 import numpy as np
 
-from rm.constraints import Clause
-from rm.errors import InputError
+from rayrm.rm.core.constraints import Clause
+from rayrm.rm.core.errors import InputError
 
 MAX_SERVER = {"cpu": 16.0, "memory_mb": 65536.0}
 DIMS = ("cpu", "memory_mb")

@@ -1,8 +1,8 @@
-"""Building the synthetic Google-like workload and measuring it (see ``traces.generate``).
+"""Building the synthetic Google-like workload and measuring it (see ``rayrm.traces.generate``).
 
 The model — machine mix (drfh-paper Table I), 21 attributes over 4 classes,
 constraints (tsf-paper Fig. 8a, choosy-paper §7.1), job sizes (tsf-paper Fig. 8b),
-Pareto durations (choosy-paper §6.2), demands and load — is in ``traces.google_model``.
+Pareto durations (choosy-paper §6.2), demands and load — is in ``rayrm.traces.google_model``.
 At 1,000 nodes / 4,500 jobs / 180,000 tasks it takes about a second.
 """
 
@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from apps.jobs import Durations, JobSpec
-from rm.config import RUN_DEFAULTS, ExperimentConfig, node_group, write_job_table
-from rm.constraints import Constraint
-from rm.errors import InputError
-from rm.model import AppSpec, Resources
-from traces.google_model import (ALPHA, ATTR_FREQ, CLASSES, DIMS, MACHINE_MIX, MAX_SERVER, MAX_WAVES,
+from rayrm.rm.core.jobs import Durations, JobSpec
+from rayrm.rm.core.config import RUN_DEFAULTS, ExperimentConfig, node_group, write_job_table
+from rayrm.rm.core.constraints import Constraint
+from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.model import AppSpec, Resources
+from rayrm.traces.google_model import (ALPHA, ATTR_FREQ, CLASSES, DIMS, MACHINE_MIX, MAX_SERVER, MAX_WAVES,
                                  attribute_clause, draw_demand, draw_machines, draw_required,
                                  job_sizes, node_groups)
 

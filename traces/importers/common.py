@@ -11,8 +11,8 @@ Row numbers are the file's line numbers (1-based, a header line counts) for
 CSV and TSV tables, and the line a job object starts on for JSON streams.
 
 :func:`write_config` writes the rayrm config (YAML) and its job table (a sibling
-CSV, ``<config stem>.jobs.csv``, via :func:`rm.config.write_job_table`) and then
-loads the result back with :func:`rm.config.load_config`, so an importer bug
+CSV, ``<config stem>.jobs.csv``, via :func:`rayrm.rm.core.config.write_job_table`) and then
+loads the result back with :func:`rayrm.rm.core.config.load_config`, so an importer bug
 shows up at import time, not in ``rayrm simulate``.
 """
 
@@ -31,9 +31,9 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import yaml
 
-from apps.jobs import JobSpec
-from rm.errors import InputError
-from rm.model import NodeSpec, Resources
+from rayrm.rm.core.jobs import JobSpec
+from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.model import NodeSpec, Resources
 
 SHOW_ROWS = 8          # row numbers listed per reason in the summary
 
@@ -353,7 +353,7 @@ def write_config(path: str | Path, result: ImportResult, *, name: str | None = N
     With ``check`` the written config is loaded back (every error it would raise in
     ``rayrm simulate`` is raised here instead).
     """
-    from rm.config import load_config, write_job_table  # noqa: PLC0415
+    from rayrm.rm.core.config import load_config, write_job_table  # noqa: PLC0415
 
     path = Path(path)
     if not result.nodes:

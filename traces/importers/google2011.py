@@ -54,9 +54,9 @@ from pathlib import Path
 
 import numpy as np
 
-from rm.errors import InputError
-from rm.model import NodeSpec, Resources
-from traces.importers.common import (ImportResult, SkipReport, attr_value, numeric, read_table, token,
+from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.model import NodeSpec, Resources
+from rayrm.traces.importers.common import (ImportResult, SkipReport, attr_value, numeric, read_table, token,
                                      width_check)
 
 HELP = "Google ClusterData 2011 tables: machine_events, machine_attributes, task_events, task_constraints"
@@ -238,7 +238,7 @@ def machine_attributes(tables, report: SkipReport) -> dict[str, dict]:
 
 
 def import_google2011(inputs, report: SkipReport, *, unfinished: str = "skip") -> ImportResult:
-    from traces.importers.google2011_tasks import task_jobs  # noqa: PLC0415
+    from rayrm.traces.importers.google2011_tasks import task_jobs  # noqa: PLC0415
 
     inputs = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
     tables = find_tables(inputs)

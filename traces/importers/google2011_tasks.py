@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from apps.jobs import Durations, JobSpec
-from rm.constraints import Clause, Constraint
-from rm.model import AppSpec, Resources
-from traces.importers.common import SkipReport, numeric, token
-from traces.importers.google2011 import attr_name, checked, code_check, number_checks, read, seconds
+from rayrm.rm.core.jobs import Durations, JobSpec
+from rayrm.rm.core.constraints import Clause, Constraint
+from rayrm.rm.core.model import AppSpec, Resources
+from rayrm.traces.importers.common import SkipReport, numeric, token
+from rayrm.traces.importers.google2011 import attr_name, checked, code_check, number_checks, read, seconds
 
 SUBMIT, SCHEDULE, EVICT, FAIL, FINISH, KILL, LOST = range(7)
 END_EVENTS = (EVICT, FAIL, FINISH, KILL, LOST)

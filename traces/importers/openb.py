@@ -37,11 +37,11 @@ from pathlib import Path
 
 import numpy as np
 
-from apps.jobs import Durations, JobSpec
-from rm.constraints import Clause, Constraint
-from rm.errors import InputError
-from rm.model import AppSpec, NodeSpec, Resources
-from traces.importers.common import ImportResult, SkipReport, numeric, read_table, token, width_check
+from rayrm.rm.core.jobs import Durations, JobSpec
+from rayrm.rm.core.constraints import Clause, Constraint
+from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
+from rayrm.traces.importers.common import ImportResult, SkipReport, numeric, read_table, token, width_check
 
 HELP = "Alibaba GPU cluster trace (cluster-trace-gpu-v2023): node list and pod list CSV"
 NODE_COLUMNS = ["sn", "cpu_milli", "memory_mib", "gpu", "model"]

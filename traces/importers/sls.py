@@ -56,12 +56,12 @@ from pathlib import Path
 
 import yaml
 
-from apps.jobs import Durations, JobSpec
-from rm.constraints import Clause, Constraint
-from rm.errors import InputError
-from rm.model import AppSpec, NodeSpec, Resources
-from traces.importers.common import ImportResult, SkipReport, parse_resources, token
-from traces.importers.sls_jobs import ParsedJobs, _amount, json_stream, read_jobs, resource_name
+from rayrm.rm.core.jobs import Durations, JobSpec
+from rayrm.rm.core.constraints import Clause, Constraint
+from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
+from rayrm.traces.importers.common import ImportResult, SkipReport, parse_resources, token
+from rayrm.traces.importers.sls_jobs import ParsedJobs, _amount, json_stream, read_jobs, resource_name
 
 HELP = "Hadoop Scheduler Load Simulator JSON jobs (+ SLS node file, queue weights)"
 

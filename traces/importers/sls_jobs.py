@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rm.errors import InputError
-from rm.model import Resources
-from traces.importers.common import SkipReport, token
+from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.model import Resources
+from rayrm.traces.importers.common import SkipReport, token
 
 
 NOT_RESOURCES = {"host", "start.ms", "end.ms", "duration.ms", "priority", "type", "execution.type",

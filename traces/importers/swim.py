@@ -39,10 +39,10 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from apps.jobs import Durations, JobSpec
-from rm.errors import InputError
-from rm.model import AppSpec, NodeSpec
-from traces.importers.common import (ImportResult, SkipReport, numeric, parse_resources, read_table,
+from rayrm.rm.core.jobs import Durations, JobSpec
+from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.model import AppSpec, NodeSpec
+from rayrm.traces.importers.common import (ImportResult, SkipReport, numeric, parse_resources, read_table,
                                      width_check)
 
 MB = 2 ** 20
@@ -78,7 +78,7 @@ def load(args: argparse.Namespace, report: SkipReport) -> ImportResult:
 
 def cluster_from_file(path: str | Path) -> tuple[list[NodeSpec], list[dict]]:
     """``cluster.nodes`` (expanded) and ``cluster.events`` (as written) of a rayrm config."""
-    from rm.config import node_group  # noqa: PLC0415
+    from rayrm.rm.core.config import node_group  # noqa: PLC0415
     try:
         doc = yaml.safe_load(Path(path).read_text())
     except OSError as e:

@@ -1,0 +1,76 @@
+"""The ``rayrm`` command line.
+
+Each subcommand lives in ``rm/cli/<name>.py`` with ``add_arguments(parser)``
+and ``run(args) -> int``; those modules import heavy things (Ray, matplotlib)
+inside ``run`` so ``rayrm --help`` stays fast.  Errors a user can cause
+(``InputError``) become one line on stderr and exit status 2 — never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from rayrm.rm.core.errors import InputError
+
+COMMANDS = [
+    ("simulate", "replay a trace in the discrete-event simulator (virtual time)"),
+    ("replay", "replay a trace on Ray with ResourceManager, NodeManager and ApplicationMaster actors"),
+    ("compare", "run several policies on the same trace and seed and compare them"),
+    ("sensitivity", "how much job completion times move when container launches jitter"),
+    ("offline", "offline progressive filling (divisible tasks) for a config"),
+    ("audit", "search for sharing-property violations (SI, SP, EF, PO, SMF, SRF)"),
+    ("trace", "generate synthetic workloads or import public trace formats"),
+    ("report", "plots and tables for run directories"),
+    ("check", "verify a run directory's invariants"),
+]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors on one line (no usage dump), like every other error here."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="rayrm", description="A YARN-style resource manager that replays cluster traces on Ray.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, help_text in COMMANDS:
+        try:
+            module = importlib.import_module(f"rayrm.rm.cli.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"rayrm.rm.cli.{name}":
+                raise
+            continue
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except InputError as e:
+        print(f"rayrm {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"rayrm {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`rayrm ... | head`): stop quietly, as Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+if __name__ == "__main__":
+    sys.exit(main())

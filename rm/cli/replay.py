@@ -1,0 +1,106 @@
+"""``rayrm replay [CONFIG]``: replay a trace on Ray (see ``rayrm.rm.runtime.driver``).
+
+With no CONFIG it replays the bundled TSF micro-benchmark (configs/paper-micro.yaml,
+whose time scale 0.05 makes it about 25 wall seconds).
+With no ``--address`` it starts a local Ray; ``--address ADDR`` (or ``auto``) joins
+a cluster started with ``ray start``.  Prints the jobs' completion times and the
+scheduling latency; the run directory goes to ``--out``.  ``--fault SPEC`` (repeatable,
+besides the config's ``faults:``) injects failures; ``rm/core/faults.py`` lists the kinds.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+DEFAULT_CONFIG = "paper-micro.yaml"
+
+
+def bundled_config(name: str = DEFAULT_CONFIG) -> Path:
+    """``configs/<name>`` as installed: pyproject.toml ships ``configs/`` as the package
+    ``rayrm.configs``, so this finds it in a wheel or ``pip install .`` as in ``pip install -e .``."""
+    return Path(resources.files("rayrm.configs") / name)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("config", nargs="?", metavar="CONFIG",
+                        help="experiment config (default: the bundled configs/paper-micro.yaml)")
+    parser.add_argument("--policy", help="policy name, or ray-native (default: the config's)")
+    parser.add_argument("--time-scale", type=float, metavar="X",
+                        help="wall seconds per trace second (default: the config's run.time_scale)")
+    parser.add_argument("--address", metavar="ADDR",
+                        help="join the Ray cluster at ADDR ('auto': the one `ray start` runs here); "
+                             "default: start a local Ray")
+    parser.add_argument("--executor", choices=("auto", "task", "actor"), default="auto",
+                        help="containers as Ray tasks or as async actor tasks (default: auto)")
+    parser.add_argument("--payload", choices=("sleep", "cpu"),
+                        help="what a container does for its duration (default: the config's, sleep)")
+    parser.add_argument("--seed", type=int, help="seed for task durations (default: the config's)")
+    parser.add_argument("--twin", action="store_true",
+                        help="also simulate the same trace and seed; report completion-time ratios, "
+                             "and the range the simulator itself gives under this replay's launch latency")
+    parser.add_argument("--fault", action="append", default=[], metavar="SPEC",
+                        help="inject a fault at trace time T (repeatable): kill-nm:NODE@T, kill-nm-host:I@T, "
+                             "kill-am:APP@T, kill-rm@T, kill-ray-node:I@T (see rm/core/faults.py)")
+    parser.add_argument("--out", metavar="DIR", help="run directory (default: runs/<config>-<policy>-ray)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+
+
+def run(args) -> int:
+    from rayrm.rm.core.config import load_config  # noqa: PLC0415
+    from rayrm.rm.core.errors import InputError  # noqa: PLC0415
+    from rayrm.rm.runtime.driver import replay  # noqa: PLC0415
+
+    if args.config:
+        path = Path(args.config)
+    else:
+        try:
+            path = bundled_config()
+        except ModuleNotFoundError:   # an editable install made before configs/ became rayrm.configs
+            raise InputError("no CONFIG given and the bundled configs (package rayrm.configs) are not "
+                             "installed; reinstall rayrm") from None
+    cfg = load_config(path)
+    policy = args.policy or cfg.policy
+    out = args.out or str(Path("runs") / f"{cfg.name}-{policy}-ray")
+    summary = replay(cfg, policy=policy, out=out, time_scale=args.time_scale, address=args.address,
+                     executor=args.executor, payload=args.payload, twin=args.twin, seed=args.seed,
+                     progress=False if args.no_progress else None, faults=args.fault)
+    print(format_summary(summary, out))
+    return 0
+
+
+def format_summary(summary: dict, out: str) -> str:
+    """A few lines: policy, executor, makespan, jobs, latency, twin ratios."""
+    import csv  # noqa: PLC0415
+    lines = [f"replay of {summary.get('name')} under {summary.get('policy')}: "
+             f"makespan {summary.get('makespan', 0):.1f}s (trace), wall {summary.get('wall_seconds')}s, "
+             f"time scale {summary.get('time_scale')}, executor {summary.get('executor', '-')}"]
+    jobs_csv = Path(out) / "jobs.csv"
+    twin = summary.get("twin") or {}
+    ratios = twin.get("completion_time_ratio", {})
+    spread = twin.get("spread") or {}
+    ranges, to_median = spread.get("ratio_range", {}), spread.get("ratio_to_median", {})
+    if jobs_csv.exists():
+        with open(jobs_csv, newline="") as fh:
+            for row in csv.DictReader(fh):
+                ct = row.get("completion_time") or "-"
+                extra = f"  vs simulator x{ratios[row['app']]:.3f}" if row["app"] in ratios else ""
+                if row["app"] in ranges:
+                    low, high = ranges[row["app"]]
+                    extra += f" (jittered simulator x{low:.3f}-x{high:.3f}"
+                    extra += f", x{to_median[row['app']]:.3f} its median)" if row["app"] in to_median else ")"
+                lines.append(f"  {row['app']:<12} {row['status']:<9} tasks {row['num_tasks']:>6}  "
+                             f"completion {ct:>10}{extra}")
+    lat = (summary.get("scheduling_latency") or {}).get("allocation_to_running_ms") or {}
+    if lat:
+        lines.append(f"  allocation-to-running latency: p50 {lat['p50']} ms, p99 {lat['p99']} ms")
+    tasks = summary.get("tasks", {})
+    lines.append(f"  tasks: {tasks.get('finished', 0)} finished, {tasks.get('lost', 0)} lost, "
+                 f"{tasks.get('killed', 0)} killed, {summary.get('tasks_finished_twice', 0)} finished twice")
+    faults = summary.get("faults")
+    if faults:
+        lines.append(f"  faults: {', '.join(faults['injected'])}; RM restarts {faults['rm_restarts']}, "
+                     f"NM host restarts {faults['nm_host_restarts']}, AM crashes {faults['am_crashes']} "
+                     f"(recovery: python benchmarks/bench_recovery.py --run-dir {out})")
+    lines.append(f"  run directory: {out}")
+    return "\n".join(lines)

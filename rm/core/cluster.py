@@ -1,0 +1,330 @@
+"""ClusterState: incremental accounting of nodes, apps and containers.
+
+A narrow interface in the manner of the Mesos DRF sorter: add/remove a node,
+add/remove an app, allocate/release a container.  Policies read from it and never
+write to it.  Vectors are tuples in the order of ``dims``; a policy may append
+*virtual* dimensions (the slot scheduler accounts slots this way) that take part
+in fit checks but not in shares.
+
+Cached quantities (tsf-paper §V-A):
+
+* ``h_unconstrained(demand)`` = Σ_m floor(min_{r: d_r>0} C_mr / d_r) over live nodes,
+  cached per demand vector and computed per node *type* (identical capacity), so a
+  1,000-node cluster of ten types costs ten terms;
+* ``h_constrained(app)`` = the same sum over the nodes the app may use (CDRF's h^c).
+
+Both caches are dropped when a node joins or leaves.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from typing import Callable, Sequence
+
+import numpy as np
+
+from rayrm.rm.core.constraints import Constraint
+from rayrm.rm.core.model import EPS, AppSpec, Container, NodeSpec, tasks_fit
+
+
+class NodeState:
+    """A node's accounting: capacity and free vectors, liveness, its containers."""
+
+    __slots__ = ("index", "spec", "name", "capacity", "free", "alive", "containers")
+
+    def __init__(self, index: int, spec: NodeSpec, capacity: tuple[float, ...]):
+        self.index = index
+        self.spec = spec
+        self.name = spec.name
+        self.capacity = capacity
+        self.free = list(capacity)
+        self.alive = True
+        self.containers: set[int] = set()
+
+    @property
+    def attributes(self):
+        return self.spec.attributes
+
+
+class AppState:
+    """An app's accounting: demand, eligibility per node, h and h^c, running and pending.
+
+    ``eligible[m]`` is 1 when the app's constraint admits node m *and* one task
+    fits m's capacity.  ``key`` and ``unit`` belong to the scheduler's policy; they
+    live here only so the hot path reads one object.
+    """
+
+    __slots__ = ("index", "spec", "app_id", "demand", "weight", "submit", "eligible",
+                 "eligible_count", "h", "h_c", "running", "pending", "on_node",
+                 "unit", "key", "entry")
+
+    def __init__(self, index: int, spec: AppSpec, demand: tuple[float, ...]):
+        self.index = index
+        self.spec = spec
+        self.app_id = spec.app_id
+        self.demand = demand
+        self.weight = spec.weight
+        self.submit = spec.submit
+        self.eligible = bytearray()
+        self.eligible_count = 0
+        self.h = 0.0
+        self.h_c = 0.0
+        self.running = 0
+        self.pending = 0
+        self.on_node: dict[int, int] = {}
+        self.unit = 0.0
+        self.key = 0.0
+        self.entry = None
+
+    def __repr__(self) -> str:
+        return f"AppState({self.app_id}, running={self.running}, pending={self.pending})"
+
+
+class ClusterState:
+    """Nodes, apps and containers, with free vectors and running counts kept incrementally."""
+
+    def __init__(self, dims: Sequence[str], virtual_dims: Sequence[str] = (),
+                 virtual_capacity: Callable[[NodeSpec], tuple] | None = None,
+                 virtual_demand: Callable[[AppSpec], tuple] | None = None,
+                 track_free: bool = False):
+        self.dims = tuple(dims)
+        self.virtual_dims = tuple(virtual_dims)
+        self._virtual_capacity = virtual_capacity
+        self._virtual_demand = virtual_demand
+        self.nodes: list[NodeState] = []
+        self.node_index: dict[str, int] = {}
+        self.apps: dict[str, AppState] = {}
+        self.containers: dict[int, Container] = {}
+        self._container_app: dict[int, AppState] = {}
+        self._next_container = itertools.count(1)
+        self._app_seq = itertools.count()
+        self.total = tuple(0.0 for _ in self.dims)
+        self.virtual_total = tuple(0.0 for _ in self.virtual_dims)
+        self._types: Counter = Counter()          # real capacity tuple -> live node count
+        self._h_cache: dict[tuple, float] = {}
+        self._match_cache: dict[str, np.ndarray] = {}  # constraint text -> node matches
+        self._clause_cache: dict = {}                    # Clause -> node matches
+        self._arrays: tuple[np.ndarray, np.ndarray] | None = None  # (capacity, alive)
+        #: nodes x dims copy of every node's free vector, kept only when asked for (best
+        #: fit compares all nodes at once; other policies never read it)
+        self.free_matrix: np.ndarray | None = (
+            np.zeros((0, len(self.dims) + len(self.virtual_dims))) if track_free else None)
+
+    # ----- vectors -------------------------------------------------------------
+
+    def node_vector(self, spec: NodeSpec) -> tuple[float, ...]:
+        real = spec.capacity.vector(self.dims)
+        return real + tuple(self._virtual_capacity(spec)) if self.virtual_dims else real
+
+    def demand_vector(self, spec: AppSpec) -> tuple[float, ...]:
+        real = spec.demand.vector(self.dims)
+        return real + tuple(self._virtual_demand(spec)) if self.virtual_dims else real
+
+    # ----- nodes ---------------------------------------------------------------
+
+    def add_node(self, spec: NodeSpec) -> NodeState:
+        """A node joins (or a lost node comes back under its name, empty)."""
+        cap = self.node_vector(spec)
+        idx = self.node_index.get(spec.name)
+        if idx is not None:
+            node = self.nodes[idx]
+            if node.alive:
+                raise ValueError(f"node {spec.name} is already registered")
+            node.spec, node.capacity, node.free, node.alive = spec, cap, list(cap), True
+        else:
+            node = NodeState(len(self.nodes), spec, cap)
+            self.nodes.append(node)
+            self.node_index[spec.name] = node.index
+        self._match_cache.clear()
+        self._clause_cache.clear()
+        self._arrays = None
+        if self.free_matrix is not None:
+            if node.index == len(self.free_matrix):
+                self.free_matrix = np.vstack([self.free_matrix, [node.free]])
+            self.free_matrix[node.index] = node.free
+        self._count_type(node, +1)
+        self._refresh()
+        return node
+
+    def remove_node(self, name: str) -> list[Container]:
+        """A node is lost: it leaves the cluster and its containers are released and returned."""
+        node = self.nodes[self.node_index[name]]
+        if not node.alive:
+            return []
+        lost = [self.containers[c] for c in sorted(node.containers)]
+        for c in lost:
+            self.release(c.container_id)
+        node.alive = False
+        self._arrays = None
+        self._count_type(node, -1)
+        self._refresh()
+        return lost
+
+    def _count_type(self, node: NodeState, sign: int) -> None:
+        real = node.capacity[:len(self.dims)]
+        self._types[real] += sign
+        if self._types[real] == 0:
+            del self._types[real]
+        self.total = tuple(t + sign * c for t, c in zip(self.total, real))
+        virtual = node.capacity[len(self.dims):]
+        self.virtual_total = tuple(t + sign * c for t, c in zip(self.virtual_total, virtual))
+
+    # ----- eligibility and h ---------------------------------------------------
+
+    def _node_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """Capacity matrix (nodes x dims, virtual included) and live mask, rebuilt on change."""
+        if self._arrays is None:
+            width = len(self.dims) + len(self.virtual_dims)
+            cap = np.array([n.capacity for n in self.nodes], dtype=float).reshape(len(self.nodes), width)
+            alive = np.array([n.alive for n in self.nodes], dtype=bool)
+            self._arrays = (cap, alive)
+        return self._arrays
+
+    def constraint_matches(self, constraint: Constraint) -> np.ndarray:
+        """Node-by-node match of a constraint on attributes and names (capacity ignored).
+
+        Cached per constraint, and built clause by clause from a per-clause cache: a
+        Google-style trace has thousands of distinct constraints made of a few dozen
+        clauses, and the match of a conjunction is the AND of its clauses' matches.
+        """
+        text = str(constraint)
+        hit = self._match_cache.get(text)
+        if hit is None:
+            hit = np.ones(len(self.nodes), dtype=bool)
+            for clause in constraint.clauses:
+                m = self._clause_cache.get(clause)
+                if m is None:
+                    m = np.fromiter((clause.matches(n.name, n.attributes) for n in self.nodes),
+                                    dtype=bool, count=len(self.nodes))
+                    self._clause_cache[clause] = m
+                hit = hit & m
+            self._match_cache[text] = hit
+        return hit
+
+    def _eligibility(self, spec: AppSpec, demand: tuple[float, ...]) -> np.ndarray:
+        """Live nodes whose attributes satisfy the constraint and whose capacity holds one task."""
+        cap, alive = self._node_arrays()
+        fits = (cap + EPS >= np.asarray(demand)).all(axis=1)
+        return self.constraint_matches(spec.constraint) & alive & fits
+
+    def _tasks_per_node(self, demand: tuple[float, ...]) -> np.ndarray:
+        """floor(min_{r: d_r>0} C_mr / d_r) for every node (0 for dead ones)."""
+        cap, alive = self._node_arrays()
+        k = len(self.dims)
+        real = np.asarray(demand[:k])
+        used = real > 0
+        per = np.floor((cap[:, :k][:, used] / real[used]).min(axis=1) + EPS)
+        return np.where(alive, per, 0.0)
+
+    def h_unconstrained(self, demand: tuple[float, ...]) -> float:
+        """h_i: tasks of ``demand`` the whole live cluster holds with constraints removed.
+
+        h_i = Σ_m floor(min_{r: d_ir>0} C_mr / d_ir)   (tsf-paper §V-A; indivisible).
+        """
+        real = demand[:len(self.dims)]
+        h = self._h_cache.get(real)
+        if h is None:
+            h = sum(count * tasks_fit(cap, real) for cap, count in self._types.items())
+            self._h_cache[real] = h
+        return h
+
+    def h_constrained(self, app: AppState) -> float:
+        """h_i^c: the same sum over only the nodes the app may use (constrained CDRF)."""
+        elig = np.frombuffer(app.eligible, dtype=np.uint8).astype(bool)
+        return float(self._tasks_per_node(app.demand)[elig].sum())
+
+    def _refresh(self) -> None:
+        """After a node joins or leaves: eligibility, h and h^c of every app anew."""
+        self._h_cache.clear()
+        for app in self.apps.values():
+            self._set_eligibility(app)
+
+    def _set_eligibility(self, app: AppState) -> None:
+        mask = self._eligibility(app.spec, app.demand)
+        app.eligible = bytearray(mask.astype(np.uint8).tobytes())
+        app.eligible_count = int(mask.sum())
+        app.h = self.h_unconstrained(app.demand)
+        app.h_c = self.h_constrained(app)
+
+    # ----- apps ----------------------------------------------------------------
+
+    def rejection_reason(self, spec: AppSpec) -> str | None:
+        """Why no live node could ever run this app's tasks, or None if some node can."""
+        unknown = sorted(k for k in spec.demand if k not in self.dims)
+        if unknown:
+            return f"demand names resource {', '.join(unknown)} that no node has"
+        _, alive = self._node_arrays()
+        matching = int((self.constraint_matches(spec.constraint) & alive).sum())
+        if not matching:
+            return f"no node matches constraint '{spec.constraint}'"
+        if not self._eligibility(spec, self.demand_vector(spec)).any():
+            shown = ";".join(f"{k}:{v:g}" for k, v in spec.demand.items())
+            return f"demand {shown} exceeds every eligible node ({matching} match the constraint)"
+        return None
+
+    def add_app(self, spec: AppSpec) -> AppState:
+        """Register an app; the caller checks ``rejection_reason`` first."""
+        if spec.app_id in self.apps:
+            raise ValueError(f"app {spec.app_id} is already registered")
+        app = AppState(next(self._app_seq), spec, self.demand_vector(spec))
+        self._set_eligibility(app)
+        self.apps[spec.app_id] = app
+        return app
+
+    def remove_app(self, app_id: str) -> list[Container]:
+        """An app leaves; its remaining containers are released and returned."""
+        app = self.apps[app_id]
+        left = [c for cid, c in self.containers.items() if self._container_app[cid] is app]
+        for c in left:
+            self.release(c.container_id)
+        del self.apps[app_id]
+        return left
+
+    # ----- containers ----------------------------------------------------------
+
+    def fits(self, app: AppState, node: NodeState) -> bool:
+        free = node.free
+        for i, d in enumerate(app.demand):
+            if d > free[i] + EPS:
+                return False
+        return True
+
+    def allocate(self, app: AppState, node: NodeState, task: int = -1) -> Container:
+        """Place one task of ``app`` on ``node``; the caller has checked fit and eligibility."""
+        free = node.free
+        for i, d in enumerate(app.demand):
+            free[i] -= d
+        cid = next(self._next_container)
+        c = Container(cid, app.app_id, task, node.name)
+        self.containers[cid] = c
+        self._container_app[cid] = app
+        node.containers.add(cid)
+        app.running += 1
+        app.on_node[node.index] = app.on_node.get(node.index, 0) + 1
+        if self.free_matrix is not None:
+            self.free_matrix[node.index] = free
+        return c
+
+    def release(self, container_id: int) -> tuple[AppState, NodeState]:
+        """A container ends (finished, killed or lost): its resources return to its node."""
+        c = self.containers.pop(container_id)
+        app = self._container_app.pop(container_id)
+        node = self.nodes[self.node_index[c.node]]
+        node.containers.discard(container_id)
+        free, cap = node.free, node.capacity
+        for i, d in enumerate(app.demand):
+            # Snap back to capacity on the last release so drift never accumulates.
+            free[i] = cap[i] if not node.containers else free[i] + d
+        if self.free_matrix is not None:
+            self.free_matrix[node.index] = free
+        app.running -= 1
+        k = app.on_node[node.index] - 1
+        if k:
+            app.on_node[node.index] = k
+        else:
+            del app.on_node[node.index]
+        return app, node
+
+    def app_of(self, container_id: int) -> AppState:
+        return self._container_app[container_id]

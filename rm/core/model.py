@@ -1,0 +1,135 @@
+"""The data model: resource vectors, nodes, applications.
+
+Everything here is immutable and validated once, at the edge (config and trace
+loaders build these objects; the core trusts them).  Resource vectors are named
+(``cpu``, ``memory_mb``, ``gpu``, ... as configured); a demand that omits a
+dimension demands 0 of it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from rayrm.rm.core.constraints import Constraint, ANY_NODE
+from rayrm.rm.core.errors import InputError
+
+# Fit checks compare floats accumulated by repeated subtraction; a task that
+# fits exactly must not be refused because 1.0 - 0.5 - 0.5 came out as 1e-17.
+EPS = 1e-9
+
+
+class Resources(Mapping[str, float]):
+    """An immutable named resource vector, e.g. ``Resources(cpu=1, memory_mb=512)``.
+
+    Compact literals as in the Mesos tests: ``Resources.parse("cpu:1;memory_mb:512")``.
+    Missing dimensions read as 0.
+    """
+
+    __slots__ = ("_v",)
+
+    def __init__(self, values: Mapping[str, float] | None = None, **kw: float):
+        merged = dict(values or {}, **kw)
+        self._v = {k: float(v) for k, v in merged.items() if float(v) != 0.0}
+
+    @classmethod
+    def parse(cls, text: str) -> "Resources":
+        out = {}
+        for part in filter(None, (p.strip() for p in text.split(";"))):
+            name, _, value = part.partition(":")
+            out[name.strip()] = float(value)
+        return cls(out)
+
+    def __getitem__(self, key: str) -> float:
+        return self._v.get(key, 0.0)
+
+    def __iter__(self):
+        return iter(self._v)
+
+    def __len__(self) -> int:
+        return len(self._v)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._v.items()))
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, Resources):
+            return self._v == other._v
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        inner = ";".join(f"{k}:{v:g}" for k, v in sorted(self._v.items()))
+        return f"Resources({inner!r})"
+
+    def vector(self, dims: Iterable[str]) -> tuple[float, ...]:
+        """The values in the order of ``dims`` (a dimension not named is 0)."""
+        return tuple(self._v.get(d, 0.0) for d in dims)
+
+
+def tasks_fit(capacity: tuple[float, ...], demand: tuple[float, ...], divisible: bool = False) -> float:
+    """How many tasks of ``demand`` fit in ``capacity``: min over r with d_r > 0 of C_r / d_r.
+
+    Indivisible (the default) takes the floor: this is one term of h_i in tsf-paper
+    §V-A ("tasks user i could run if it monopolised the datacenter").  A demand of
+    all zeros fits nowhere meaningful and is rejected at the edge, so it is not
+    handled here.
+    """
+    best = math.inf
+    for c, d in zip(capacity, demand):
+        if d > 0:
+            q = c / d
+            if q < best:
+                best = q
+    if divisible:
+        return best
+    return float(math.floor(best + EPS))
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """A machine: its name, capacity vector and attributes (strings or numbers)."""
+
+    name: str
+    capacity: Resources
+    attributes: Mapping[str, str | float] = field(default_factory=dict)
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+
+@dataclass(frozen=True)
+class AppSpec:
+    """An application (job): one demand vector for all its tasks.
+
+    ``weight`` is w_i of weighted TSF (tsf-paper Definition 7); ``submit`` is the
+    trace time the app arrives; ``constraint`` picks the nodes it may use.
+    """
+
+    app_id: str
+    demand: Resources
+    num_tasks: int
+    weight: float = 1.0
+    submit: float = 0.0
+    constraint: Constraint = ANY_NODE
+
+    def __post_init__(self):
+        if self.num_tasks < 0:
+            raise InputError(f"app {self.app_id}: num_tasks must be >= 0, got {self.num_tasks}")
+        if not self.weight > 0:
+            raise InputError(f"app {self.app_id}: weight must be > 0, got {self.weight}")
+        if any(v < 0 for v in self.demand.values()) or not any(v > 0 for v in self.demand.values()):
+            raise InputError(f"app {self.app_id}: demand must be non-negative and not all zero")
+
+    def __hash__(self) -> int:
+        return hash(self.app_id)
+
+
+@dataclass(frozen=True)
+class Container:
+    """One running task attempt: which app, which task index, on which node."""
+
+    container_id: int
+    app_id: str
+    task: int
+    node: str

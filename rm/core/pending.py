@@ -1,0 +1,146 @@
+"""An index of pending apps, answering one question fast: which of them fit here?
+
+The offer walk (rm/core/scheduler.py) finds the first app that fits within a few
+steps, but when the front of the pending list is apps that cannot use a node,
+finding the one that can — or proving that none can — means walking the whole
+list.  This index answers with a handful of operations on Python integers used as
+bitsets over app *slots*:
+
+    fit(node m, free F) = pending ∧ eligible_m ∧ ⋀_r {slots with d_r ≤ F_r + EPS}
+
+``eligible_m`` is kept per node; for each resource dimension the distinct demand
+values are kept sorted with the prefix unions of their slots, so the last term is
+one bisection and one lookup per dimension.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+
+import numpy as np
+
+from rayrm.rm.core.model import EPS
+
+
+class _Dimension:
+    """Sorted distinct demand values of one dimension, with prefix unions of their slots."""
+
+    __slots__ = ("values", "prefix")
+
+    def __init__(self):
+        self.values: list[float] = []
+        self.prefix: list[int] = []      # prefix[k]: slots whose demand is <= values[k]
+
+    def add(self, value: float, bit: int) -> None:
+        k = bisect_left(self.values, value)
+        if k == len(self.values) or self.values[k] != value:
+            self.values.insert(k, value)
+            self.prefix.insert(k, self.prefix[k - 1] if k else 0)
+        prefix = self.prefix
+        for j in range(k, len(prefix)):
+            prefix[j] |= bit
+
+    def at_most(self, limit: float) -> int:
+        """Slots whose demand is <= limit."""
+        k = bisect_right(self.values, limit)
+        return self.prefix[k - 1] if k else 0
+
+
+class PendingIndex:
+    """Slots are never reused until a compaction: removing an app only clears its pending
+    bit (its other bits are masked by it), so an app costs one pass over its eligible
+    nodes when it arrives and nothing when it leaves; once dead slots outnumber live
+    ones (and 1,024), every bitset is rebuilt over the live apps alone."""
+
+    def __init__(self, width: int, n_nodes: int):
+        self.width = width
+        self._n_nodes = n_nodes
+        self._reset()
+
+    def _reset(self) -> None:
+        self._dims = [_Dimension() for _ in range(self.width)]
+        self._elig: list[int] = [0] * self._n_nodes   # node -> slots that may use it
+        self._pending = 0                             # slots with tasks waiting
+        self._slot: dict[str, int] = {}
+        self._ids: list[str | None] = []              # slot -> app id (None: removed)
+        self._demand: list[tuple] = []                # slot -> demand vector
+        self._nodes_of: list[list[int]] = []          # slot -> nodes it is eligible on
+        self._dead = 0
+
+    def add(self, app_id: str, demand: tuple, eligible: bytearray) -> None:
+        if self._dead > max(1024, len(self._slot)):
+            self._compact()
+        slot = len(self._ids)
+        self._ids.append(app_id)
+        self._demand.append(tuple(demand))
+        self._nodes_of.append([])
+        self._slot[app_id] = slot
+        bit = 1 << slot
+        for dim, value in zip(self._dims, demand):
+            dim.add(value, bit)
+        self.set_eligible(app_id, eligible)
+
+    def _compact(self) -> None:
+        live = [(a, self._demand[s], self._nodes_of[s], bool(self._pending >> s & 1))
+                for a, s in self._slot.items()]
+        self._reset()
+        for app_id, demand, nodes, pending in live:
+            slot = len(self._ids)
+            self._ids.append(app_id)
+            self._demand.append(demand)
+            self._nodes_of.append(nodes)
+            self._slot[app_id] = slot
+            bit = 1 << slot
+            for dim, value in zip(self._dims, demand):
+                dim.add(value, bit)
+            for m in nodes:
+                self._elig[m] |= bit
+            if pending:
+                self._pending |= bit
+
+    def set_eligible(self, app_id: str, eligible: bytearray) -> None:
+        slot = self._slot[app_id]
+        bit = 1 << slot
+        elig = self._elig
+        if len(eligible) > len(elig):
+            elig.extend([0] * (len(eligible) - len(elig)))
+            self._n_nodes = len(elig)
+        for m in self._nodes_of[slot]:
+            elig[m] &= ~bit
+        nodes = np.flatnonzero(np.frombuffer(eligible, dtype=np.uint8)).tolist()
+        for m in nodes:
+            elig[m] |= bit
+        self._nodes_of[slot] = nodes
+
+    def remove(self, app_id: str) -> None:
+        slot = self._slot.pop(app_id)
+        self._pending &= ~(1 << slot)
+        self._ids[slot] = None
+        self._dead += 1
+
+    def set_pending(self, app_id: str, pending: bool) -> None:
+        bit = 1 << self._slot[app_id]
+        self._pending = self._pending | bit if pending else self._pending & ~bit
+
+    def _mask(self, node: int, free) -> int:
+        cand = self._pending & self._elig[node]
+        for dim, f in zip(self._dims, free):
+            if not cand:
+                break
+            cand &= dim.at_most(f + EPS)
+        return cand
+
+    def any_fits(self, node: int, free) -> bool:
+        """Is there a pending app that may use ``node`` and whose task fits ``free``?"""
+        return bool(self._mask(node, free))
+
+    def fitting(self, node: int, free) -> list[str]:
+        """The pending apps that may use ``node`` and whose task fits ``free`` (any order)."""
+        cand = self._mask(node, free)
+        out = []
+        ids = self._ids
+        while cand:
+            low = cand & -cand
+            out.append(ids[low.bit_length() - 1])
+            cand ^= low
+        return out

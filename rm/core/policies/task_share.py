@@ -1,0 +1,24 @@
+"""Task Share Fairness and constrained CDRF: shares in units of tasks.
+
+* TSF (tsf-paper §V-A): task share s_i = n_i / (h_i w_i), where h_i is the number of
+  tasks i could run with the whole cluster and *no constraints*.
+* Constrained CDRF (tsf-paper §IV-B3): work slowdown n_i / (h_i^c w_i), where h_i^c
+  counts only the nodes i may use.  The one-letter difference is the whole point
+  of the paper: CDRF rewards a job for claiming more nodes (Fig. 2b).
+"""
+
+from rayrm.rm.core.policies.base import Policy
+
+
+class TaskShareFairness(Policy):
+    name = "tsf"
+
+    def unit(self, app, cluster):
+        return 1.0 / (app.h * app.weight) if app.h > 0 else float("inf")
+
+
+class ConstrainedCDRF(Policy):
+    name = "cdrf"
+
+    def unit(self, app, cluster):
+        return 1.0 / (app.h_c * app.weight) if app.h_c > 0 else float("inf")

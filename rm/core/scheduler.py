@@ -1,0 +1,328 @@
+"""The online scheduler: the offer rule of tsf-paper §V-D for every policy.
+
+When a node has free resources (a task finished, the node joined) it is offered
+to the apps in policy order: the lowest-key app that may use the node and whose
+task fits gets one container; its key grows and the offer goes on; it ends when
+no eligible pending app fits.  Ties break on (submit time, app id).
+
+Invariant after ``schedule()``: on every live node, no pending app that may use
+it has a task that fits its free resources.  Only three things break it — a node
+frees resources or joins (the node is *dirty*), or an app gains pending tasks
+(the app is *fresh*) — so ``schedule`` offers dirty nodes to every pending app,
+and the other nodes only to fresh apps.  Pending apps are kept in one list sorted
+by (key, submit, app id); an offer walks it from the front, and since a key only
+grows when its app is served, the walk resumes where it left off instead of
+starting again.  Two shortcuts give the walk's answer sooner (``_offer``): a
+vector index of pending apps (``rayrm.rm.core.pending``) names the apps that fit a node, and
+a dirty node's free vector at the last ``schedule()`` — when nothing fitted it — is
+kept as a *proof*: once an offer has brought the node back under it, only apps
+asked for since can fit.  Nothing here reads a clock: the simulator and the Ray
+ResourceManager drive it with their own.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from typing import Iterable
+
+import numpy as np
+
+from rayrm.rm.core.cluster import AppState, ClusterState, NodeState
+from rayrm.rm.core.model import EPS, AppSpec, Container, NodeSpec
+from rayrm.rm.core.pending import PendingIndex
+from rayrm.rm.core.policies import Policy, make_policy
+
+# Below this many pending apps a plain walk beats the vector "could anything fit" test.
+VECTOR_FROM = 48
+WALK_STEPS = 8
+
+
+class OnlineScheduler:
+    """Cluster accounting plus a policy, with incremental policy order."""
+
+    def __init__(self, policy: Policy | str, dims: Iterable[str], nodes: Iterable[NodeSpec] = ()):
+        self.policy = make_policy(policy) if isinstance(policy, str) else policy
+        nodes = list(nodes)
+        dims = tuple(dims)
+        self.policy.prepare(nodes, dims)
+        p = self.policy
+        self.cluster = ClusterState(dims, p.virtual_dims, p.virtual_capacity, p.virtual_demand,
+                                    track_free=p.best_fit)
+        self._order: list[tuple] = []      # (key, submit, app_id, app) of apps with pending > 0
+        self._dirty: set[int] = set()      # node indexes to offer to every pending app
+        self._fresh: dict[str, AppState] = {}
+        # node index -> its free vector at the last schedule(), when no pending app fitted it
+        # (see _offer: "proofs"); and the apps asked for since, which that proof does not cover.
+        self._proof: dict[int, tuple] = {}
+        self._new: list[AppState] = []
+        self.placements = 0
+        for spec in nodes:
+            self.cluster.add_node(spec)
+            self._dirty.add(self.cluster.node_index[spec.name])
+        self._index = PendingIndex(len(dims) + len(p.virtual_dims), len(self.cluster.nodes))
+
+    # ----- events --------------------------------------------------------------
+
+    def add_node(self, spec: NodeSpec) -> NodeState:
+        node = self.cluster.add_node(spec)
+        self._proof.clear()
+        self._rekey_all()
+        self._dirty.add(node.index)
+        return node
+
+    def remove_node(self, name: str) -> list[Container]:
+        """The node is lost; returns its containers, now released (the caller re-asks)."""
+        lost = self.cluster.remove_node(name)
+        self._dirty.discard(self.cluster.node_index[name])
+        self._proof.clear()
+        self._rekey_all()
+        return lost
+
+    def submit(self, spec: AppSpec, pending: int | None = None) -> tuple[AppState | None, str | None]:
+        """Register an app with ``pending`` tasks to place (all of them by default).
+
+        Returns (app, None), or (None, reason) when no live node could ever run it.
+        """
+        cluster = self.cluster
+        if any(k not in cluster.dims for k in spec.demand):
+            return None, cluster.rejection_reason(spec)
+        app = cluster.add_app(spec)
+        if not app.eligible_count:
+            # No live node both matches and holds a task: exactly when rejection_reason
+            # speaks (for known dimensions), which runnable apps need not pay for.
+            del cluster.apps[spec.app_id]
+            return None, cluster.rejection_reason(spec)
+        self._index.add(app.app_id, app.demand, app.eligible)
+        app.unit = self.policy.unit(app, self.cluster)
+        self._set_key(app)
+        self.ask(spec.app_id, spec.num_tasks if pending is None else pending)
+        return app, None
+
+    def ask(self, app_id: str, count: int) -> None:
+        """The app wants ``count`` more tasks placed (a new app, or a lost task asked again)."""
+        if count <= 0:
+            return
+        app = self.cluster.apps[app_id]
+        if app.pending == 0:
+            self._enter(app)
+        app.pending += count
+        self._fresh[app_id] = app
+
+    def cancel(self, app_id: str, count: int) -> None:
+        """The app no longer wants ``count`` of its pending tasks."""
+        app = self.cluster.apps[app_id]
+        app.pending = max(0, app.pending - count)
+        if app.pending == 0:
+            self._leave(app)
+
+    def release(self, container_id: int) -> Container:
+        """A container ended; its node is offered again at the next ``schedule``."""
+        container = self.cluster.containers[container_id]
+        m = self.cluster.node_index[container.node]
+        if m not in self._dirty:        # first release since the last schedule(): keep its proof
+            self._proof[m] = tuple(self.cluster.nodes[m].free)
+        app, node = self.cluster.release(container_id)
+        self._rekey(app)
+        if node.alive:
+            self._dirty.add(node.index)
+        return container
+
+    def finish_app(self, app_id: str) -> list[Container]:
+        """The app is done (or gone); returns containers it still held, now released."""
+        app = self.cluster.apps[app_id]
+        if app.pending:
+            self._leave(app)
+            app.pending = 0
+        self._fresh.pop(app_id, None)
+        self._index.remove(app_id)
+        app.entry = None        # (key, submit, id, app) refers to app: let refcounting free it
+        if app.running == 0:
+            # Nothing to release: skip ClusterState.remove_app's scan of every container.
+            del self.cluster.apps[app_id]
+            return []
+        left = self.cluster.remove_app(app_id)
+        for c in left:
+            node = self.cluster.nodes[self.cluster.node_index[c.node]]
+            if node.alive:
+                self._dirty.add(node.index)
+        return left
+
+    # ----- scheduling ----------------------------------------------------------
+
+    def schedule(self) -> list[Container]:
+        """Offer what the last events freed; returns the containers placed, in order."""
+        placed: list[Container] = []
+        dirty, fresh = self._dirty, self._fresh
+        if not dirty and not fresh:
+            return placed
+        self._dirty, self._fresh = set(), {}
+        proofs, self._proof = self._proof, {}
+        nodes = self.cluster.nodes
+        self._new = [a for a in fresh.values() if a.pending > 0]
+        for m in (sorted(dirty) if len(dirty) > 1 else dirty):
+            if nodes[m].alive and self._order:
+                self._offer(nodes[m], self._order, placed, proofs.get(m))
+        fresh_apps = [a for a in self._new if a.pending > 0]
+        self._new = []
+        if fresh_apps:
+            # Only nodes some fresh app may use, in node order.
+            mask = np.frombuffer(fresh_apps[0].eligible, dtype=np.uint8)
+            for a in fresh_apps[1:]:
+                mask = mask | np.frombuffer(a.eligible, dtype=np.uint8)
+            indexes = np.flatnonzero(mask).tolist()
+            cand = sorted(a.entry for a in fresh_apps)
+            for m in indexes:
+                if m in dirty or not nodes[m].alive:
+                    continue
+                self._offer(nodes[m], cand, placed)
+                if not cand:
+                    break
+        self.placements += len(placed)
+        return placed
+
+    def _offer(self, node: NodeState, order: list, placed: list, proof: tuple | None = None) -> None:
+        """Serve ``node`` to apps in ``order`` (sorted entries) until no eligible app fits.
+
+        Walk the order from the front: the first app that may use the node and fits is
+        served, its key grows, and the walk goes on from the same place (the apps before
+        it still do not fit: the node only has less left).  Two shortcuts, same result:
+
+        * long lists: after ``WALK_STEPS`` misses the vector index names every pending app
+          that fits; the least of their entries is the one the walk would reach first;
+        * ``proof``, the node's free vector at the last ``schedule()``, when (invariant)
+          no app pending then fitted: once the node has no more than that left in every
+          dimension, only apps asked for since (``self._new``) can still fit.
+        """
+        if self.policy.per_node:
+            self._offer_per_node(node, order, placed)
+            return
+        m = node.index
+        free = node.free
+        best_fit = self.policy.best_fit
+        vector = order is self._order and len(order) >= VECTOR_FROM
+        i = 0
+        while True:
+            app = None
+            budget = WALK_STEPS if vector else len(order)
+            while i < len(order) and budget > 0:
+                a = order[i][3]
+                if a.eligible[m]:
+                    for r, d in enumerate(a.demand):
+                        if d > free[r] + EPS:
+                            break
+                    else:
+                        app = a
+                        break
+                i += 1
+                budget -= 1
+            if app is None:
+                if i >= len(order):
+                    return
+                app = self._first_fitting(m, free)
+                if app is None:
+                    return
+                i = bisect_left(order, app.entry)
+            target = self.policy.choose_node(app, node, self.cluster) if best_fit else node
+            placed.append(self._place(app, target, order))
+            if proof is not None:
+                for f, p in zip(free, proof):
+                    if f > p:
+                        break
+                else:
+                    self._serve_new(node, placed)
+                    return
+
+    def _first_fitting(self, m: int, free) -> AppState | None:
+        """The pending app with the least entry that may use node m and fits ``free``."""
+        ids = self._index.fitting(m, free)
+        if not ids:
+            return None
+        apps = self.cluster.apps
+        return min(apps[a].entry for a in ids)[3]
+
+    def _serve_new(self, node: NodeState, placed: list) -> None:
+        """The rest of an offer when only apps asked for since the node's proof can fit."""
+        m, free = node.index, node.free
+        best_fit = self.policy.best_fit
+        while True:
+            best = None
+            for a in self._new:
+                if a.pending > 0 and a.eligible[m] and (best is None or a.entry < best.entry):
+                    for r, d in enumerate(a.demand):
+                        if d > free[r] + EPS:
+                            break
+                    else:
+                        best = a
+            if best is None:
+                return
+            target = self.policy.choose_node(best, node, self.cluster) if best_fit else node
+            placed.append(self._place(best, target, self._order))
+
+    def _offer_per_node(self, node: NodeState, order: list, placed: list) -> None:
+        """Per-machine keys: pick the least node_key among eligible apps that fit, repeatedly."""
+        apps = self.cluster.apps
+        while True:
+            if order is self._order:
+                fitting = [apps[a] for a in self._index.fitting(node.index, node.free)]
+            else:
+                fitting = [e[3] for e in order
+                           if e[3].eligible[node.index] and self.cluster.fits(e[3], node)]
+            if not fitting:
+                return
+            best = min(fitting, key=lambda a: (self.policy.node_key(a, node, self.cluster),
+                                               a.submit, a.app_id))
+            placed.append(self._place(best, node, order))
+
+    def _place(self, app: AppState, node: NodeState, order: list) -> Container:
+        container = self.cluster.allocate(app, node)
+        main = self._order
+        if order is not main:
+            del order[bisect_left(order, app.entry)]
+        del main[bisect_left(main, app.entry)]       # pending > 0: the app is in the order
+        app.pending -= 1
+        self._set_key(app)
+        if app.pending > 0:
+            insort(main, app.entry)
+            if order is not main:
+                insort(order, app.entry)
+        else:
+            self._index.set_pending(app.app_id, False)
+        return container
+
+    # ----- the sorted order ----------------------------------------------------
+
+    def _set_key(self, app: AppState) -> None:
+        app.key = self.policy.key(app)
+        app.entry = (app.key, app.submit, app.app_id, app)
+
+    def _enter(self, app: AppState) -> None:
+        self._set_key(app)
+        insort(self._order, app.entry)
+        self._index.set_pending(app.app_id, True)
+
+    def _leave(self, app: AppState) -> None:
+        i = bisect_left(self._order, app.entry)
+        if i < len(self._order) and self._order[i][3] is app:
+            self._order.pop(i)
+            self._index.set_pending(app.app_id, False)
+
+    def _rekey(self, app: AppState) -> None:
+        """The app's running count changed: recompute its key and its place in the order."""
+        if app.pending > 0:                 # in the order: move it to its new place
+            order = self._order
+            del order[bisect_left(order, app.entry)]
+            self._set_key(app)
+            insort(order, app.entry)
+        else:
+            self._set_key(app)
+
+    def _rekey_all(self) -> None:
+        """Nodes joined or left: every unit (h_i, totals) may have changed."""
+        for app in self.cluster.apps.values():
+            app.unit = self.policy.unit(app, self.cluster)
+            self._set_key(app)
+            self._index.set_eligible(app.app_id, app.eligible)
+        self._order = sorted(a.entry for a in self.cluster.apps.values() if a.pending > 0)
+        for entry in self._order:
+            self._index.set_pending(entry[3].app_id, True)
+

@@ -1,0 +1,143 @@
+"""The PNG plots of ``rayrm report`` (matplotlib, Agg backend; see ``rayrm.rm.runs.report`` for the metrics).
+
+One file per figure: ``shares_<run>.png`` (tsf-paper Fig. 5), ``utilization.png``,
+``cdf_job_queueing_delay.png`` (Fig. 9a), ``cdf_job_completion_time.png`` (Fig. 9b),
+``cdf_task_queueing_delay.png`` (Fig. 11a), and with a TSF comparison
+``speedup_by_job_size.png`` (Fig. 10) and ``task_speedup_cdf.png`` (Fig. 11b).
+Large CDFs are drawn through 2,000 quantiles; that changes no visible step.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from rayrm.rm.runs import metrics as M  # noqa: E402
+
+CDF_POINTS = 2000
+
+
+def _slug(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("_") or "run"
+
+
+def _cdf(ax, values, label: str) -> None:
+    v = np.sort(np.asarray(values, dtype=float))
+    v = v[~np.isnan(v)]
+    if not len(v):
+        return
+    y = np.arange(1, len(v) + 1) / len(v)
+    if len(v) > CDF_POINTS:
+        idx = np.unique(np.linspace(0, len(v) - 1, CDF_POINTS).astype(int))
+        v, y = v[idx], y[idx]
+    ax.step(v, y, where="post", label=label)
+
+
+def _save(fig, out: Path, name: str, title: str, images: list) -> None:
+    fig.tight_layout()
+    fig.savefig(out / name, dpi=110)
+    plt.close(fig)
+    images.append((title, name))
+
+
+def _shares(rep, run, label, out, images, max_apps: int) -> None:
+    s = run.shares
+    if s.empty:
+        return
+    peak = s.groupby("app")["task_share"].max().sort_values(ascending=False)
+    apps = sorted(peak.index[:max_apps], key=str)
+    fig, axes = plt.subplots(3, 1, figsize=(8, 7), sharex=True)
+    for ax, kind, name in zip(axes, ("task_share", "cpu_share", "mem_share"),
+                              ("task share", "CPU share", "memory share")):
+        for app in apps:
+            g = s[s["app"] == app].sort_values("time", kind="stable")
+            ax.step(g["time"], g[kind], where="post", label=str(app))
+        ax.set_ylabel(name)
+        ax.set_ylim(bottom=0)
+    axes[-1].set_xlabel("time (s)")
+    axes[0].legend(fontsize=7, ncol=4, loc="upper right")
+    more = f" ({len(apps)} of {len(peak)} apps, largest peak task share)" if len(peak) > len(apps) else ""
+    axes[0].set_title(f"{label}: shares over time{more}")
+    _save(fig, out, f"shares_{_slug(label)}.png", f"Share timelines, {label} (tsf-paper Fig. 5)", images)
+
+
+def _utilization(rep, out, images) -> None:
+    series = [(label, M.utilization(run)) for run, label in zip(rep.runs, rep.labels)]
+    dims = sorted({d for _, u in series for d in u.columns if d != "time"})
+    if not dims:
+        return
+    fig, axes = plt.subplots(len(dims), 1, figsize=(8, 2.6 * len(dims)), sharex=True, squeeze=False)
+    for ax, d in zip(axes[:, 0], dims):
+        for label, util in series:
+            if d in util.columns:
+                ax.step(util["time"], util[d], where="post", label=label)
+        ax.set_ylabel(f"{d} in use")
+        ax.set_ylim(0, 1.05)
+    axes[-1, 0].set_xlabel("time (s)")
+    axes[0, 0].legend(fontsize=8)
+    _save(fig, out, "utilization.png", "Utilization over time", images)
+
+
+def _delay_cdfs(rep, out, images) -> None:
+    sources = [
+        ("job_queueing_delay", "job queueing delay (s)", "Fig. 9a",
+         lambda r: r.jobs["queueing_delay"]),
+        ("job_completion_time", "job completion time (s)", "Fig. 9b",
+         lambda r: r.jobs["completion_time"]),
+        ("task_queueing_delay", "task queueing delay (s)", "Fig. 11a", M.task_queueing_delay),
+    ]
+    for name, xlabel, fig_ref, values in sources:
+        fig, ax = plt.subplots(figsize=(6.5, 4))
+        for run, label in zip(rep.runs, rep.labels):
+            _cdf(ax, values(run), label)
+        ax.set_xscale("symlog", linthresh=1.0)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("CDF")
+        ax.set_ylim(0, 1.01)
+        ax.legend(fontsize=8)
+        _save(fig, out, f"cdf_{name}.png", f"CDF of {xlabel[:-4]} (tsf-paper {fig_ref})", images)
+
+
+def _speedups(rep, out, images) -> None:
+    if not rep.speedups:
+        return
+    bins = [b for _, _, b in M.SIZE_BINS]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    width = 0.8 / len(rep.speedups)
+    for k, (label, per_job) in enumerate(rep.speedups.items()):
+        table = M.speedup_by_size(per_job).reindex(bins)
+        x = np.arange(len(bins)) + (k - (len(rep.speedups) - 1) / 2) * width
+        ax.bar(x, 100 * table["mean_speedup"], width, yerr=100 * table["std_speedup"],
+               capsize=3, label=f"vs {label}")
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(np.arange(len(bins)), [f"{b} tasks" for b in bins])
+    ax.set_ylabel("speedup of TSF (%)")
+    ax.legend(fontsize=8)
+    _save(fig, out, "speedup_by_job_size.png",
+          "Per-job speedup of TSF by job size, mean ± std (tsf-paper Fig. 10)", images)
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for label, s in rep.task_speedups.items():
+        _cdf(ax, s.to_numpy(), f"vs {label}")
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_xscale("symlog", linthresh=1.0)
+    ax.set_xlabel("task queueing delay saved by TSF (s)")
+    ax.set_ylabel("CDF")
+    ax.legend(fontsize=8)
+    _save(fig, out, "task_speedup_cdf.png", "Per-task speedup of TSF, CDF (tsf-paper Fig. 11b)", images)
+
+
+def draw_all(rep, out: Path, max_apps: int = 8) -> list[tuple[str, str]]:
+    """Draw every figure the runs allow into ``out``; returns (title, file name) pairs."""
+    images: list[tuple[str, str]] = []
+    for run, label in zip(rep.runs, rep.labels):
+        _shares(rep, run, label, out, images, max_apps)
+    _utilization(rep, out, images)
+    _delay_cdfs(rep, out, images)
+    _speedups(rep, out, images)
+    return images

@@ -1,0 +1,276 @@
+"""The ResourceManager Ray actor: ``ResourceManagerState`` driven by the wall clock.
+
+One async actor per replay, named ``rayrm-rm`` in the ``rayrm`` namespace so tools
+can find it (``ray.get_actor("rayrm-rm", namespace="rayrm")``).  Calls
+(rm/service/protocol.py has the messages; every call carries ``caller`` and
+``request_id`` and is answered idempotently):
+
+    register_nodes(caller, request_id, [NodeRegistration])          -> [action]
+    node_heartbeat(caller, request_id, [NodeHeartbeat])             -> [NodeHeartbeatResponse]
+    register_apps(caller, request_id, [AppRegistration])            -> [AppRegistered]
+    allocate(caller, request_id, [AllocateRequest], wait=seconds)   -> [AllocateResponse]
+    finish_apps(caller, request_id, [(app, attempt)])               -> [action]
+    lose_host(caller, request_id, host, detail)                     -> [node]   (the driver)
+    fault(caller, request_id, spec, node, app)                      -> None     (the driver)
+
+Node heartbeats are YARN's NODE_UPDATE: statuses are applied and the scheduler
+runs.  ``allocate`` is the AM heartbeat; with ``wait > 0`` it is a long poll —
+when nothing is waiting for the caller's apps it holds the answer until a
+NODE_UPDATE queues something for them or ``wait`` passes, so a container freed on
+one NM reaches the next task's AM without a heartbeat interval in between.
+
+Each call runs the state machine synchronously (no await inside), so calls never
+interleave inside the state, and is journaled (``rm/service/store.py``) before its
+answer leaves: the actor runs with ``max_restarts``, and a restarted actor finds
+the snapshot and journal in ``state_dir``, rebuilds the state, and tells every NM
+and AM to RESYNC (``ResourceManagerState.recovered``).
+
+A monitor loop is the RM's NMLivelinessMonitor and AMLivelinessMonitor: NMs
+silent for ``nm_expiry`` heartbeats are LOST, AM attempts silent for
+``am_expiry`` heartbeats FAIL (both at least ``MIN_EXPIRY_WALL`` seconds), and it
+is the AMLauncher: each attempt the RM started is launched by calling
+``launch_attempts`` on its AM host (the actor named ``rayrm-<host>``).  It also
+updates the Ray metrics:
+
+    rayrm_containers_allocated_total    containers allocated
+    rayrm_pending_asks                  tasks asked for and not yet placed
+    rayrm_node_heartbeats_total         NM heartbeats handled
+    rayrm_node_heartbeats_per_second    over the last second
+    rayrm_running_containers            containers the NMs report running
+    rayrm_allocation_to_running_seconds wall time from allocation to the payload starting
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import ray
+
+from rayrm.rm.service.protocol import (MIN_EXPIRY_WALL, AllocateRequest, AllocateResponse, AppRegistered, AppRegistration,
+                         NodeHeartbeat, NodeHeartbeatResponse, NodeRegistration)
+from rayrm.rm.service.store import SNAPSHOT_RECORDS, SNAPSHOT_SECONDS, StateStore, replay_records
+from rayrm.rm.service.state import ResourceManagerState
+
+RM_NAME = "rayrm-rm"
+NAMESPACE = "rayrm"
+#: Ray restarts of the RM actor (each recovers from the snapshot and journal).
+RM_MAX_RESTARTS = 5
+#: after a restart, NMs and AMs have this many wall seconds more than their expiry to
+#: RESYNC: a call that was out when the RM died fails only about a second after the
+#: restart, and the caller retries then.
+RESYNC_GRACE_WALL = 3.0
+
+LATENCY_BOUNDARIES = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0]
+
+
+class _Metrics:
+    """The RM's Ray metrics (ray.util.metrics), updated in batches."""
+
+    def __init__(self, policy: str, state: ResourceManagerState):
+        from ray.util.metrics import Counter, Gauge, Histogram  # noqa: PLC0415
+        tags = {"policy": policy}
+        keys = ("policy",)
+        self.allocations = Counter("rayrm_containers_allocated", "Containers allocated by the RM",
+                                   tag_keys=keys).set_default_tags(tags)
+        self.heartbeats = Counter("rayrm_node_heartbeats", "NodeManager heartbeats handled.",
+                                  tag_keys=keys).set_default_tags(tags)
+        self.pending = Gauge("rayrm_pending_asks", "Tasks asked for and not yet placed.",
+                             tag_keys=keys).set_default_tags(tags)
+        self.rate = Gauge("rayrm_node_heartbeats_per_second", "NM heartbeats handled in the last second.",
+                          tag_keys=keys).set_default_tags(tags)
+        self.running = Gauge("rayrm_running_containers", "Containers running on the NMs.",
+                             tag_keys=keys).set_default_tags(tags)
+        self.latency = Histogram("rayrm_allocation_to_running_seconds",
+                                 "Wall seconds from allocation to the container's payload starting.",
+                                 boundaries=LATENCY_BOUNDARIES, tag_keys=keys).set_default_tags(tags)
+        # A restarted RM starts counting where the state it recovered left off.
+        self._allocations, self._heartbeats = state.allocations, state.heartbeats
+        self._latencies = len(state.alloc_to_running)
+
+    def update(self, state: ResourceManagerState) -> None:
+        if state.allocations > self._allocations:
+            self.allocations.inc(state.allocations - self._allocations)
+            self._allocations = state.allocations
+        if state.heartbeats > self._heartbeats:
+            self.heartbeats.inc(state.heartbeats - self._heartbeats)
+            self._heartbeats = state.heartbeats
+        for x in state.alloc_to_running[self._latencies:]:
+            self.latency.observe(max(0.0, x))
+        self._latencies = len(state.alloc_to_running)
+        self.pending.set(state.pending_asks)
+
+
+@ray.remote(num_cpus=0, max_concurrency=10_000)
+class ResourceManager:
+    """The central RM (see the module docstring for the calls)."""
+
+    def __init__(self, *, dims, nodes, policy, policy_name: str, time_scale: float,
+                 heartbeat_interval: float, nm_expiry: int, am_expiry: int = 10, max_attempts: int = 2,
+                 state_dir: str | None = None, secret: bytes = b"", name: str = "",
+                 seed: int | None = None, metrics: bool = True):
+        self.interval_wall = heartbeat_interval * time_scale
+        self.expiry_wall = max(MIN_EXPIRY_WALL, nm_expiry * self.interval_wall)
+        self.am_expiry_wall = max(MIN_EXPIRY_WALL, am_expiry * self.interval_wall)
+        self.store = StateStore(state_dir) if state_dir else None
+        self._events: dict[str, asyncio.Event] = {}
+        self._monitor: asyncio.Task | None = None
+        self._launching: set[tuple[str, int]] = set()
+        self._last_snapshot = time.time()
+        self.calls = 0
+        if self.store is not None and self.store.exists():
+            t0 = time.time()
+            self.state, records = self.store.load()
+            replay_records(self.state, records)
+            self.state.news.clear()
+            self._apply("recovered", f"snapshot {self.store.generation} + {len(records)} journal "
+                                     f"records replayed in {time.time() - t0:.3f}s", RESYNC_GRACE_WALL)
+            self._start_monitor()
+        else:
+            self.state = ResourceManagerState(dims=dims, nodes=nodes, policy=policy, policy_name=policy_name,
+                                              time_scale=time_scale, name=name, seed=seed,
+                                              max_attempts=max_attempts, secret=secret)
+            if self.store is not None:
+                self.store.snapshot(self.state)
+        self._metrics = _Metrics(policy_name, self.state) if metrics else None
+
+    # ----- the protocol --------------------------------------------------------
+
+    async def register_nodes(self, caller: str, request_id: int, regs: list[NodeRegistration]) -> list[str]:
+        return self._apply("register_nodes", caller, request_id, regs)
+
+    async def node_heartbeat(self, caller: str, request_id: int,
+                             beats: list[NodeHeartbeat]) -> list[NodeHeartbeatResponse]:
+        return self._apply("node_heartbeat", caller, request_id, beats)
+
+    async def register_apps(self, caller: str, request_id: int,
+                            regs: list[AppRegistration]) -> list[AppRegistered]:
+        return self._apply("register_apps", caller, request_id, regs)
+
+    async def allocate(self, caller: str, request_id: int, requests: list[AllocateRequest],
+                       wait: float = 0.0) -> list[AllocateResponse]:
+        out = self._apply("allocate", caller, request_id, requests)
+        if wait > 0 and not any(r.allocated or r.completed or r.action != "normal" for r in out):
+            event = self._events.setdefault(caller, asyncio.Event())
+            event.clear()
+            try:
+                await asyncio.wait_for(event.wait(), timeout=wait)
+            except asyncio.TimeoutError:
+                pass
+            out = self._apply("poll", caller, request_id, requests)
+        return out
+
+    async def finish_apps(self, caller: str, request_id: int, items: list[tuple[str, int]]) -> list[str]:
+        return self._apply("finish_apps", caller, request_id, items)
+
+    async def lose_host(self, caller: str, request_id: int, host: str, detail: str) -> list[str]:
+        """Every NM of NM host ``host`` is LOST now (its actor died)."""
+        return self._apply("lose_host", caller, request_id, host, detail)
+
+    async def lose_node(self, node: str, detail: str = "lost") -> list[int]:
+        """Declare an NM LOST now (its host stopped it); returns its containers."""
+        return self._apply("lose_node", node, detail)
+
+    async def fault(self, caller: str, request_id: int, spec: str, node: str = "", app: str = "") -> None:
+        """Log a fault about to be injected (events.csv ``fault``)."""
+        self._apply("fault", caller, request_id, spec, node, app)
+
+    def _apply(self, method: str, *args):
+        """Run one state method at the wall time now, journal it, wake long polls."""
+        self.calls += 1
+        now = time.time()
+        out = getattr(self.state, method)(now, *args)
+        if self.store is not None:
+            self.store.append(method, now, args)
+            if self.store.records >= SNAPSHOT_RECORDS:
+                self._snapshot()
+        self._wake()
+        return out
+
+    def _snapshot(self) -> None:
+        self.store.snapshot(self.state)
+        self._last_snapshot = time.time()
+
+    def _wake(self) -> None:
+        """Wake the long polls of AM hosts that have something to collect."""
+        for host in self.state.news:
+            event = self._events.get(host)
+            if event is not None:
+                event.set()
+        self.state.news.clear()
+
+    # ----- the replay's clock, liveness and the AM launcher -----------------------
+
+    async def start_clock(self, start_wall: float) -> None:
+        """t = 0 at ``start_wall``; from then on silent NMs and AMs expire."""
+        self._apply("start_clock", start_wall)
+        self._start_monitor()
+
+    def _start_monitor(self) -> None:
+        if self._monitor is None and self.state.start_wall is not None:
+            self._monitor = asyncio.get_running_loop().create_task(self._monitor_loop())
+
+    async def _monitor_loop(self) -> None:
+        period = min(max(self.interval_wall, 0.01), 1.0)
+        last_beats, last_t = self.state.heartbeats, time.time()
+        while True:
+            await asyncio.sleep(period)
+            now = time.time()
+            s = self.state
+            if now > s.start_wall:
+                if any(r.alive and now - r.last_seen > self.expiry_wall for r in s.nodes.values()):
+                    self._apply("expire_nodes", self.expiry_wall)
+                if any(not r.done and now - r.last_seen > self.am_expiry_wall for r in s.apps.values()):
+                    self._apply("expire_apps", self.am_expiry_wall)
+                for host, app, attempt in s.pending_launches():
+                    if (app, attempt) not in self._launching:
+                        self._launching.add((app, attempt))
+                        asyncio.get_running_loop().create_task(self._launch(host, app, attempt))
+                for host, app in s.failed_apps():
+                    if (app, 0) not in self._launching:
+                        self._launching.add((app, 0))
+                        asyncio.get_running_loop().create_task(self._launch(host, app, 0))
+            if self.store is not None and self.store.records and now - self._last_snapshot > SNAPSHOT_SECONDS:
+                self._snapshot()
+            if now - last_t >= 1.0:
+                rate = (s.heartbeats - last_beats) / (now - last_t)
+                last_beats, last_t = s.heartbeats, now
+                if self._metrics is not None:
+                    self._metrics.rate.set(rate)
+            if self._metrics is not None:
+                self._metrics.update(s)
+                self._metrics.running.set(s.running)
+
+    async def _launch(self, host: str, app: str, attempt: int) -> None:
+        """AMLauncher: ask the AM host to start the attempt, or (attempt 0) to end the app
+        the RM failed; again at a later tick if the call fails."""
+        try:
+            handle = ray.get_actor(f"rayrm-{host}", namespace=NAMESPACE)
+            if attempt:
+                await handle.launch_attempts.remote([(app, attempt)])
+            else:
+                await handle.end_apps.remote([app])
+        except Exception:  # noqa: BLE001 - the host is unreachable now; the next tick retries
+            await asyncio.sleep(self.am_expiry_wall / 4)
+            self._launching.discard((app, attempt))
+
+    # ----- views -----------------------------------------------------------------
+
+    async def progress(self) -> dict:
+        return self.state.progress(time.time()) | {"calls": self.calls}
+
+    async def export(self) -> dict:
+        """The run log and the RM's measurements, for the driver to write out."""
+        if self._metrics is not None:
+            self._metrics.update(self.state)
+        s = self.state
+        return {"log": s.log, "alloc_to_running": list(s.alloc_to_running),
+                "alloc_to_launch": list(s.alloc_to_launch), "progress": s.progress(time.time()),
+                "calls": self.calls}
+
+    async def stop(self) -> None:
+        if self._monitor is not None:
+            self._monitor.cancel()
+            self._monitor = None
+        if self.store is not None:
+            self.store.close()

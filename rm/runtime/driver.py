@@ -1,0 +1,376 @@
+"""The Ray replay driver: a trace replayed by RM, NM and AM actors running real timed tasks.
+
+``replay(config, policy=..., out=..., time_scale=..., address=...)`` returns the
+run's summary (summary.json) and writes the run directory of DESIGN.md to ``out``.
+
+1. **Connect.**  ``address=None`` starts a local Ray (``ray.init`` with this
+   machine's CPUs, a small object store, and workers kept warm via
+   ``_system_config``); an address (or ``auto``) joins the cluster started with
+   ``ray start``; if Ray is already initialised (tests) that session is used.
+2. **Place.**  The trace's nodes are assigned to Ray nodes (``rayrm.nodes.placement``);
+   one NodeManager host actor per Ray node that got NMs; the executor is chosen
+   (``rayrm.nodes.executors.choose_executor``).
+3. **Warm up.**  The RM actor (``rayrm-rm``) starts; task-executor workers are
+   pre-started, or the container executor actors are; every NM registers.
+4. **t = 0.**  ``start_wall`` is set a moment ahead and handed to the RM and the
+   AM host; trace time = (wall − start_wall) / time_scale everywhere.
+5. **Run.**  The AM host registers each job at its submit time, asks, launches
+   and finishes; the driver (``rayrm.rm.runtime.supervisor``) shows progress on stderr (trace
+   time, running containers, finished tasks) until every AM is done, watches the
+   NM host actors (a dead one's NMs are declared lost and it is resumed), and
+   injects the faults asked for (``rayrm.rm.core.faults``: ``--fault`` and the config's
+   ``faults:``).  The RM keeps its snapshot and journal in ``<out>/rm-state``
+   (removed after a successful run) so that it survives a restart.
+6. **Collect.**  The RM's run log is written to ``out``; summary.json gains the
+   scheduling latencies, the NM heartbeat figures, the executor, and with
+   ``twin=True`` the simulator's run of the same trace and seed with per-job
+   completion-time ratios (replay / simulator).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rayrm.rm.core.config import ExperimentConfig, load_config
+from rayrm.rm.core.errors import InputError
+
+NAMESPACE = "rayrm"
+SYSTEM_CONFIG = {
+    # Keep pre-started workers: a container must not pay a worker cold start.
+    "num_workers_soft_limit": 1000,
+    "idle_worker_killing_time_threshold_ms": 3_600_000,
+}
+OBJECT_STORE_BYTES = 100 * 1024 * 1024
+START_LEAD = 0.3          # wall seconds between the last preparation and t = 0
+
+
+def percentiles(values, scale: float = 1.0) -> dict:
+    """p50/p90/p99/mean/max of ``values`` × ``scale`` (empty dict when there are none)."""
+    if len(values) == 0:
+        return {}
+    arr = np.asarray(values, dtype=float) * scale
+    out = {f"p{q}": round(float(np.percentile(arr, q)), 3) for q in (50, 90, 99)}
+    return out | {"mean": round(float(arr.mean()), 3), "max": round(float(arr.max()), 3), "n": int(arr.size)}
+
+
+def connect(address: str | None, *, num_cpus: int | None = None) -> bool:
+    """Connect to Ray; returns True when this call started a local Ray (shut it down after)."""
+    import ray  # noqa: PLC0415
+    if ray.is_initialized():
+        return False
+    kwargs = {"namespace": NAMESPACE, "logging_level": "ERROR", "log_to_driver": True}
+    if address:
+        _check_reachable(address)
+        try:
+            ray.init(address=address, **kwargs)
+        except ConnectionError as e:
+            raise InputError(f"cannot connect to the Ray cluster at {address!r}: {e} (a cluster started with "
+                             f"RAY_AUTH_MODE=token needs RAY_AUTH_MODE=token here too, and its token in "
+                             f"RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)") from None
+        return True
+    ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), object_store_memory=OBJECT_STORE_BYTES,
+             include_dashboard=False, _system_config=SYSTEM_CONFIG, **kwargs)
+    return True
+
+
+def _check_reachable(address: str, timeout: float = 3.0) -> None:
+    """Fail in seconds, not after Ray's long GCS retries, when HOST:PORT does not answer."""
+    import socket  # noqa: PLC0415
+    if address in ("auto", "local") or address.startswith(("ray://", "anyscale://")):
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise InputError(f"--address must be HOST:PORT or auto, got {address!r}")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise InputError(f"no Ray cluster answers at {address} ({e.strerror or e}); "
+                         f"start one with `ray start --head` or use --address auto") from None
+
+
+def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out: str | Path | None = None,
+           time_scale: float | None = None, address: str | None = None, *, executor: str = "auto",
+           payload: str | None = None, twin: bool = False, seed: int | None = None,
+           progress: bool | None = None, faults=(), kill_ray_node=None) -> dict:
+    """Replay ``config`` on Ray under ``policy``; see the module docstring.
+
+    ``faults`` are fault specs (``rayrm.rm.core.faults``) injected besides the config's own;
+    ``kill_ray_node(node_id)`` replaces how kill-ray-node takes a Ray node down
+    (default: kill its raylet), e.g. ``ray.cluster_utils.Cluster.remove_node``.
+    """
+    cfg = config if isinstance(config, ExperimentConfig) else load_config(config)
+    policy_name = policy or cfg.policy
+    scale = float(time_scale if time_scale is not None else cfg.run["time_scale"])
+    if not scale > 0:
+        raise InputError(f"--time-scale must be positive, got {time_scale}")
+    from rayrm.rm.core.faults import config_faults  # noqa: PLC0415
+    fault_list = config_faults(cfg, faults)
+    if twin and out is None:
+        raise InputError("--twin needs --out (the twin's run directory goes under it)")
+    run_seed = cfg.seed if seed is None else int(seed)
+    kind = payload or str(cfg.run.get("payload", "sleep"))
+    if kind not in ("sleep", "cpu"):
+        raise InputError(f"unknown payload '{kind}' (choose from sleep, cpu)", field="run.payload")
+    if policy_name == "ray-native":
+        if fault_list:
+            raise InputError("faults need rayrm's ResourceManager; the ray-native baseline has none")
+        from rayrm.rm.runtime.native import replay_native  # noqa: PLC0415
+        return replay_native(cfg, out=out, time_scale=scale, address=address, payload=kind,
+                             seed=run_seed, progress=progress, twin=twin)
+    from rayrm.rm.core.policies import make_policy  # noqa: PLC0415
+    options = {"k": int(cfg.run.get("slots_per_node", 14))} if policy_name == "slots" else {}
+    policy_obj = make_policy(policy_name, **options)
+
+    started = connect(address)
+    session = _Session()
+    try:
+        summary = _run(cfg, policy_name, policy_obj, scale, executor, kind, run_seed, out, progress,
+                       session, fault_list, kill_ray_node)
+    finally:
+        session.close()
+        if started:
+            import ray  # noqa: PLC0415
+            ray.shutdown()
+    if twin:
+        summary["twin"] = twin_comparison(cfg, policy_name, run_seed, out, summary, faults=faults)
+        if out is not None:
+            import json  # noqa: PLC0415
+            (Path(out) / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+class _Session:
+    """The actors of one replay, killed at the end whatever happens."""
+
+    def __init__(self):
+        self.actors: list = []
+
+    def add(self, actor):
+        self.actors.append(actor)
+        return actor
+
+    def close(self) -> None:
+        import ray  # noqa: PLC0415
+        for a in reversed(self.actors):
+            try:
+                ray.kill(a)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        self.actors.clear()
+
+
+@dataclass
+class Plan:
+    """Where a replay's NodeManagers live and how their containers run (no Ray calls)."""
+
+    hosted: dict[str, list]       # Ray node id -> NMs (NodeSpecs) registered before t = 0
+    events: dict[str, list]       # Ray node id -> (trace time, join|leave, NM name, spec or None)
+    peaks: dict[str, int]         # Ray node id -> most containers that could run there at once
+    executor: str                 # task | actor
+    warm: dict[str, int]          # Ray node id -> task-executor workers to pre-start
+
+
+def plan_replay(cfg: ExperimentConfig, ray_nodes: list, executor: str = "auto") -> Plan:
+    """Place every NM (the config's nodes and those joining later) and pick the executor."""
+    from rayrm.nodes.executors import TASK_WORKERS_PER_CPU, choose_executor, peak_containers  # noqa: PLC0415
+    from rayrm.nodes.placement import place_nodes  # noqa: PLC0415
+    initial = {n.name for n in cfg.nodes}
+    joining = {e.node: e.spec for e in cfg.node_events if e.spec is not None and e.node not in initial}
+    placement = place_nodes(cfg.nodes + list(joining.values()), ray_nodes)
+    hosted: dict[str, list] = defaultdict(list)
+    for spec in cfg.nodes:
+        hosted[placement[spec.name].node_id].append(spec)
+    events: dict[str, list] = defaultdict(list)
+    later: dict[str, list] = defaultdict(list)
+    for e in cfg.node_events:
+        if e.node in placement:
+            rid = placement[e.node].node_id
+            events[rid].append((e.time, "join" if e.spec is not None else "leave", e.node, e.spec))
+            hosted.setdefault(rid, [])
+    for name, spec in joining.items():
+        later[placement[name].node_id].append(spec)
+    cpus = {r.node_id: r.cpus for r in ray_nodes}
+    peaks = {rid: peak_containers(specs + later[rid], cfg.apps, cfg.dims) for rid, specs in hosted.items()}
+    chosen = choose_executor(executor, peaks, cpus)
+    warm = {rid: min(peaks[rid], int(TASK_WORKERS_PER_CPU * max(1.0, cpus[rid]))) for rid in hosted}
+    return Plan(dict(hosted), dict(events), peaks, chosen, warm)
+
+
+def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, executor: str, kind: str,
+         seed: int, out, progress, session: _Session, faults: list, kill_ray_node) -> dict:
+    import ray  # noqa: PLC0415
+    from ray.util.scheduling_strategies import (
+        NodeAffinitySchedulingStrategy as Affinity,  # noqa: PLC0415
+    )
+
+    from rayrm.apps.am import AMJob, ApplicationMasterHost  # noqa: PLC0415
+    from rayrm.nodes.executors import make_container_executor  # noqa: PLC0415
+    from rayrm.nodes.host import NodeManagerHost  # noqa: PLC0415
+    from rayrm.nodes.placement import alive_ray_nodes  # noqa: PLC0415
+    from rayrm.rm.runtime.actor import RM_MAX_RESTARTS, RM_NAME, ResourceManager  # noqa: PLC0415
+    from rayrm.rm.service.protocol import MIN_EXPIRY_WALL  # noqa: PLC0415
+    from rayrm.rm.core.faults import check_cluster  # noqa: PLC0415
+    from rayrm.rm.runtime.supervisor import NM_HOST_RESTARTS, FaultInjector, Supervisor, rm_call  # noqa: PLC0415
+
+    interval_wall = float(cfg.run["heartbeat_interval"]) * scale
+    here = ray.get_runtime_context().get_node_id()
+    ray_nodes = alive_ray_nodes()
+    plan = plan_replay(cfg, ray_nodes, executor)
+    check_cluster(faults, len(ray_nodes), len(plan.hosted))
+    chosen = plan.executor
+    state_dir = _state_dir(out)
+    secret = os.urandom(16)
+
+    # The RM is pinned to the driver's node, where its snapshot and journal are written,
+    # so a restart (max_restarts) reads them back (rm/service/store.py).
+    rm = session.add(ResourceManager.options(
+        name=RM_NAME, namespace=NAMESPACE, max_restarts=RM_MAX_RESTARTS,
+        scheduling_strategy=Affinity(here, soft=False)).remote(
+        dims=cfg.dims, nodes=cfg.nodes, policy=policy_obj, policy_name=policy_name, time_scale=scale,
+        heartbeat_interval=float(cfg.run["heartbeat_interval"]), nm_expiry=int(cfg.run["nm_expiry"]),
+        am_expiry=int(cfg.run["am_expiry"]), max_attempts=int(cfg.run["max_attempts"]),
+        state_dir=str(state_dir), secret=secret, name=cfg.name, seed=seed))
+    hosts, host_of_node = {}, {}
+    for i, (rid, specs) in enumerate(plan.hosted.items()):
+        container_actor = (session.add(make_container_executor(rid))
+                           if chosen == "actor" and kind == "cpu" else None)
+        hosts[f"nm-{i}"] = session.add(NodeManagerHost.options(
+            name=f"rayrm-nm-{i}", namespace=NAMESPACE, max_restarts=NM_HOST_RESTARTS,
+            scheduling_strategy=Affinity(rid, soft=False)).remote(
+            f"nm-{i}", RM_NAME, specs, rid, interval_wall=interval_wall, executor=chosen,
+            container_actor=container_actor, events=plan.events.get(rid, ()), secret=secret))
+        host_of_node.update({s.name: f"nm-{i}" for s in specs})
+        host_of_node.update({e[2]: f"nm-{i}" for e in plan.events.get(rid, ()) if e[1] == "join"})
+    ray.get([h.prewarm.remote(plan.warm[rid]) for h, rid in zip(hosts.values(), plan.hosted)])
+    ray.get([h.register.remote() for h in hosts.values()])
+    jobs = [AMJob(j.app, tuple(float(x) for x in j.task_durations(seed))) for j in cfg.jobs]
+    # The AM host lives with the RM on the driver's node (Ray node 0, which kill-ray-node refuses).
+    am = session.add(ApplicationMasterHost.options(
+        name="rayrm-am-0", namespace=NAMESPACE, scheduling_strategy=Affinity(here, soft=False)).remote(
+        "am-0", rm, hosts, jobs, time_scale=scale, interval_wall=interval_wall, payload=kind))
+    ray.get(am.ready.remote())
+
+    start_wall = time.time() + START_LEAD
+    ray.get([rm.start_clock.remote(start_wall)] + [h.start.remote(start_wall, scale) for h in hosts.values()])
+    done_ref = am.run.remote(start_wall)
+    total = sum(j.app.num_tasks for j in cfg.jobs)
+    max_task = max((max(a.durations) if a.durations else 0.0) for a in jobs) * scale
+    injector = None
+    if faults:
+        nms_on = {rid: sorted(s.name for s in specs) for rid, specs in plan.hosted.items()}
+        expiry = max(MIN_EXPIRY_WALL, int(cfg.run["nm_expiry"]) * interval_wall)
+        injector = FaultInjector(faults, start_wall=start_wall, time_scale=scale, rm=rm, am=am, hosts=hosts,
+                                 host_of_node=host_of_node, ray_nodes=ray_nodes, nms_on_ray_node=nms_on,
+                                 nm_restart_after=2 * expiry, kill_ray_node=kill_ray_node)
+    supervisor = Supervisor(rm, hosts, injector, start_wall=start_wall, time_scale=scale, total=total,
+                            label=policy_name, progress=progress, stall_after=120.0 + 3 * max_task)
+    outcome = supervisor.run(done_ref)
+    host_stats = supervisor.stop_hosts()
+    exported = rm_call(rm, "export")
+    wall_seconds = time.time() - start_wall
+    rm_call(rm, "stop")
+    import shutil  # noqa: PLC0415
+    shutil.rmtree(state_dir, ignore_errors=True)
+
+    log = exported["log"]
+    rtt = [x for s in host_stats for x in s["rtt"]]
+    lag = [x for s in host_stats for x in s["lag"]]
+    a2r = exported["alloc_to_running"]
+    extra = {
+        "time_scale": scale, "executor": chosen, "payload": kind,
+        "ray_nodes": len(plan.hosted), "nm_hosts": len(hosts),
+        "nm_per_ray_node": {rid: len(specs) for rid, specs in plan.hosted.items()},
+        "scheduling_latency": {
+            "allocation_to_running_ms": percentiles(a2r, 1000.0),
+            "allocation_to_launch_ms": percentiles(exported["alloc_to_launch"], 1000.0),
+            "allocation_to_running_trace_s": percentiles(a2r, 1.0 / scale),
+        },
+        "node_heartbeats": {
+            "handled": exported["progress"]["heartbeats"],
+            "batch_round_trip_ms": percentiles(rtt, 1000.0),
+            "due_to_answer_ms": percentiles(lag, 1000.0),
+            "out_of_band": sum(s["oob"] for s in host_stats),
+        },
+        "tasks_finished_twice": exported["progress"]["duplicate_finishes"]
+        + sum(a["duplicates"] for a in outcome["apps"].values()),
+        "refused_calls": exported["progress"]["refused"],
+        "rm_calls": exported["calls"],
+    }
+    if faults:
+        extra["faults"] = {"injected": [f.text for f, _ in injector.done],
+                           "rm_restarts": exported["progress"]["epoch"],
+                           "nm_host_restarts": supervisor.host_restarts,
+                           "nm_hosts_lost": sorted(supervisor.dead_hosts),
+                           "am_crashes": outcome.get("crashes", 0)}
+    if out is not None:
+        return log.write(out, wall_seconds=wall_seconds, **extra)
+    return log.summary(wall_seconds=wall_seconds, **extra)
+
+
+def _state_dir(out) -> Path:
+    """Where the RM keeps its snapshot and journal: <out>/rm-state (absolute: actors run
+    elsewhere), or a fresh temporary directory; emptied first (a new RM must not recover)."""
+    import shutil  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+    if out is None:
+        return Path(tempfile.mkdtemp(prefix="rayrm-rm-state-"))
+    path = Path(out).resolve() / "rm-state"
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
+def twin_comparison(cfg: ExperimentConfig, policy: str, seed: int, out, summary: dict,
+                    spread_runs: int = 10, faults=()) -> dict:
+    """Simulate the same trace and seed; per-job completion time ratio replay / simulator.
+
+    With launch jitter U(0, 2 × the replay's median allocation-to-running latency, in
+    trace seconds), ``spread_runs`` jittered simulations give each job's range of completion
+    times (``rayrm.rm.sim.sensitivity``), also as ratios to the exact simulation: how far the
+    replay may stray from the order of events alone.  ``ratio_to_median`` compares the
+    replay with the median of those runs, a reference that does not hang on one order.
+    ``faults``: the replay's ``--fault`` specs; the simulator models them besides the
+    config's own (``rayrm.rm.sim.faults``).
+    """
+    from rayrm.rm.runs.reader import RunDir  # noqa: PLC0415
+    from rayrm.rm.sim.sensitivity import completion_spread  # noqa: PLC0415
+    from rayrm.rm.sim.engine import simulate  # noqa: PLC0415
+    twin_dir = Path(out) / "twin"
+    twin = simulate(cfg, policy=policy, seed=seed, out=twin_dir, progress=False, faults=faults)
+    mine = RunDir(Path(out)).jobs.set_index("app")
+    sim = RunDir(twin_dir).jobs.set_index("app")
+    ratios, replayed = {}, {}
+    for app in sim.index:
+        if app not in mine.index:
+            continue
+        a, b = float(mine.at[app, "completion_time"]), float(sim.at[app, "completion_time"])
+        if a == a and b == b and b > 0:            # both finished (NaN otherwise)
+            ratios[app] = round(a / b, 4)
+            replayed[app] = a
+    worst = max((abs(r - 1.0) for r in ratios.values()), default=0.0)
+    result = {"run_dir": str(twin_dir), "completion_time_ratio": ratios, "max_deviation": round(worst, 4),
+              "makespan_ratio": round(summary["makespan"] / max(1e-9, twin["makespan"]), 4)}
+    # U(0, 2 x median) has the replay's median launch latency; the tail is left out on
+    # purpose: under faults it holds containers waiting for a new AM, which the
+    # simulator models as the fault itself.
+    median = (summary.get("scheduling_latency") or {}).get("allocation_to_running_trace_s", {}).get("p50")
+    jitter = round(2 * median, 6) if median else None
+    if jitter and spread_runs > 0:
+        simulated = sim["completion_time"].dropna()
+        table = completion_spread(cfg, policy, seed, jitter=jitter, runs=spread_runs, faults=faults,
+                                  exact={app: float(v) for app, v in simulated.items()})
+        result["spread"] = {
+            "launch_jitter_trace_s": jitter, "runs": spread_runs,
+            "completion_time": {app: {k: round(float(v), 3) for k, v in row.items()}
+                                for app, row in table.iterrows()},
+            "ratio_range": {app: [round(row["min"] / row["exact"], 4), round(row["max"] / row["exact"], 4)]
+                            for app, row in table.iterrows() if row["exact"] > 0},
+            "ratio_to_median": {app: round(a / table.at[app, "median"], 4)
+                                for app, a in replayed.items() if table.at[app, "median"] > 0}}
+    return result

@@ -1,0 +1,248 @@
+"""The driver's side of a running replay: progress, NM host supervision, fault injection.
+
+``Supervisor.run`` waits for the ApplicationMaster host to finish and meanwhile:
+
+* **watches the NodeManager hosts.**  Each host's ``lifeline()`` call is held
+  open; Ray fails it as soon as the host actor dies, so a dead host is noticed at
+  once rather than after ``nm_expiry`` heartbeats.  The driver then tells the RM
+  (``lose_host``: every NM of that host is LOST, its containers reported lost to
+  their AMs) and calls ``resume`` on the host, which Ray is restarting
+  (``max_restarts``): the restarted host registers its NMs again.  A host whose
+  Ray node is gone cannot restart; its NMs stay lost.
+* **injects faults** (``rayrm.rm.core.faults``) at their trace times, each first logged by
+  the RM as a ``fault`` event so recovery can be measured from events.csv.
+* **shows progress** on stderr and raises when nothing moves for ``stall_after``
+  seconds.  Every RM call tolerates the RM restarting (it is retried).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from rayrm.rm.core.faults import Fault
+from rayrm.rm.service.client import BUDGET, MAX_DELAY
+
+NM_HOST_RESTARTS = 3          # Ray restarts of one NodeManager host actor
+
+
+def rm_call(rm, method: str, *args):
+    """``ray.get`` of an RM call, retried while the RM actor restarts (as ``rayrm.rm.service.client`` does)."""
+    import ray  # noqa: PLC0415
+    deadline, delay = time.time() + BUDGET, 0.05
+    while True:
+        try:
+            return ray.get(getattr(rm, method).remote(*args), timeout=BUDGET)
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            if time.time() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(MAX_DELAY, delay * 2)
+
+
+class FaultInjector:
+    """Injects ``faults`` at wall time start_wall + T × time_scale (see rm.faults)."""
+
+    def __init__(self, faults: list[Fault], *, start_wall: float, time_scale: float, rm, am, hosts: dict,
+                 host_of_node: dict[str, str], ray_nodes: list, nms_on_ray_node: dict[str, list[str]],
+                 nm_restart_after: float, kill_ray_node=None):
+        self.todo = sorted(faults, key=lambda f: f.time)
+        self.start_wall, self.scale = start_wall, time_scale
+        self.rm, self.am, self.hosts = rm, am, hosts
+        self.host_of_node, self.ray_nodes, self.nms_on = host_of_node, ray_nodes, nms_on_ray_node
+        self.restart_after = nm_restart_after
+        self.kill_ray_node = kill_ray_node or kill_raylet
+        self.done: list[tuple[Fault, float]] = []
+        self._rid = 0
+
+    def seconds_to_next(self) -> float:
+        if not self.todo:
+            return float("inf")
+        return max(0.0, self.start_wall + self.todo[0].time * self.scale - time.time())
+
+    def inject_due(self) -> None:
+        import ray  # noqa: PLC0415
+        while self.todo and self.seconds_to_next() <= 0:
+            f = self.todo.pop(0)
+            try:
+                self._inject(f)
+            except ray.exceptions.RayActorError as e:     # its target is already gone
+                print(f"rayrm replay: fault {f.text} not injected: {type(e).__name__}", file=sys.stderr)
+            self.done.append((f, time.time()))
+
+    def _log(self, f: Fault, node: str = "", app: str = "", extra: str = "") -> None:
+        self._rid += 1
+        detail = f.text + (f" ({extra})" if extra else "")
+        rm_call(self.rm, "fault", "driver", self._rid, detail, node, app)
+
+    def _inject(self, f: Fault) -> None:
+        import ray  # noqa: PLC0415
+        if f.kind == "kill-nm":
+            self._log(f, node=f.target)
+            host = self.hosts[self.host_of_node[f.target]]
+            ray.get(host.kill_nm.remote(f.target, self.restart_after))
+        elif f.kind == "kill-nm-host":
+            host_id = f"nm-{f.index}"
+            nodes = sorted(n for n, h in self.host_of_node.items() if h == host_id)
+            self._log(f, extra=f"{host_id}: {' '.join(nodes)}")
+            ray.kill(self.hosts[host_id], no_restart=False)
+        elif f.kind == "kill-am":
+            self._log(f, app=f.target)
+            ray.get(self.am.kill_am.remote(f.target))
+        elif f.kind == "kill-rm":
+            self._log(f)
+            ray.kill(self.rm, no_restart=False)
+        elif f.kind == "kill-ray-node":
+            target = self.ray_nodes[f.index]
+            self._log(f, extra=f"ray node {target.node_id[:12]}: {' '.join(self.nms_on.get(target.node_id, []))}")
+            self.kill_ray_node(target.node_id)
+
+
+def kill_raylet(node_id: str) -> None:
+    """Take a Ray node down as a machine failure would: a task pinned there kills the
+    node's raylet (the worker's parent) and every process it started, itself last.
+
+    Killing the raylet alone is not enough: actors there keep running and calling
+    each other directly for a while.  Linux (/proc); elsewhere only the raylet dies.
+    """
+    import ray  # noqa: PLC0415
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415
+
+    @ray.remote(num_cpus=0, max_retries=0)
+    def _kill_node():
+        import os  # noqa: PLC0415
+        import signal  # noqa: PLC0415
+        raylet, me = os.getppid(), os.getpid()
+        doomed = _descendants(raylet)              # before the kill: then they are re-parented
+        os.kill(raylet, signal.SIGKILL)
+        for pid in doomed:
+            if pid != me:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        os.kill(me, signal.SIGKILL)
+
+    _kill_node.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote()
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children, theirs, ...) from /proc; [] without /proc."""
+    import os  # noqa: PLC0415
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for d in entries:
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+class Supervisor:
+    """Waits for the AMs while watching hosts and injecting faults (module docstring)."""
+
+    def __init__(self, rm, hosts: dict, injector: FaultInjector | None, *, start_wall: float,
+                 time_scale: float, total: int, label: str, progress: bool | None, stall_after: float):
+        self.rm, self.hosts, self.injector = rm, hosts, injector
+        self.start_wall, self.scale = start_wall, time_scale
+        self.total, self.label, self.stall_after = total, label, stall_after
+        self.show = sys.stderr.isatty() if progress is None else progress
+        self.dead_hosts: set[str] = set()
+        self.host_restarts = 0
+        self._rid = 10_000_000        # driver request ids apart from the injector's
+
+    def run(self, done_ref) -> dict:
+        import ray  # noqa: PLC0415
+        lifelines = {h.lifeline.remote(): hid for hid, h in self.hosts.items()}
+        resuming: dict = {}
+        tty = sys.stderr.isatty()
+        last_change, last_key, last_print, last_poll = time.time(), None, 0.0, 0.0
+        p = {"time": 0.0, "running": 0, "finished": 0, "pending": 0, "allocations": 0}
+        while True:
+            wait = min(1.0, self.injector.seconds_to_next() if self.injector else 1.0)
+            ready, _ = ray.wait([done_ref, *lifelines, *resuming], num_returns=1, timeout=wait)
+            for ref in ready:
+                if ref in lifelines:
+                    self._host_down(lifelines.pop(ref), ref, resuming)
+                elif ref in resuming:
+                    hid = resuming.pop(ref)
+                    try:
+                        ray.get(ref)
+                        lifelines[self.hosts[hid].lifeline.remote()] = hid
+                        self.host_restarts += 1
+                    except ray.exceptions.RayError:
+                        self.dead_hosts.add(hid)         # its Ray node is gone: it stays lost
+            if self.injector is not None:
+                self.injector.inject_due()
+            now = time.time()
+            done = done_ref in ready
+            if now - last_poll >= 1.0 or done:
+                last_poll = now
+                try:
+                    p = ray.get(self.rm.progress.remote(), timeout=5.0)
+                except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                    pass                                 # the RM is restarting
+                key = (p["finished"], p["allocations"], p["running"])
+                if key != last_key:
+                    last_key, last_change = key, now
+                if self.show and (tty or now - last_print >= 10.0 or done):
+                    line = (f"rayrm replay [{self.label}] t={p['time']:8.1f}s  running {p['running']:5d}  "
+                            f"finished {p['finished']}/{self.total}  pending {p['pending']}")
+                    print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
+                    last_print = now
+            if done:
+                if self.show and tty:
+                    print(file=sys.stderr)
+                try:
+                    return ray.get(done_ref)
+                except ray.exceptions.RayActorError as e:
+                    raise RuntimeError(f"the ApplicationMaster host died: {e}") from None
+            if now - last_change > self.stall_after:
+                raise RuntimeError(f"the replay made no progress for {self.stall_after:.0f}s "
+                                   f"(finished {p['finished']}/{self.total}, pending {p['pending']})")
+
+    def _host_down(self, hid: str, ref, resuming: dict) -> None:
+        """A lifeline returned: the host was stopped, its heartbeat loop failed, or it died."""
+        import ray  # noqa: PLC0415
+        try:
+            error = ray.get(ref)
+        except ray.exceptions.RayActorError as e:
+            why = type(e).__name__
+        else:
+            if error:
+                raise RuntimeError(f"a NodeManager host failed: {error}")
+            return
+        self._rid += 1
+        rm_call(self.rm, "lose_host", "driver-hosts", self._rid, hid, f"NM host {hid} died ({why})")
+        resuming[self.hosts[hid].resume.remote(self.start_wall, self.scale)] = hid
+
+    def stop_hosts(self, timeout: float = 10.0) -> list[dict]:
+        """Stop every host that still runs a live NM; returns their measurements.
+
+        A host on a Ray node that died may not be known dead yet; the RM, which lost
+        its NMs, says which hosts are worth asking.
+        """
+        import ray  # noqa: PLC0415
+        alive = set(rm_call(self.rm, "progress")["hosts_alive"])
+        refs = [h.stop.remote() for hid, h in self.hosts.items() if hid in alive and hid not in self.dead_hosts]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
+        out = []
+        for ref in ready:
+            try:
+                out.append(ray.get(ref))
+            except ray.exceptions.RayError:
+                pass
+        return out

@@ -1,0 +1,258 @@
+"""The ApplicationMaster side of the ResourceManager's protocol (part of ``ResourceManagerState``).
+
+In YARN's words (ApplicationMasterService, RMAppAttempt, AMLivelinessMonitor):
+
+* ``register_apps`` — RegisterApplicationMaster.  A new app is accepted (or
+  rejected with the reason when no live node could ever run it) as attempt 1.
+  An attempt the RM launched registers with its number; an attempt registering
+  again after a RESYNC (the RM restarted) is accepted as well.  Either way the
+  answer lists the app's finished tasks and its running containers.
+* ``allocate`` — the AM heartbeat: releases of unused containers, the absolute
+  ask, and what was allocated and completed since the last call.  ``poll``
+  finishes a long-polled ``allocate``.
+* ``finish_apps`` — FinishApplicationMaster: the app is done; containers it
+  still holds are killed.
+* ``expire_apps`` — an attempt silent for ``am_expiry`` FAILS.  Work-preserving
+  AM restart (YARN's ``keepContainersAcrossApplicationAttempts``): the app's
+  finished tasks stay finished and its RUNNING containers keep running and are
+  handed to the next attempt; containers the failed attempt had acquired but
+  not started are released and killed if they ever start, since only that
+  attempt knew which task each was for.  The RM then launches attempt k+1
+  (``pending_launches``; the actor asks the AM host to start it) — or, when
+  ``max_attempts`` attempts have failed, the app FAILS and its containers are killed.
+
+Fencing (an AM acts only on its own app's containers and only in its current
+attempt): ``allocate``, ``finish_apps`` and ``register_apps`` from any other
+attempt are answered FENCED and logged (``fenced``); a release naming another
+app's container is refused and logged (``refused``).
+"""
+
+from __future__ import annotations
+
+from rayrm.rm.service.protocol import (FENCED, NORMAL, RESYNC, RUNNING, SHUTDOWN, AllocateRequest, AllocateResponse,
+                         AppRegistered, AppRegistration, ContainerStatus)
+from rayrm.rm.service.records import idempotent, ACQUIRED, ALLOCATED, RELEASED, AppRecord
+
+
+class AppProtocol:
+    """ApplicationMaster calls, attempts and AM liveness; mixed into ``ResourceManagerState``."""
+
+    @idempotent
+    def register_apps(self, now: float, caller: str, request_id: int,
+                      regs: list[AppRegistration]) -> list[AppRegistered]:
+        """Apps arrive or attempts (re-)register; see the module docstring."""
+        out = []
+        for reg in regs:
+            spec = reg.spec
+            app = self.apps.get(spec.app_id)
+            if app is None:
+                out.append(self._new_app(now, caller, reg))
+                continue
+            if app.done:
+                out.append(AppRegistered(spec.app_id, False, "the application has ended", SHUTDOWN,
+                                         app.attempt))
+                continue
+            if reg.attempt != app.attempt:
+                self._refuse(now, "fenced", app=spec.app_id,
+                             detail=f"registration of attempt {reg.attempt}; the current attempt is {app.attempt}")
+                out.append(AppRegistered(spec.app_id, False, "not the current attempt", FENCED, app.attempt))
+                continue
+            kind = "am_registered" if app.launching else "am_resync"
+            app.launching, app.resync, app.host, app.last_seen = False, False, caller, now
+            self._resync_apps.discard(spec.app_id)
+            running = tuple(ContainerStatus(c.container, c.app, c.task, c.attempt, c.node, RUNNING,
+                                            c.launched if c.launched is not None else now)
+                            for c in self.containers.values() if c.app == spec.app_id and c.state == RUNNING)
+            self._event(now, kind, app=spec.app_id,
+                        detail=f"attempt {app.attempt}: {len(app.finished_tasks)} tasks finished, "
+                               f"{len(running)} running")
+            out.append(AppRegistered(spec.app_id, True, "", NORMAL, app.attempt,
+                                     tuple(sorted(app.finished_tasks)), running))
+        self._check_resynced(now)
+        self._after(now)
+        return out
+
+    def _new_app(self, now: float, caller: str, reg: AppRegistration) -> AppRegistered:
+        spec = reg.spec
+        if reg.attempt != 1:
+            self._refuse(now, "fenced", app=spec.app_id,
+                         detail=f"registration of attempt {reg.attempt} of an app the RM does not know")
+            return AppRegistered(spec.app_id, False, "unknown application", FENCED, 0)
+        state, reason = self.scheduler.submit(spec, pending=0)
+        t = self.trace(now)
+        if state is None:
+            self.log.reject(spec, reason, t, self.wall(now))
+            return AppRegistered(spec.app_id, False, reason)
+        self.apps[spec.app_id] = AppRecord(spec, caller, 1, t, last_seen=now)
+        self.total_tasks += spec.num_tasks
+        self.log.submit(spec, t, self.wall(now))
+        return AppRegistered(spec.app_id, True)
+
+    def _current(self, now: float, req_app: str, attempt: int, what: str):
+        """The app record if ``attempt`` is its current, registered attempt; else the answer."""
+        app = self.apps.get(req_app)
+        if app is None:
+            return None, AllocateResponse(req_app, RESYNC)
+        if app.done:
+            return None, AllocateResponse(req_app, SHUTDOWN)
+        if attempt != app.attempt:
+            self._refuse(now, "fenced", app=req_app,
+                         detail=f"{what} from attempt {attempt}; the current attempt is {app.attempt}")
+            return None, AllocateResponse(req_app, FENCED)
+        if app.resync or app.launching:
+            return None, AllocateResponse(req_app, RESYNC)     # register (again) first
+        return app, None
+
+    @idempotent
+    def allocate(self, now: float, caller: str, request_id: int,
+                 requests: list[AllocateRequest]) -> list[AllocateResponse]:
+        """AM heartbeats: releases, absolute asks, and what is waiting for each app."""
+        out = []
+        for req in requests:
+            app, refusal = self._current(now, req.app, req.attempt, "allocate")
+            if app is None:
+                out.append(refusal)
+                continue
+            app.host, app.last_seen = caller, now
+            for cid in req.releases:
+                self._release_unused(now, app, cid)
+            self._set_ask(app, req.ask - len(app.undelivered))
+            out.append(self._deliver(app))
+        self._after(now)
+        return out
+
+    def poll(self, now: float, caller: str, request_id: int,
+             requests: list[AllocateRequest]) -> list[AllocateResponse]:
+        """Deliver what arrived since ``allocate`` answered the same request (the long poll).
+
+        A request already answered with containers or statuses (a retry raced the
+        first) gets that answer again, never a second delivery.
+        """
+        cached = self._cached(caller, request_id)
+        if cached is not None and any(r.allocated or r.completed for r in cached):
+            return cached
+        out = []
+        for req in requests:
+            app = self.apps.get(req.app)
+            if app is None or app.done or app.attempt != req.attempt or app.resync or app.launching:
+                out.append(AllocateResponse(req.app))     # the next allocate says why
+                continue
+            app.last_seen = now
+            out.append(self._deliver(app))
+        return out
+
+    def _deliver(self, app: AppRecord) -> AllocateResponse:
+        allocated, app.undelivered = tuple(app.undelivered), []
+        completed, app.completed = tuple(app.completed), []
+        for a in allocated:
+            c = self.containers[a.container]
+            if c.state == ALLOCATED:
+                c.state = ACQUIRED
+        return AllocateResponse(app.spec.app_id, NORMAL, allocated, completed)
+
+    def _set_ask(self, app: AppRecord, wanted: int) -> None:
+        state = self.scheduler.cluster.apps[app.spec.app_id]
+        wanted = max(0, wanted)
+        if wanted > state.pending:
+            self.scheduler.ask(app.spec.app_id, wanted - state.pending)
+        elif wanted < state.pending:
+            self.scheduler.cancel(app.spec.app_id, state.pending - wanted)
+
+    def _release_unused(self, now: float, app: AppRecord, cid: int) -> None:
+        c = self.containers.get(cid)
+        if c is not None and c.app != app.spec.app_id:
+            self._refuse(now, "refused", app=app.spec.app_id, container=cid, node=c.node,
+                         detail=f"release of a container of app {c.app}")
+            return
+        if c is None or c.state not in (ALLOCATED, ACQUIRED):
+            return
+        self._withdraw(c)
+        self._event(now, "release", app=c.app, container=cid, node=c.node)
+
+    def _withdraw(self, c) -> None:
+        """A container nobody will start: its resources go back; the NM kills it if it runs."""
+        c.state = RELEASED
+        if c.container in self.scheduler.cluster.containers:
+            self.scheduler.release(c.container)
+            self._touched.add(c.app)
+
+    @idempotent
+    def finish_apps(self, now: float, caller: str, request_id: int,
+                    items: list[tuple[str, int]]) -> list[str]:
+        """AMs unregister (YARN FinishApplicationMaster); containers left are cleaned up."""
+        out = []
+        for app_id, attempt in items:
+            app = self.apps.get(app_id)
+            if app is not None and app.done:
+                out.append(NORMAL)
+                continue
+            if app is not None and app.resync and attempt == app.attempt:
+                app.resync = False                 # finishing is as good as registering again
+                self._resync_apps.discard(app_id)
+            app, refusal = self._current(now, app_id, attempt, "finish")
+            if app is None:
+                out.append(refusal.action)
+                continue
+            self._finish_app(now, app)
+            out.append(NORMAL)
+        self._after(now)
+        return out
+
+    def _finish_app(self, now: float, app: AppRecord, reason: str = "") -> None:
+        """The app ends: finished if every task finished once, else failed."""
+        app_id = app.spec.app_id
+        app.done = True
+        self._resync_apps.discard(app_id)
+        for c in self.scheduler.finish_app(app_id):
+            rec = self.containers[c.container_id]
+            if rec.state == RUNNING:           # still running: the NM kills it
+                self.nodes[rec.node].cleanup.append(c.container_id)
+            else:
+                rec.state = RELEASED
+        self._touched.add(app_id)
+        status = "finished" if len(app.finished_tasks) == app.spec.num_tasks else "failed"
+        t = app.last_finish if app.last_finish is not None and status == "finished" else self.trace(now)
+        self.log.app_done(app_id, t, self.wall(now), status=status)
+        if reason:
+            self.log.mark(app_id, status, reason)
+        self._check_resynced(now)
+
+    # ----- AM liveness and attempts ----------------------------------------------
+
+    def expire_apps(self, now: float, expiry_wall: float) -> list[str]:
+        """Attempts silent for longer than ``expiry_wall`` seconds fail; returns their apps."""
+        gone = [a for a, r in self.apps.items() if not r.done and now - r.last_seen > expiry_wall]
+        for a in gone:
+            app = self.apps[a]
+            what = "never registered" if app.launching else "silent"
+            self.fail_attempt(now, a, f"attempt {app.attempt} {what} for {now - app.last_seen:.3f}s")
+        self._after(now)
+        return gone
+
+    def fail_attempt(self, now: float, app_id: str, why: str) -> None:
+        """The app's current attempt FAILED: keep its work, start the next attempt or fail the app."""
+        app = self.apps[app_id]
+        self._event(now, "am_expired", app=app_id, detail=why)
+        for c in list(self.containers.values()):
+            if c.app == app_id and c.state == ACQUIRED:
+                self._withdraw(c)
+                node = self.nodes.get(c.node)
+                if node is not None and node.alive:
+                    node.cleanup.append(c.container)
+        self._resync_apps.discard(app_id)
+        self._check_resynced(now)
+        if app.attempt >= self.max_attempts:
+            self._finish_app(now, app, reason=f"{app.attempt} of {self.max_attempts} attempts failed")
+            return
+        app.attempt += 1
+        app.launching, app.resync, app.last_seen = True, False, now
+        self._event(now, "am_launch", app=app_id, detail=f"attempt {app.attempt}")
+
+    def pending_launches(self) -> list[tuple[str, str, int]]:
+        """(AM host, app, attempt) of every attempt the RM started that has not registered."""
+        return [(r.host, a, r.attempt) for a, r in self.apps.items() if r.launching and not r.done]
+
+    def failed_apps(self) -> list[tuple[str, str]]:
+        """(AM host, app) of every app that ended without all its tasks finished."""
+        return [(r.host, a) for a, r in self.apps.items()
+                if r.done and len(r.finished_tasks) < r.spec.num_tasks]

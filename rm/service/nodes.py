@@ -1,0 +1,231 @@
+"""The NodeManager side of the ResourceManager's protocol (a part of ``ResourceManagerState``).
+
+In YARN's words (ResourceTrackerService, RMNode, NMLivelinessMonitor):
+
+* ``register_nodes`` — RegisterNodeManager.  A new node joins; a LOST node comes
+  back empty; a node the RM believes alive registers again after a RESYNC (the RM
+  restarted) or after its NM restarted unnoticed.  The NM lists the containers it
+  still knows (``NodeRegistration.running``, YARN's NMContainerStatus) and the RM
+  reconciles: what the NM reports is applied as in a heartbeat; a container the
+  RM had RUNNING there and the NM no longer reports is LOST; one the NM runs that
+  the RM had already declared lost or released is added to ``cleanup`` (killed).
+* ``node_heartbeat`` — NODE_UPDATE (see ``rm/service/state.py``).  A node that is not
+  alive gets RESYNC; one alive under another host gets FENCED; one waiting to
+  resynchronise after an RM restart gets RESYNC without its statuses applied.
+* ``lose_node`` / ``lose_host`` / ``expire_nodes`` — the node is LOST (its NM
+  host actor died, or it was silent for ``nm_expiry``): its containers are
+  reported lost to their AMs, which ask again.
+
+Fencing (an NM can report only containers it runs): a status for a container the
+RM did not place on that node for that app is refused, logged, and the container
+killed if the NM says it runs.
+"""
+
+from __future__ import annotations
+
+from rayrm.rm.core.model import NodeSpec, Resources
+from rayrm.rm.service.protocol import (COMPLETE, FENCED, FINISHED, LOST, NORMAL, RESYNC, RUNNING, ContainerStatus,
+                         NodeHeartbeat, NodeHeartbeatResponse, NodeRegistration)
+from rayrm.rm.service.records import idempotent, ACQUIRED, ALLOCATED, RELEASED, ContainerRecord, NodeRecord
+
+
+class NodeProtocol:
+    """NodeManager calls and liveness; mixed into ``ResourceManagerState``."""
+
+    @idempotent
+    def register_nodes(self, now: float, caller: str, request_id: int,
+                       regs: list[NodeRegistration]) -> list[str]:
+        """NMs join, come back after being lost, or register again; an action per NM."""
+        out = []
+        for reg in regs:
+            rec = self.nodes.get(reg.node)
+            if rec is None:
+                rec = NodeRecord(NodeSpec(reg.node, Resources(dict(reg.capacity)), dict(reg.attributes)))
+                self.nodes[reg.node] = rec
+            if rec.alive and rec.host != caller:
+                self._refuse(now, "refused", node=reg.node,
+                             detail=f"registration from host {caller}; host {rec.host} runs this node")
+                out.append(FENCED)
+                continue
+            rejoin = not rec.alive
+            idx = self.scheduler.cluster.node_index.get(reg.node)
+            if idx is None or not self.scheduler.cluster.nodes[idx].alive:
+                self.scheduler.add_node(rec.spec)          # a new node, or a lost one back
+                self._touch_all()
+            was_resync = rec.resync
+            rec.host, rec.ray_node, rec.alive, rec.last_seen, rec.resync = caller, reg.ray_node, True, now, False
+            if self.start_wall is not None:
+                if rejoin:
+                    self.log.add_node(rec.spec, self.trace(now), self.wall(now), ray_node=reg.ray_node)
+                else:
+                    self._event(now, "node_resync" if was_resync else "node_reconnect", node=reg.node,
+                                detail=f"{len(reg.running)} containers reported")
+            self._reconcile(now, rec, reg.running, rejoin)
+            self._resync_nodes.discard(reg.node)
+            out.append(NORMAL)
+        self._check_resynced(now)
+        self._after(now)
+        return out
+
+    def _reconcile(self, now: float, rec: NodeRecord, running: tuple[ContainerStatus, ...],
+                   rejoin: bool) -> None:
+        """Apply what a registering NM reports; lose what it should run and does not."""
+        reported = set()
+        for st in running:
+            reported.add(st.container)
+            self._container_status(now, rec, st)
+        if rejoin:
+            return                       # its containers were all declared lost already
+        name = rec.spec.name
+        for c in list(self.containers.values()):
+            if c.node == name and c.state == RUNNING and c.container not in reported:
+                self._lose_container(now, c, "not reported by its NM when it registered again")
+
+    @idempotent
+    def node_heartbeat(self, now: float, caller: str, request_id: int,
+                       beats: list[NodeHeartbeat]) -> list[NodeHeartbeatResponse]:
+        """NODE_UPDATE for a batch of NMs: apply statuses, schedule, answer each NM."""
+        out = []
+        for beat in beats:
+            rec = self.nodes.get(beat.node)
+            if rec is None or not rec.alive:
+                out.append(NodeHeartbeatResponse(beat.node, RESYNC))
+                continue
+            if rec.host != caller:
+                self._refuse(now, "refused", node=beat.node,
+                             detail=f"heartbeat from host {caller}; host {rec.host} runs this node")
+                out.append(NodeHeartbeatResponse(beat.node, FENCED))
+                continue
+            rec.last_seen = now
+            if rec.resync:
+                out.append(NodeHeartbeatResponse(beat.node, RESYNC))
+                continue
+            self.heartbeats += 1
+            for cid, app, why in beat.refused:
+                self._refuse(now, "refused", app=app, container=cid, node=beat.node,
+                             detail=f"launch refused by the NM: {why}")
+            acks = [st.container for st in beat.statuses if self._container_status(now, rec, st)]
+            cleanup, rec.cleanup = tuple(rec.cleanup), []
+            out.append(NodeHeartbeatResponse(beat.node, NORMAL, cleanup, tuple(acks)))
+        self._schedule(now)
+        self._after(now)
+        return out
+
+    def _container_status(self, now: float, node: NodeRecord, st: ContainerStatus) -> bool:
+        """Apply one reported status; True when a COMPLETE status is recorded (ack it)."""
+        c = self.containers.get(st.container)
+        if c is None or c.node != node.spec.name or c.app != st.app:
+            # Fencing: an NM reports only containers the RM placed on it, for their own app.
+            self._refuse(now, "refused", app=st.app, task=st.task, container=st.container,
+                         node=node.spec.name, detail="status for a container this node does not run")
+            if st.state == RUNNING:
+                node.cleanup.append(st.container)
+            return st.state == COMPLETE
+        if c.state in (RELEASED, COMPLETE):
+            # Released before it ran, or already declared lost: it must not run now.
+            if st.state == RUNNING:
+                node.cleanup.append(st.container)
+                self._event(now, "cleanup", app=c.app, task=st.task, container=c.container,
+                            node=c.node, detail=f"the NM runs a container the RM holds {c.state}")
+            return st.state == COMPLETE
+        if c.state in (ALLOCATED, ACQUIRED):
+            self._launched(now, c, st)
+        if st.state == COMPLETE:
+            self._complete(now, c, st)
+        return st.state == COMPLETE
+
+    def _launched(self, now: float, c: ContainerRecord, st: ContainerStatus) -> None:
+        app = self.apps[c.app]
+        attempt = app.task_attempts.get(st.task, 0)
+        app.task_attempts[st.task] = attempt + 1
+        c.state, c.task, c.attempt, c.launched = RUNNING, st.task, attempt, st.launched
+        submit = app.asked.get(st.task, app.submit)
+        self.log.start(c.app, st.task, attempt, c.node, submit, self.trace(st.launched),
+                       self.wall(st.launched), container=c.container)
+        self.alloc_to_launch.append(st.launched - c.allocated)
+
+    def _complete(self, now: float, c: ContainerRecord, st: ContainerStatus) -> None:
+        if c.container in self.scheduler.cluster.containers:
+            self.scheduler.release(c.container)
+            self._touched.add(c.app)
+        c.state = COMPLETE
+        end = st.finish if st.finish is not None else now
+        t_end = self.trace(end)
+        self.log.end(c.app, c.task, c.attempt, st.exit or FINISHED, t_end, self.wall(end),
+                     container=c.container, detail=st.detail)
+        if st.start is not None:
+            self.alloc_to_running.append(st.start - c.allocated)
+        app = self.apps.get(c.app)
+        if app is None:
+            return
+        if (st.exit or FINISHED) == FINISHED:
+            if c.task in app.finished_tasks:
+                self.duplicate_finishes += 1
+                self.log.event("duplicate_finish", t_end, self.wall(end), app=c.app, task=c.task,
+                               container=c.container)
+            else:
+                app.finished_tasks.add(c.task)
+                self.finished += 1
+            app.last_finish = t_end if app.last_finish is None else max(app.last_finish, t_end)
+        else:
+            app.asked[c.task] = t_end
+        app.completed.append(st)
+        self.news.add(app.host)
+
+    def _lose_container(self, now: float, c: ContainerRecord, detail: str) -> None:
+        """A container is gone with its node: withdrawn if the AM never saw it, else LOST."""
+        app = self.apps.get(c.app)
+        if c.state == ALLOCATED:                   # never seen by the AM: withdraw it quietly
+            c.state = RELEASED
+            if c.container in self.scheduler.cluster.containers:
+                self.scheduler.release(c.container)
+            if app is not None:
+                app.undelivered = [a for a in app.undelivered if a.container != c.container]
+            return
+        launched = c.launched if c.launched is not None else now
+        st = ContainerStatus(c.container, c.app, c.task, c.attempt, c.node, COMPLETE, launched,
+                             None, now, LOST, detail)
+        if c.state == ACQUIRED:                    # the AM holds it but no attempt was logged
+            c.state = COMPLETE
+            if c.container in self.scheduler.cluster.containers:
+                self.scheduler.release(c.container)
+            if app is not None:
+                app.completed.append(st)
+                self.news.add(app.host)
+        else:
+            self._complete(now, c, st)
+
+    def lose_node(self, now: float, name: str, detail: str = "lost") -> list[int]:
+        """The NM is LOST: its containers are reported lost to their AMs; returns their ids."""
+        rec = self.nodes.get(name)
+        if rec is None or not rec.alive:
+            return []
+        rec.alive, rec.resync, rec.cleanup = False, False, []
+        self._resync_nodes.discard(name)
+        self.scheduler.remove_node(name)           # releases its containers in the scheduler
+        self.log.remove_node(name, self.trace(now), self.wall(now), detail=detail)
+        self._touch_all()
+        lost = []
+        for c in list(self.containers.values()):
+            if c.node == name and c.state not in (COMPLETE, RELEASED):
+                lost.append(c.container)
+                self._lose_container(now, c, detail)
+        self._check_resynced(now)
+        self._after(now)
+        return lost
+
+    @idempotent
+    def lose_host(self, now: float, caller: str, request_id: int, host: str,
+                  detail: str = "NM host died") -> list[str]:
+        """Every NM the host ``host`` runs is LOST (its actor died); returns their names."""
+        gone = [n for n, r in self.nodes.items() if r.alive and r.host == host]
+        for n in gone:
+            self.lose_node(now, n, detail)
+        return gone
+
+    def expire_nodes(self, now: float, expiry_wall: float) -> list[str]:
+        """NMs silent for longer than ``expiry_wall`` seconds are LOST; returns their names."""
+        gone = [n for n, r in self.nodes.items() if r.alive and now - r.last_seen > expiry_wall]
+        for n in gone:
+            self.lose_node(now, n, f"no heartbeat for {now - self.nodes[n].last_seen:.3f}s")
+        return gone

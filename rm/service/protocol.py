@@ -1,0 +1,205 @@
+"""Messages of the replay's YARN-style protocol (DESIGN.md, "The Ray replay").
+
+Everything that crosses an actor boundary is one of these small frozen
+dataclasses.  Every call to the ResourceManager carries ``caller`` (the id of the
+host actor making it) and ``request_id`` (increasing per caller); the RM answers a
+repeated ``(caller, request_id)`` with the response it gave the first time, so a
+retried call never allocates, releases or finishes twice.
+
+    NodeManager host  -> RM   register_nodes([NodeRegistration])     -> [str action]
+                              node_heartbeat([NodeHeartbeat])        -> [NodeHeartbeatResponse]
+    AppMaster host    -> RM   register_apps([AppRegistration])       -> [AppRegistered]
+                              allocate([AllocateRequest], wait)       -> [AllocateResponse]
+                              finish_apps([(app, attempt)])           -> [str action]
+    AppMaster host    -> NM   start_containers([ContainerLaunch])     -> [str]  ("ok" or why not)
+    RM (AM launcher)  -> AM   launch_attempts([(app, attempt)])       -> None
+
+Actions (YARN's NodeAction / AMCommand): ``normal``; ``resync`` — the RM does not
+know the caller (it restarted, or the node was declared lost): register again;
+``shutdown`` — stop; ``fenced`` — the call came from an attempt that is no longer
+current, or from a host that does not own the node, and was refused.
+
+Container tokens (YARN's ContainerToken): every ``Allocation`` carries
+``container_token(secret, container, app, node)``, an HMAC under a secret the RM and
+the NMs share and the AMs never see; an NM starts a container only when the launch
+carries the token of that container, app and node, so an AM can start only the
+containers the RM granted to its own app, where the RM placed them.
+
+Wall times are ``time.time()`` seconds read by the actor that observed the event;
+the RM turns them into trace seconds with trace = (wall - start) / time_scale.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from rayrm.rm.core.model import AppSpec
+
+NORMAL, RESYNC, SHUTDOWN, FENCED = "normal", "resync", "shutdown", "fenced"
+
+#: an NM (or AM) is declared lost after nm_expiry (am_expiry) heartbeats, but never sooner
+#: than this (wall seconds): at small time scales ten heartbeats are a fraction of a
+#: second, shorter than a busy machine may take to schedule a process.
+MIN_EXPIRY_WALL = 1.0
+
+# Container states as the NM reports them (YARN ContainerState) and how a COMPLETE one ended.
+RUNNING, COMPLETE = "RUNNING", "COMPLETE"
+FINISHED, KILLED, LOST, FAILED = "finished", "killed", "lost", "failed"
+
+
+def container_token(secret: bytes, container: int, app: str, node: str) -> str:
+    """HMAC-SHA256 of (container, app, node) under ``secret``, 128 bits in hex."""
+    msg = f"{container}\x1f{app}\x1f{node}".encode()
+    return hmac.new(secret, msg, hashlib.sha256).hexdigest()[:32]
+
+
+def token_valid(secret: bytes, launch: "ContainerLaunch") -> bool:
+    """Whether a launch carries the token the RM issued for its container, app and node."""
+    want = container_token(secret, launch.container, launch.app, launch.node)
+    return hmac.compare_digest(want, launch.token)
+
+
+@dataclass(frozen=True)
+class ContainerStatus:
+    """What an NM knows of one container (YARN ContainerStatus).
+
+    ``launched`` is when the NM started it; ``start`` and ``finish`` are when the
+    payload itself began and ended (known once it has ended).  ``exit`` says how a
+    COMPLETE container ended: finished, killed (cleanup), lost (its node died) or
+    failed (the payload raised).
+    """
+
+    container: int
+    app: str
+    task: int
+    attempt: int
+    node: str
+    state: str
+    launched: float
+    start: float | None = None
+    finish: float | None = None
+    exit: str = ""
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class NodeRegistration:
+    """An NM introduces itself (YARN RegisterNodeManagerRequest)."""
+
+    node: str
+    capacity: Mapping[str, float]
+    attributes: Mapping[str, str | float]
+    ray_node: str
+    host: int
+    running: tuple[ContainerStatus, ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeHeartbeat:
+    """One NM's heartbeat: container statuses not yet acknowledged (YARN NodeStatus).
+
+    ``refused`` lists launches the NM refused since its last heartbeat (fencing: a
+    launch without a valid container token) as (container, app, why), so the RM logs them.
+    """
+
+    node: str
+    statuses: tuple[ContainerStatus, ...] = ()
+    refused: tuple[tuple[int, str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeHeartbeatResponse:
+    """The RM's answer to one NM: what to kill (``cleanup``), what it recorded (``ack``)."""
+
+    node: str
+    action: str = NORMAL
+    cleanup: tuple[int, ...] = ()
+    ack: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class AppRegistration:
+    """An AM registers its app (YARN RegisterApplicationMasterRequest).
+
+    ``attempt`` is the attempt the RM launched (1 for the first); attempt numbers are
+    the RM's, an AM never makes one up.
+    """
+
+    spec: AppSpec
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class AppRegistered:
+    """The RM's answer (YARN RegisterApplicationMasterResponse).
+
+    For an attempt after the first, or an attempt registering again after a RESYNC,
+    it carries what the app already has (YARN's work-preserving AM restart,
+    ``keepContainersAcrossApplicationAttempts``): the tasks that finished, and the
+    containers still running (RUNNING statuses) with their tasks.
+    """
+
+    app: str
+    accepted: bool
+    reason: str = ""
+    action: str = NORMAL
+    attempt: int = 1
+    finished_tasks: tuple[int, ...] = ()
+    running: tuple[ContainerStatus, ...] = ()
+
+
+@dataclass(frozen=True)
+class AllocateRequest:
+    """One AM's heartbeat (YARN AllocateRequest).
+
+    ``ask`` is absolute: the number of tasks the AM still wants containers for,
+    counted before it sees this call's answer.  The RM subtracts the containers
+    it allocated but has not delivered yet, so an ask never double counts.
+    ``releases`` are containers the AM got but does not need.
+    """
+
+    app: str
+    attempt: int
+    ask: int
+    releases: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A container granted to an app (YARN Container): where, and when the RM placed it."""
+
+    container: int
+    app: str
+    node: str
+    host: str            # the NodeManager host to send the launch to
+    allocated: float
+    token: str = ""
+
+
+@dataclass(frozen=True)
+class AllocateResponse:
+    app: str
+    action: str = NORMAL
+    allocated: tuple[Allocation, ...] = ()
+    completed: tuple[ContainerStatus, ...] = ()
+
+
+@dataclass(frozen=True)
+class ContainerLaunch:
+    """An AM asks an NM to start a granted container for one task attempt.
+
+    ``seconds`` is the wall time the payload runs: the task's duration × time_scale.
+    """
+
+    container: int
+    app: str
+    task: int
+    attempt: int
+    node: str
+    seconds: float
+    payload: str = "sleep"
+    demand: Mapping[str, float] = field(default_factory=dict)
+    token: str = ""

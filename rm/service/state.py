@@ -1,0 +1,195 @@
+"""The ResourceManager's protocol state: plain synchronous Python, no Ray, no clock reads.
+
+``ResourceManagerState`` is what the Ray actor (``rm/runtime/actor.py``) wraps.  Every
+public method takes ``now`` (a wall time read by the caller) plus the call's
+``caller`` and ``request_id`` and nothing else from the outside world, so the
+state after a sequence of calls is a function of that sequence: a journal of
+calls replayed onto a snapshot rebuilds it (``rm/service/store.py``: the RM restart),
+and tests drive it without Ray.
+
+The protocol is YARN's (rm/service/protocol.py has the messages); the NodeManager side
+is in ``rm/service/nodes.py``, the ApplicationMaster side in ``rm/service/apps.py``:
+
+* NODE_UPDATE — ``node_heartbeat``: the NM's container statuses are applied,
+  then the scheduler runs and what it places is queued for the AMs.
+* AM heartbeat — ``allocate``: releases, the app's outstanding ask, and the
+  containers allocated and statuses completed since the last call.
+* Liveness (YARN's NMLivelinessMonitor and AMLivelinessMonitor): an NM silent
+  for ``nm_expiry`` is LOST (``expire_nodes``; also ``lose_node`` and
+  ``lose_host`` when its host actor died); an AM attempt silent for
+  ``am_expiry`` FAILS (``expire_apps``) and the RM starts the next attempt, up to
+  ``max_attempts``, keeping the app's finished tasks and running containers.
+* RM restart — ``recovered``: after the state is rebuilt, every NM and AM is
+  told RESYNC on its next call and registers again; ``rm_resynced`` is logged
+  once all of them have.
+* Fencing: a call for a node another host runs, a status for a container the
+  node does not run, a call from an attempt that is not the app's current one,
+  a release of another app's container — each is refused and logged
+  (events.csv ``refused`` or ``fenced``).
+
+Idempotence: the response to each caller's latest ``request_id`` is kept; the
+same id again gets the same response and changes nothing.  The kept responses
+are part of the state, so this holds across an RM restart too.
+"""
+
+from __future__ import annotations
+
+from rayrm.rm.core.model import NodeSpec
+from rayrm.rm.core.policies import Policy
+from rayrm.rm.service.protocol import RUNNING, Allocation, container_token
+from rayrm.rm.service.apps import AppProtocol
+from rayrm.rm.service.nodes import NodeProtocol
+from rayrm.rm.service.records import AppRecord, ContainerRecord, NodeRecord, idempotent
+from rayrm.rm.runs.log import RunLog, app_shares
+from rayrm.rm.core.scheduler import OnlineScheduler
+
+
+class ResourceManagerState(NodeProtocol, AppProtocol):
+    """Scheduler + protocol bookkeeping + run log, driven by explicit calls (see module doc)."""
+
+    def __init__(self, *, dims, nodes: list[NodeSpec], policy: Policy | str, policy_name: str,
+                 time_scale: float, name: str = "", seed: int | None = None,
+                 max_attempts: int = 2, secret: bytes = b""):
+        self.scheduler = OnlineScheduler(policy, dims, nodes)
+        self.log = RunLog(tuple(dims), mode="ray", policy=policy_name, name=name, seed=seed)
+        self.time_scale = float(time_scale)
+        self.max_attempts = int(max_attempts)
+        self.secret = secret
+        self.start_wall: float | None = None
+        self.nodes: dict[str, NodeRecord] = {n.name: NodeRecord(n) for n in nodes}
+        self.apps: dict[str, AppRecord] = {}
+        self.containers: dict[int, ContainerRecord] = {}
+        self._responses: dict[str, tuple[int, object]] = {}
+        self.news: set[str] = set()          # AM hosts with something to deliver
+        self.total_tasks = 0
+        self.finished = 0
+        self.allocations = 0
+        self.heartbeats = 0
+        self.duplicate_finishes = 0
+        self.refused = 0
+        self.epoch = 0                       # RM restarts recovered so far
+        self._resync_nodes: set[str] = set()
+        self._resync_apps: set[str] = set()
+        self._resync_since: float | None = None
+        self.alloc_to_running: list[float] = []   # wall seconds, payload start - allocation
+        self.alloc_to_launch: list[float] = []    # wall seconds, NM launch - allocation
+        self._touched: set[str] = set()
+        self._last_share_time = 0.0
+
+    # ----- time ----------------------------------------------------------------
+
+    def trace(self, now: float) -> float:
+        """trace time = (wall - start) / time_scale; 0 before the clock starts."""
+        return 0.0 if self.start_wall is None else max(0.0, (now - self.start_wall) / self.time_scale)
+
+    def wall(self, now: float) -> float:
+        return 0.0 if self.start_wall is None else now - self.start_wall
+
+    def start_clock(self, now: float, start_wall: float) -> None:
+        """t = 0: the NMs registered so far join the run log at time 0."""
+        self.start_wall = start_wall
+        for rec in self.nodes.values():
+            if rec.alive:
+                self.log.add_node(rec.spec, 0.0, 0.0, ray_node=rec.ray_node)
+
+    # ----- idempotence (see rm_records.idempotent) ---------------------------------
+
+    def _cached(self, caller: str, request_id: int):
+        """The answer already given to this (caller, request id), or None."""
+        hit = self._responses.get(caller)
+        return hit[1] if hit is not None and hit[0] == request_id else None
+
+    def _event(self, now: float, kind: str, **where) -> None:
+        self.log.event(kind, self.trace(now), self.wall(now), **where)
+
+    def _refuse(self, now: float, kind: str, **where) -> None:
+        """Fencing: a call was refused; counted and logged (``refused`` or ``fenced``)."""
+        self.refused += 1
+        self._event(now, kind, **where)
+
+    # ----- faults and the RM's own restart ---------------------------------------
+
+    @idempotent
+    def fault(self, now: float, caller: str, request_id: int, spec: str, node: str = "",
+              app: str = "") -> None:
+        """A fault is about to be injected (events.csv ``fault``), logged before it happens."""
+        self._event(now, "fault", node=node, app=app, detail=spec)
+
+    def recovered(self, now: float, detail: str = "", grace: float = 0.0) -> None:
+        """The RM restarted and rebuilt this state: every NM and AM must RESYNC.
+
+        Liveness restarts ``grace`` seconds after ``now``: the RM's downtime is
+        nobody's silence, and a caller whose call was out when the RM died learns
+        of it only some time after the restart (about a second on Ray 2.60).
+        ``rm_recovered`` is logged now and ``rm_resynced`` once every live NM and
+        every running AM attempt has registered again.
+        """
+        self.epoch += 1
+        self._resync_nodes = {n for n, r in self.nodes.items() if r.alive}
+        self._resync_apps = {a for a, r in self.apps.items() if not r.done and not r.launching}
+        for n in self._resync_nodes:
+            self.nodes[n].resync, self.nodes[n].last_seen = True, now + grace
+        for a, r in self.apps.items():
+            r.resync = a in self._resync_apps
+            r.last_seen = now + grace
+        self._resync_since = now
+        self._event(now, "rm_recovered", detail=f"epoch {self.epoch}; {detail}".rstrip("; "))
+        self._check_resynced(now)
+
+    def _check_resynced(self, now: float) -> None:
+        if self._resync_since is not None and not self._resync_nodes and not self._resync_apps:
+            self._event(now, "rm_resynced",
+                        detail=f"epoch {self.epoch}: every NM and AM registered again "
+                               f"{now - self._resync_since:.3f}s after recovery")
+            self._resync_since = None
+
+    # ----- scheduling and shares -----------------------------------------------
+
+    def _schedule(self, now: float) -> None:
+        for c in self.scheduler.schedule():
+            self.containers[c.container_id] = ContainerRecord(c.container_id, c.app_id, c.node, now)
+            app = self.apps[c.app_id]
+            node = self.nodes[c.node]
+            token = container_token(self.secret, c.container_id, c.app_id, c.node) if self.secret else ""
+            app.undelivered.append(Allocation(c.container_id, c.app_id, c.node, node.host, now, token))
+            self.news.add(app.host)
+            self._touched.add(c.app_id)
+            self.allocations += 1
+
+    def _touch_all(self) -> None:
+        """Nodes joined or left: every app's h (and so its shares) may have changed."""
+        self._touched.update(a for a, r in self.apps.items() if not r.done)
+
+    def _after(self, now: float) -> None:
+        """Log share rows for apps whose running count or h changed (shares.csv)."""
+        if not self._touched or self.start_wall is None:
+            return
+        t = max(self.trace(now), self._last_share_time)
+        self._last_share_time = t
+        cluster = self.scheduler.cluster
+        for app_id in sorted(self._touched):
+            state = cluster.apps.get(app_id)
+            if state is None:
+                self.log.share(t, app_id, (0.0, 0.0, 0.0, 0.0), 0)
+            else:
+                self.log.share(t, app_id, app_shares(state, cluster), state.running)
+        self._touched.clear()
+
+    # ----- views ---------------------------------------------------------------
+
+    @property
+    def pending_asks(self) -> int:
+        return sum(a.pending for a in self.scheduler.cluster.apps.values())
+
+    @property
+    def running(self) -> int:
+        return sum(1 for c in self.containers.values() if c.state == RUNNING)
+
+    def progress(self, now: float) -> dict:
+        return {"time": round(self.trace(now), 3), "running": self.running,
+                "allocated": len(self.scheduler.cluster.containers), "finished": self.finished,
+                "total_tasks": self.total_tasks, "pending": self.pending_asks,
+                "allocations": self.allocations, "heartbeats": self.heartbeats,
+                "duplicate_finishes": self.duplicate_finishes, "refused": self.refused,
+                "nodes_alive": sum(1 for r in self.nodes.values() if r.alive), "epoch": self.epoch,
+                "hosts_alive": sorted({r.host for r in self.nodes.values() if r.alive})}

@@ -1,0 +1,335 @@
+"""The discrete-event simulator: the scheduling core driven by a virtual clock.
+
+The engine is a heap of events keyed by (time, priority, sequence) as in SimPy's
+``core.py``: equal times resolve by priority — task completions first (they free
+resources), then faults and the steps of their recovery, nodes leaving, nodes
+joining, and jobs arriving — and then by the order events were pushed, so a run
+is a pure function of the config and the seed.  All events of one instant are
+applied before the scheduler's offer rule runs once (``OnlineScheduler.schedule``,
+tsf-paper §V-D), which is the moment "resources free up or jobs arrive".
+
+Events:
+
+* job arrival — ``submit`` the app; a job no live node could run is rejected
+  (``RunLog.reject`` with the reason) and the run goes on;
+* task completion — release the container; the job finishes with its last task;
+* node leave — its containers are *lost*: each attempt ends as ``lost`` and its
+  task is asked for again (a new attempt, submitted at the loss);
+* node join — a new node, or a lost one coming back empty;
+* fault — the config's ``faults:`` and ``faults=`` specs, each step of a crash and its
+  recovery at the replay's protocol times (``rayrm.rm.sim.faults``).  While the RM is down
+  (kill-rm) nothing is scheduled, and arrivals, joins and leaves wait for it.
+
+Task durations come from ``JobSpec.task_durations(seed)``, the same in every mode.
+
+Launch jitter (``launch_jitter`` > 0): a container's task starts a uniform random
+0..``launch_jitter`` trace seconds after its allocation and holds the resources from
+the allocation on, as a real NodeManager's container launch does.  The paper's model,
+and the default, is an instant start.  The draws come from their own stream, seeded by
+(seed, ``jitter_seed``), so the durations stay those of the seed; ``rayrm.rm.sim.sensitivity``
+re-runs a trace over several jitter seeds to show how much a run's outcome owes to
+the exact order of events.
+The run is recorded through ``rayrm.rm.runs.log.RunLog``: one row per task attempt, and
+a share row per app whenever its running count changes (and for every app when
+the cluster changes, since h_i changes with it).
+"""
+
+from __future__ import annotations
+
+import gc
+import heapq
+import itertools
+import sys
+import time as _time
+import zlib
+from collections import deque
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from rayrm.rm.core.errors import InputError
+from rayrm.rm.runs.log import RunLog, share_units
+from rayrm.rm.core.scheduler import OnlineScheduler
+from rayrm.rm.core.faults import config_faults
+from rayrm.rm.sim.faults import FaultModel
+
+if TYPE_CHECKING:
+    from rayrm.rm.core.config import ExperimentConfig
+
+# Priorities of events at one instant (lower first).
+COMPLETE, FAULT, LEAVE, JOIN, ARRIVE = 0, 1, 2, 3, 4
+
+#: show a progress bar when a run lasts longer than this (wall seconds)
+PROGRESS_DELAY = 3.0
+
+
+class _Job:
+    """The simulator's side of one job: its durations and which tasks are left."""
+
+    __slots__ = ("spec", "app_id", "num_tasks", "submit", "durations", "next_task", "retry",
+                 "attempts", "done", "units")
+
+    def __init__(self, spec, durations):
+        self.spec = spec
+        self.app_id = spec.app.app_id
+        self.num_tasks = spec.app.num_tasks
+        self.submit = spec.app.submit
+        self.durations = durations      # list of per-task durations (seconds)
+        self.next_task = 0              # the next never-started task
+        self.retry: deque = deque()     # (task, submit) of lost tasks asked again
+        self.attempts: dict[int, int] = {}
+        self.done = 0
+        self.units = (0.0, 0.0, 0.0, 0.0)
+
+
+class Simulation:
+    """One run of a config under one policy; ``run()`` returns the filled RunLog."""
+
+    def __init__(self, config: "ExperimentConfig", policy: str | None = None, seed: int | None = None,
+                 launch_jitter: float = 0.0, jitter_seed: int = 0, faults=()):
+        self.config = config
+        self.policy_name = policy or config.policy
+        self.seed = config.seed if seed is None else int(seed)
+        if not launch_jitter >= 0:
+            raise InputError(f"launch jitter must be zero or positive, got {launch_jitter}")
+        self.launch_jitter = float(launch_jitter)
+        self._jitter = np.random.default_rng(
+            [self.seed & 0xFFFFFFFF, int(jitter_seed) & 0xFFFFFFFF, zlib.crc32(b"launch")])
+        run = config.run
+        options = {"k": int(run.get("slots_per_node", 14))} if self.policy_name == "slots" else {}
+        from rayrm.rm.core.policies import make_policy
+        self.scheduler = OnlineScheduler(make_policy(self.policy_name, **options), config.dims, config.nodes)
+        self.cluster = self.scheduler.cluster
+        self.log = RunLog(config.dims, mode="sim", policy=self.policy_name, name=config.name, seed=self.seed)
+        self.heap: list[tuple] = []
+        self._seq = itertools.count()
+        self.jobs: dict[str, _Job] = {}
+        self.running: dict[int, tuple] = {}   # container id -> (job, task, attempt)
+        self.now = 0.0
+        self.finished_tasks = 0
+        self.total_tasks = sum(j.app.num_tasks for j in config.jobs)
+        for spec in config.nodes:
+            self.log.add_node(spec, 0.0)
+        known = {n.name for n in config.nodes}
+        for k, ev in enumerate(config.node_events):     # sorted by time
+            if ev.spec is None and ev.node not in known:
+                raise InputError(f"node {ev.node!r} leaves at {ev.time:g} s but no node group or "
+                                 f"earlier join defines it", file=str(config.path) if config.path else None,
+                                 field="cluster.events")
+            known.add(ev.node)
+            self._push(ev.time, JOIN if ev.spec is not None else LEAVE, ev)
+        for job in config.jobs:
+            self._push(job.app.submit, ARRIVE, job)
+        self.rm_up = 0.0            # kill-rm: the RM is down until then
+        self.faults = None
+        fault_list = config_faults(config, faults)
+        if fault_list:
+            self.faults = FaultModel(self, fault_list, FAULT)
+
+    def _push(self, t: float, priority: int, payload) -> None:
+        heapq.heappush(self.heap, (t, priority, next(self._seq), payload))
+
+    # ----- the loop ----------------------------------------------------------------
+
+    def run(self, progress: bool | None = None) -> RunLog:
+        """Pop events instant by instant until none are left; returns the run log.
+
+        The cyclic garbage collector is paused meanwhile: the run allocates millions of
+        small acyclic objects, and full collections over them cost about 10% of the run.
+        """
+        bar = _progress_bar(self.total_tasks, progress)
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self._loop(bar)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+            if bar is not None:
+                bar.close()
+        self._strand()
+        return self.log
+
+    def _loop(self, bar) -> None:
+        heap, pop = self.heap, heapq.heappop
+        schedule, release, finish_app = self.scheduler.schedule, self.scheduler.release, self.scheduler.finish_app
+        log = self.log
+        log_end = log.end
+        running = self.running
+        changed: dict[str, _Job] = {}
+        shown = 0
+        while heap:
+            t = heap[0][0]
+            self.now = t
+            while heap and heap[0][0] == t:
+                _, priority, _, payload = pop(heap)
+                if priority == COMPLETE:
+                    entry = running.pop(payload, None)
+                    if entry is None:          # the container was lost with its node
+                        continue
+                    job, task, attempt = entry
+                    release(payload)
+                    log_end(job.app_id, task, attempt, "finished", t, container=payload)
+                    job.done += 1
+                    changed[job.app_id] = job
+                    if job.done == job.num_tasks:
+                        finish_app(job.app_id)
+                        log.app_done(job.app_id, t)
+                elif priority == FAULT:
+                    self.faults.handle(payload, t, changed)
+                elif t < self.rm_up:                # the RM is down: it learns of these when back
+                    self._push(self.rm_up, priority, payload)
+                elif priority == ARRIVE:
+                    self._arrive(payload, t)
+                elif priority == LEAVE:
+                    self._leave(payload, t, changed)
+                else:
+                    self._join(payload, t, changed)
+            if t >= self.rm_up:
+                placed = schedule()
+                if placed:
+                    self._place(placed, t, changed)
+            if changed:
+                self._record_shares(t, changed)
+            if bar is not None and len(log.tasks) - shown >= 5000:
+                bar.update(len(log.tasks) - shown)
+                shown = len(log.tasks)
+        if bar is not None:
+            bar.update(len(log.tasks) - shown)
+        self.finished_tasks = sum(j.done for j in self.jobs.values())
+
+    def _arrive(self, jobspec, t: float) -> None:
+        app = jobspec.app
+        self.log.submit(app, t)
+        state, reason = self.scheduler.submit(app)
+        if state is None:
+            self.log.reject(app, reason, t)
+            return
+        job = _Job(jobspec, jobspec.task_durations(self.seed).tolist())
+        job.submit = t              # later than the trace's when the RM was down
+        job.units = share_units(state, self.cluster)
+        self.jobs[app.app_id] = job
+        if app.num_tasks == 0:
+            self.scheduler.finish_app(app.app_id)
+            self.log.app_done(app.app_id, t)
+
+    def _place(self, containers, t: float, changed: dict) -> None:
+        """Containers the scheduler placed at ``t``: pick each one's task and its completion."""
+        log_start, running, jobs = self.log.start, self.running, self.jobs
+        heap, push, seq = self.heap, heapq.heappush, self._seq
+        jitter = self.launch_jitter
+        faults = self.faults if self.faults is not None and self.faults.intercepting else None
+        for c in containers:
+            job = jobs[c.app_id]
+            changed[job.app_id] = job
+            if faults is not None and faults.intercept(c, t):
+                continue                    # held for a new AM attempt, or refused by a dead NM
+            if job.retry:
+                task, submit = job.retry.popleft()
+                attempt = job.attempts[task] = job.attempts.get(task, 0) + 1
+            else:
+                task, submit, attempt = job.next_task, job.submit, 0
+                job.next_task += 1
+            cid = c.container_id
+            running[cid] = (job, task, attempt)
+            start = t + jitter * self._jitter.random() if jitter else t
+            log_start(job.app_id, task, attempt, c.node, submit, start, container=cid)
+            push(heap, (start + job.durations[task], COMPLETE, next(seq), cid))
+
+    def _leave(self, event, t: float, changed: dict) -> None:
+        if self.faults is not None and self.faults.leaves(event.node, t, changed):
+            return                          # a crashed NM (kill-nm) left
+        index = self.cluster.node_index.get(event.node)
+        if index is None or not self.cluster.nodes[index].alive:
+            self.log.event("node_leave_ignored", t, node=event.node, detail="not a live node")
+            return
+        lost = self.scheduler.remove_node(event.node)
+        self.log.remove_node(event.node, t)
+        for c in lost:
+            entry = self.running.pop(c.container_id, None)
+            if entry is None:               # placed, not started (rayrm.rm.sim.faults)
+                self.faults.lost_unstarted(c)
+                continue
+            job, task, attempt = entry
+            self.log.end(c.app_id, task, attempt, "lost", t, container=c.container_id,
+                         detail=f"node {event.node} left")
+            job.retry.append((task, t))
+            self.scheduler.ask(c.app_id, 1)
+        self._cluster_changed(changed)
+
+    def _join(self, event, t: float, changed: dict) -> None:
+        index = self.cluster.node_index.get(event.node)
+        if index is not None and self.cluster.nodes[index].alive:
+            self.log.event("node_join_ignored", t, node=event.node, detail="already live")
+            return
+        self.scheduler.add_node(event.spec)
+        self.log.add_node(event.spec, t)
+        self._cluster_changed(changed)
+
+    def _cluster_changed(self, changed: dict) -> None:
+        """h_i and totals moved: every live app's share units, and a share row for each."""
+        for app_id, job in self.jobs.items():
+            state = self.cluster.apps.get(app_id)
+            if state is not None:
+                job.units = share_units(state, self.cluster)
+                changed[app_id] = job
+
+    def _record_shares(self, t: float, changed: dict) -> None:
+        """One share row per app whose running count (or h_i) changed at ``t``."""
+        apps = self.cluster.apps
+        rows = []
+        for app_id, job in changed.items():
+            state = apps.get(app_id)
+            n = state.running if state is not None else 0
+            u = job.units
+            rows.append((t, app_id, n * u[0], n * u[1], n * u[2], n * u[3], n))
+        self.log.shares_at(t, rows)
+        changed.clear()
+
+    def _strand(self) -> None:
+        """Jobs with tasks never run (their nodes left for good) end as 'unfinished'."""
+        for app_id, job in self.jobs.items():
+            if job.done < job.num_tasks:
+                self.log.mark(app_id, "unfinished",
+                              f"{job.num_tasks - job.done} task(s) never ran: no live node could take them")
+
+
+def _progress_bar(total: int, progress: bool | None):
+    if progress is False:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm is a dependency of the CLI only
+        return None
+    return tqdm(total=total, unit="task", file=sys.stderr, delay=0 if progress else PROGRESS_DELAY,
+                desc="simulating", leave=False, mininterval=0.5)
+
+
+def simulate(config: "ExperimentConfig", policy: str | None = None, seed: int | None = None,
+             out: str | Path | None = None, progress: bool | None = None,
+             launch_jitter: float = 0.0, jitter_seed: int = 0, faults=()) -> dict:
+    """Simulate ``config`` under ``policy`` (default: the config's) with ``seed``.
+
+    Writes the run directory to ``out`` when given; returns the summary (summary.json).
+    ``progress``: True always shows a bar on stderr, False never, None after a few seconds.
+    ``launch_jitter``/``jitter_seed``: see the module docstring (0: instant starts).
+    ``faults``: fault specs (``rayrm.rm.core.faults``) besides the config's own (``rayrm.rm.sim.faults``).
+    """
+    started = _time.perf_counter()
+    gc_was_enabled = gc.isenabled()
+    gc.disable()      # see Simulation.run; re-enabled once the run's objects are freed
+    try:
+        sim = Simulation(config, policy, seed, launch_jitter, jitter_seed, faults)
+        log = sim.run(progress)
+        wall = _time.perf_counter() - started
+        extra = {"launch_jitter": launch_jitter, "jitter_seed": jitter_seed} if launch_jitter else {}
+        if sim.faults is not None:
+            extra["faults"] = sim.faults.summary()
+        summary = (log.write(out, wall_seconds=wall, **extra) if out is not None
+                   else log.summary(wall_seconds=wall, **extra))
+        del sim, log
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return summary
