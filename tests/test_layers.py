@@ -13,6 +13,7 @@ line (``rayrm.rm.cli``) may defer any import: ``rayrm --help`` loads only argpar
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -204,4 +205,14 @@ def test_no_package_holds_more_than_15_modules(package):
 def test_every_package_says_what_it_is():
     missing = [str(p.relative_to(ROOT)) for d in SOURCE_DIRS for p in (ROOT / d).rglob("__init__.py")
                if ast.get_docstring(ast.parse(p.read_text())) is None]
+    assert missing == []
+
+
+def test_every_document_the_code_cites_is_in_the_repository():
+    cited = {(str(p.relative_to(ROOT)), doc)
+             for d in SOURCE_DIRS + ("tests", "benchmarks", "docs") for p in (ROOT / d).rglob("*.py")
+             for doc in re.findall(r"[\w./-]+\.md\b", p.read_text())}
+    cited |= {("README.md", doc) for doc in re.findall(r"[\w./-]+\.md\b", (ROOT / "README.md").read_text())}
+    missing = sorted(f"{where} cites {doc}" for where, doc in cited
+                     if not (ROOT / doc).exists() and not (ROOT / "docs" / doc).exists())
     assert missing == []
