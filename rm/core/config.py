@@ -48,7 +48,9 @@ _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 from rayrm.rm.core.jobs import JobSpec, parse_durations
 from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.faults import parse_faults
 from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
+from rayrm.rm.core.policies import POLICY_NAMES
 
 MAX_GROUP = 1_000_000          # nodes in one cluster.nodes group
 
@@ -352,7 +354,6 @@ def parse_config(doc: Any, path: Path | None = None) -> ExperimentConfig:
             ids.add(j.job_id)
 
         policy = str(doc.get("policy", "tsf"))
-        from rayrm.rm.core.policies import POLICY_NAMES  # noqa: PLC0415 (keeps config importable alone)
         if policy not in POLICY_NAMES and policy != "ray-native":
             raise InputError(f"unknown policy '{policy}' (choose from {', '.join(POLICY_NAMES)})",
                              field="policy")
@@ -367,7 +368,6 @@ def parse_config(doc: Any, path: Path | None = None) -> ExperimentConfig:
         for k in ("seed", "nm_expiry", "am_expiry", "max_attempts", "slots_per_node"):
             run[k] = _integer(run[k], f"run.{k}", minimum=0 if k == "seed" else 1)
         faults = [str(f) for f in _list(doc.get("faults"), "faults")]
-        from rayrm.rm.core.faults import parse_faults  # noqa: PLC0415
         parse_faults(faults, {n.name for n in nodes} | {e.node for e in events if e.spec is not None},
                      {j.job_id for j in jobs}, where="faults")
         return ExperimentConfig(str(doc.get("name") or (path.stem if path else "experiment")),

@@ -1,4 +1,4 @@
-"""The run log: one schema for the simulator and the Ray replay (DESIGN.md principle 3).
+"""The run log: one schema for the simulator and the Ray replay (docs/design.md principle 3).
 
 Both drivers report what happens — nodes, job submissions and rejections, task
 attempts starting and ending, share changes, anything else as a free-form event

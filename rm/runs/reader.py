@@ -1,4 +1,4 @@
-"""Reading a run directory back (the schema ``rayrm.rm.runs.log`` writes; DESIGN.md "Data contracts").
+"""Reading a run directory back (the schema ``rayrm.rm.runs.log`` writes; docs/design.md "Run directory").
 
 ``rayrm check`` and ``rayrm report`` work from the run directory alone, so a simulated
 run and a Ray run are read the same way.  Every table is read as text first and each

@@ -1,7 +1,7 @@
 """The Ray replay driver: a trace replayed by RM, NM and AM actors running real timed tasks.
 
 ``replay(config, policy=..., out=..., time_scale=..., address=...)`` returns the
-run's summary (summary.json) and writes the run directory of DESIGN.md to ``out``.
+run's summary (summary.json) and writes the run directory of docs/design.md to ``out``.
 
 1. **Connect.**  ``address=None`` starts a local Ray (``ray.init`` with this
    machine's CPUs, a small object store, and workers kept warm via

@@ -1,4 +1,4 @@
-"""Messages of the replay's YARN-style protocol (DESIGN.md, "The Ray replay").
+"""Messages of the replay's YARN-style protocol (docs/design.md, "The protocol").
 
 Everything that crosses an actor boundary is one of these small frozen
 dataclasses.  Every call to the ResourceManager carries ``caller`` (the id of the

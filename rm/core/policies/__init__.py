@@ -1,4 +1,4 @@
-"""Every online policy, by name (DESIGN.md, "Vocabulary and formulas")."""
+"""Every online policy, by name (docs/design.md, "Vocabulary and formulas")."""
 
 from __future__ import annotations
 
