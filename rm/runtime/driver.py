@@ -123,9 +123,8 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
         from rayrm.rm.runtime.native import replay_native  # noqa: PLC0415
         return replay_native(cfg, out=out, time_scale=scale, address=address, payload=kind,
                              seed=run_seed, progress=progress, twin=twin)
-    from rayrm.rm.core.policies import make_policy  # noqa: PLC0415
-    options = {"k": int(cfg.run.get("slots_per_node", 14))} if policy_name == "slots" else {}
-    policy_obj = make_policy(policy_name, **options)
+    from rayrm.rm.core.policies import policy_for_run  # noqa: PLC0415
+    policy_obj = policy_for_run(policy_name, cfg.run)
 
     started = connect(address)
     session = _Session()
