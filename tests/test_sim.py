@@ -255,7 +255,7 @@ def test_compare_tabulates_tsf_against_fifo(tmp_path):
     B 0; both in the <=10 bin: mean −0.25.
     """
     import yaml
-    from rayrm.rm.runs.compare import compare
+    from rayrm.rm.cli.compare import compare
     path = tmp_path / "two.yaml"
     path.write_text(yaml.safe_dump(TWO_JOBS))
     table = compare(path, ["tsf", "fifo"], tmp_path / "cmp", log=lambda *a: None)
@@ -273,7 +273,7 @@ def test_compare_tabulates_tsf_against_fifo(tmp_path):
 
 def test_compare_ray_mode_without_the_replay_is_one_input_error(tmp_path, monkeypatch):
     import sys
-    from rayrm.rm.runs.compare import run_policies
+    from rayrm.rm.cli.compare import run_policies
     monkeypatch.setitem(sys.modules, "rayrm.rm.runtime.driver", None)       # import rm.replay -> ImportError
     with pytest.raises(InputError, match="--mode ray needs the Ray replay"):
         run_policies("unused.yaml", ["tsf"], tmp_path, mode="ray")
