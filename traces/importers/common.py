@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import json
 import re
 import sys
 import warnings
@@ -140,6 +141,51 @@ class SkipReport:
 
     def print(self, stream=None) -> None:
         print("\n".join(self.lines()), file=stream or sys.stderr)
+
+
+# ----- JSON streams and amounts --------------------------------------------------------
+
+def json_stream(path: str | Path):
+    """(line, object) for each top-level JSON value (a stream of objects or one array)."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror}", file=str(path)) from None
+    decoder = json.JSONDecoder()
+    pos, line, n = 0, 1, len(text)
+    in_array = False
+    while True:
+        while pos < n and (text[pos].isspace() or (in_array and text[pos] == ",")):
+            line += text[pos] == "\n"
+            pos += 1
+        if pos >= n:
+            return
+        if not in_array and text[pos] == "[" and line == 1 and not text[:pos].strip():
+            in_array, pos = True, pos + 1
+            continue
+        if in_array and text[pos] == "]":
+            in_array, pos = False, pos + 1
+            continue
+        try:
+            obj, end = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as e:
+            raise InputError(f"malformed JSON: {e.msg}", file=str(path), row=e.lineno) from None
+        yield line, obj
+        line += text.count("\n", pos, end)
+        pos = end
+
+
+
+def amount(value) -> float | None:
+    """A non-negative finite number from a JSON value, or None (booleans are not numbers)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if x >= 0 and x != float("inf") else None
+
 
 
 # ----- tokens for attribute names and values -----------------------------------------
