@@ -128,16 +128,25 @@ class SkipReport:
         bad = sum(len(v) for k, v in self._skips.items() if not k[0])
         ruled = self.skipped - bad
         out = [f"{self.source}: skipped {bad} bad row(s), left out {ruled} by rule"]
+        out += ["  " + line for line in self._skip_lines()]
+        for text, n in sorted(self._notes.items(), key=lambda kv: -kv[1]):
+            out.append(f"  note: {text} ({n})")
+        return out
+
+    def _skip_lines(self) -> list[str]:
+        out = []
         for (rule, file, fld, reason), rows in sorted(self._skips.items(),
                                                        key=lambda kv: (kv[0][0], -len(kv[1]))):
             shown = sorted(r for r in rows if r is not None)
             listing = ", ".join(map(str, shown[:SHOW_ROWS])) + (", ..." if len(shown) > SHOW_ROWS else "")
             where = (file or "") + (f": field '{fld}'" if fld else "")
-            out.append(f"  {'left out' if rule else 'bad'}: {len(rows)} x {reason}"
+            out.append(f"{'left out' if rule else 'bad'}: {len(rows)} x {reason}"
                        + (f" [{where}]" if where else "") + (f" (rows {listing})" if listing else ""))
-        for text, n in sorted(self._notes.items(), key=lambda kv: -kv[1]):
-            out.append(f"  note: {text} ({n})")
         return out
+
+    def why(self) -> str:
+        """One line: which rule or check left out which rows (for "the trace yields no job")."""
+        return "; ".join(self._skip_lines()) or "no row was skipped, the input holds none"
 
     def print(self, stream=None) -> None:
         print("\n".join(self.lines()), file=stream or sys.stderr)
@@ -393,19 +402,21 @@ def node_groups(nodes: Sequence[NodeSpec]) -> list[dict]:
 
 
 def write_config(path: str | Path, result: ImportResult, *, name: str | None = None,
-                 policy: str = "tsf", check: bool = True) -> Path:
+                 policy: str = "tsf", check: bool = True, report: SkipReport | None = None) -> Path:
     """Write ``path`` (YAML) and ``<stem>.jobs.csv`` next to it; returns the CSV path.
 
     With ``check`` the written config is loaded back (every error it would raise in
-    ``rayrm simulate`` is raised here instead).
+    ``rayrm simulate`` is raised here instead).  With ``report``, a trace that yields no
+    job or node is an error that names the rules and checks that left out which rows.
     """
     from rayrm.rm.core.config import load_config, write_job_table  # noqa: PLC0415
 
     path = Path(path)
+    why = report.why() if report is not None else "see the skip report"
     if not result.nodes:
-        raise InputError("the trace yields no usable node (see the skip report)", file=str(path))
+        raise InputError(f"the trace yields no usable node ({why})", file=str(path))
     if not result.jobs:
-        raise InputError("the trace yields no usable job (see the skip report)", file=str(path))
+        raise InputError(f"the trace yields no usable job ({why})", file=str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     table = path.with_name(path.stem + ".jobs.csv")
     dims = dims_of(result.nodes, result.jobs, result.events)
