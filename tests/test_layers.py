@@ -94,9 +94,6 @@ SOURCES, IMPORTS, HEAVY_AT_TOP = collect()
 KNOWN = {
     "test_failures_protocol.py -> test_replay_protocol",
     "rayrm.nodes.host -> rayrm.rm.runtime.actor",
-    "rayrm.rm.runs.compare -> rayrm.rm.core.config",
-    "rayrm.rm.runs.compare -> rayrm.rm.runtime.driver",
-    "rayrm.rm.runs.compare -> rayrm.rm.sim.engine",
     "rayrm.rm.runtime.driver -> rayrm.nodes.placement",
     "rayrm.rm.runtime.driver -> rayrm.rm.core.faults",
     "rayrm.rm.runtime.driver -> rayrm.rm.core.policies",
@@ -111,9 +108,6 @@ KNOWN = {
     "rayrm.rm.sim.sensitivity -> rayrm.rm.sim.engine",
     "rayrm.traces.generate -> rayrm.traces.google_workload",
     "rayrm.traces.importers.common -> rayrm.rm.core.config",
-    "rayrm.traces.importers.google2011 -> rayrm.traces.importers.google2011_tasks",
-    "rayrm.traces.importers.google2011 -> rayrm.traces.importers.google2011_tasks -> rayrm.traces.importers.google2011",
-    "rayrm.traces.importers.sls -> rayrm.traces.importers.sls_jobs",
     "rayrm.traces.importers.swim -> rayrm.rm.core.config",
 }
 
