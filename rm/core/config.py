@@ -54,6 +54,12 @@ from rayrm.rm.core.policies import POLICY_NAMES
 
 MAX_GROUP = 1_000_000          # nodes in one cluster.nodes group
 
+#: an NM (or AM) is declared lost after nm_expiry (am_expiry) heartbeats, but never sooner
+#: than this (wall seconds): at small time scales ten heartbeats are a fraction of a
+#: second, shorter than a busy machine may take to schedule a process.  The replay's RM
+#: and the simulator's fault model both apply it.
+MIN_EXPIRY_WALL = 1.0
+
 RUN_DEFAULTS: dict[str, Any] = {
     "seed": 1,
     "time_scale": 1.0,
