@@ -26,13 +26,14 @@ from rayrm.rm.service.client import BUDGET, MAX_DELAY
 NM_HOST_RESTARTS = 3          # Ray restarts of one NodeManager host actor
 
 
-def rm_call(rm, method: str, *args):
-    """``ray.get`` of an RM call, retried while the RM actor restarts (as ``rayrm.rm.service.client`` does)."""
+def rm_call(method, *args):
+    """``ray.get(method.remote(*args))`` for a method of the RM actor, retried while it
+    restarts (as ``rayrm.rm.service.client`` does)."""
     import ray  # noqa: PLC0415
     deadline, delay = time.time() + BUDGET, 0.05
     while True:
         try:
-            return ray.get(getattr(rm, method).remote(*args), timeout=BUDGET)
+            return ray.get(method.remote(*args), timeout=BUDGET)
         except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
             if time.time() > deadline:
                 raise
@@ -73,7 +74,7 @@ class FaultInjector:
     def _log(self, f: Fault, node: str = "", app: str = "", extra: str = "") -> None:
         self._rid += 1
         detail = f.text + (f" ({extra})" if extra else "")
-        rm_call(self.rm, "fault", "driver", self._rid, detail, node, app)
+        rm_call(self.rm.fault, "driver", self._rid, detail, node, app)
 
     def _inject(self, f: Fault) -> None:
         import ray  # noqa: PLC0415
@@ -226,7 +227,7 @@ class Supervisor:
                 raise RuntimeError(f"a NodeManager host failed: {error}")
             return
         self._rid += 1
-        rm_call(self.rm, "lose_host", "driver-hosts", self._rid, hid, f"NM host {hid} died ({why})")
+        rm_call(self.rm.lose_host, "driver-hosts", self._rid, hid, f"NM host {hid} died ({why})")
         resuming[self.hosts[hid].resume.remote(self.start_wall, self.scale)] = hid
 
     def stop_hosts(self, timeout: float = 10.0) -> list[dict]:
@@ -236,7 +237,7 @@ class Supervisor:
         its NMs, says which hosts are worth asking.
         """
         import ray  # noqa: PLC0415
-        alive = set(rm_call(self.rm, "progress")["hosts_alive"])
+        alive = set(rm_call(self.rm.progress)["hosts_alive"])
         refs = [h.stop.remote() for hid, h in self.hosts.items() if hid in alive and hid not in self.dead_hosts]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
         out = []

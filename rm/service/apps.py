@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from rayrm.rm.service.protocol import (FENCED, NORMAL, RESYNC, RUNNING, SHUTDOWN, AllocateRequest, AllocateResponse,
                          AppRegistered, AppRegistration, ContainerStatus)
-from rayrm.rm.service.records import idempotent, ACQUIRED, ALLOCATED, RELEASED, AppRecord
+from rayrm.rm.service.records import NOT_ANSWERED, answered, idempotent, ACQUIRED, ALLOCATED, RELEASED, AppRecord
 
 
 class AppProtocol:
@@ -128,8 +128,8 @@ class AppProtocol:
         A request already answered with containers or statuses (a retry raced the
         first) gets that answer again, never a second delivery.
         """
-        cached = self._cached(caller, request_id)
-        if cached is not None and any(r.allocated or r.completed for r in cached):
+        cached = answered(self._responses, caller, request_id)
+        if cached is not NOT_ANSWERED and any(r.allocated or r.completed for r in cached):
             return cached
         out = []
         for req in requests:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from rayrm.rm.core.model import NodeSpec
 from rayrm.rm.core.policies import Policy
-from rayrm.rm.service.protocol import RUNNING, Allocation, container_token
+from rayrm.rm.service.protocol import RUNNING, Allocation, Call, container_token
 from rayrm.rm.service.apps import AppProtocol
 from rayrm.rm.service.nodes import NodeProtocol
 from rayrm.rm.service.records import AppRecord, ContainerRecord, NodeRecord, idempotent
@@ -92,12 +92,11 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
             if rec.alive:
                 self.log.add_node(rec.spec, 0.0, 0.0, ray_node=rec.ray_node)
 
-    # ----- idempotence (see rm_records.idempotent) ---------------------------------
+    # ----- dispatch --------------------------------------------------------------
 
-    def _cached(self, caller: str, request_id: int):
-        """The answer already given to this (caller, request id), or None."""
-        hit = self._responses.get(caller)
-        return hit[1] if hit is not None and hit[0] == request_id else None
+    def apply(self, call: Call, now: float, *args):
+        """Run one protocol call (the actor's dispatch and the journal's replay)."""
+        return _DISPATCH[call](self, now, *args)
 
     def _event(self, now: float, kind: str, **where) -> None:
         self.log.event(kind, self.trace(now), self.wall(now), **where)
@@ -193,3 +192,21 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
                 "duplicate_finishes": self.duplicate_finishes, "refused": self.refused,
                 "nodes_alive": sum(1 for r in self.nodes.values() if r.alive), "epoch": self.epoch,
                 "hosts_alive": sorted({r.host for r in self.nodes.values() if r.alive})}
+
+
+_DISPATCH = {
+    Call.REGISTER_NODES: ResourceManagerState.register_nodes,
+    Call.NODE_HEARTBEAT: ResourceManagerState.node_heartbeat,
+    Call.REGISTER_APPS: ResourceManagerState.register_apps,
+    Call.ALLOCATE: ResourceManagerState.allocate,
+    Call.FINISH_APPS: ResourceManagerState.finish_apps,
+    Call.POLL: ResourceManagerState.poll,
+    Call.LOSE_NODE: ResourceManagerState.lose_node,
+    Call.LOSE_HOST: ResourceManagerState.lose_host,
+    Call.FAULT: ResourceManagerState.fault,
+    Call.START_CLOCK: ResourceManagerState.start_clock,
+    Call.EXPIRE_NODES: ResourceManagerState.expire_nodes,
+    Call.EXPIRE_APPS: ResourceManagerState.expire_apps,
+    Call.RECOVERED: ResourceManagerState.recovered,
+}
+assert set(_DISPATCH) == set(Call), "every Call has a state method"
