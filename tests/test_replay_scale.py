@@ -22,3 +22,11 @@ def test_max_duration_truncates_the_pareto_tail_and_survives_the_job_table():
     assert longest <= 50 and stats["longest_task"] == longest and stats["max_duration"] == 50
     _, free, free_stats = generate_google(40, 30, 600, seed=2)
     assert free_stats["longest_task"] > 50 and "max_duration" not in free_stats
+
+
+def test_the_plain_progress_line_has_trace_time_counts_and_lag_and_says_when_behind():
+    from rayrm.rm.runtime.supervisor import progress_line
+    p = {"time": 2650.0, "running": 812, "finished": 102000, "pending": 40, "lag": 0.013, "behind": False}
+    assert progress_line("tsf", p, 180000) == (
+        "rayrm replay [tsf] t=  2650.0s  running   812  finished 102000/180000  pending 40  lag 0.01s")
+    assert progress_line("tsf", p | {"lag": 4.2, "behind": True}, 180000).endswith("lag 4.20s  BEHIND")

@@ -117,6 +117,7 @@ class ResourceManager:
         self._launching: set[tuple[str, int]] = set()
         self._last_snapshot = time.time()
         self.calls = 0
+        self.loop_lag = 0.0          # how late the monitor's last tick ran (wall seconds)
         if self.store is not None and self.store.exists():
             t0 = time.time()
             self.state, records = self.store.load()
@@ -213,8 +214,10 @@ class ResourceManager:
         period = min(max(self.interval_wall, 0.01), 1.0)
         last_beats, last_t = self.state.heartbeats, time.time()
         while True:
+            planned = time.time() + period
             await asyncio.sleep(period)
             now = time.time()
+            self.loop_lag = max(0.0, now - planned)
             s = self.state
             if now > s.start_wall:
                 if any(r.alive and now - r.last_seen > self.expiry_wall for r in s.nodes.values()):
@@ -256,7 +259,8 @@ class ResourceManager:
     # ----- views -----------------------------------------------------------------
 
     async def progress(self) -> dict:
-        return self.state.progress(time.time()) | {"calls": self.calls}
+        return self.state.progress(time.time()) | {"calls": self.calls, "lag": round(self.loop_lag, 3),
+                                                   "behind": self.loop_lag > self.interval_wall}
 
     async def export(self) -> dict:
         """The run log and the RM's measurements, for the driver to write out."""
