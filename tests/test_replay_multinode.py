@@ -22,7 +22,8 @@ from samples import SMALL, small_config  # noqa: E402
 
 from rayrm.rm.runs.check import check_run  # noqa: E402
 from rayrm.rm.runtime.native import POOL_LABEL, ray_start_args  # noqa: E402
-from rayrm.rm.runtime.driver import SYSTEM_CONFIG, replay  # noqa: E402
+from rayrm.rm.runtime.driver import replay  # noqa: E402
+from rayrm.rm.runtime.session import SYSTEM_CONFIG  # noqa: E402
 from rayrm.rm.runs.reader import RunDir  # noqa: E402
 
 SMALL_STORE = 80 * 1024 * 1024

@@ -47,13 +47,12 @@ import time
 
 import ray
 
-from rayrm.rm.service.protocol import (MIN_EXPIRY_WALL, AllocateRequest, AllocateResponse, AppRegistered, AppRegistration,
-                         NodeHeartbeat, NodeHeartbeatResponse, NodeRegistration)
+from rayrm.rm.service.protocol import (MIN_EXPIRY_WALL, NAMESPACE, RM_NAME, AllocateRequest, AllocateResponse,
+                                      AppRegistered, AppRegistration, Call, NodeHeartbeat, NodeHeartbeatResponse,
+                                      NodeRegistration)
 from rayrm.rm.service.store import SNAPSHOT_RECORDS, SNAPSHOT_SECONDS, StateStore, replay_records
 from rayrm.rm.service.state import ResourceManagerState
 
-RM_NAME = "rayrm-rm"
-NAMESPACE = "rayrm"
 #: Ray restarts of the RM actor (each recovers from the snapshot and journal).
 RM_MAX_RESTARTS = 5
 #: after a restart, NMs and AMs have this many wall seconds more than their expiry to
@@ -118,12 +117,13 @@ class ResourceManager:
         self._launching: set[tuple[str, int]] = set()
         self._last_snapshot = time.time()
         self.calls = 0
+        self.loop_lag = 0.0          # how late the monitor's last tick ran (wall seconds)
         if self.store is not None and self.store.exists():
             t0 = time.time()
             self.state, records = self.store.load()
             replay_records(self.state, records)
             self.state.news.clear()
-            self._apply("recovered", f"snapshot {self.store.generation} + {len(records)} journal "
+            self._apply(Call.RECOVERED, f"snapshot {self.store.generation} + {len(records)} journal "
                                      f"records replayed in {time.time() - t0:.3f}s", RESYNC_GRACE_WALL)
             self._start_monitor()
         else:
@@ -137,19 +137,19 @@ class ResourceManager:
     # ----- the protocol --------------------------------------------------------
 
     async def register_nodes(self, caller: str, request_id: int, regs: list[NodeRegistration]) -> list[str]:
-        return self._apply("register_nodes", caller, request_id, regs)
+        return self._apply(Call.REGISTER_NODES, caller, request_id, regs)
 
     async def node_heartbeat(self, caller: str, request_id: int,
                              beats: list[NodeHeartbeat]) -> list[NodeHeartbeatResponse]:
-        return self._apply("node_heartbeat", caller, request_id, beats)
+        return self._apply(Call.NODE_HEARTBEAT, caller, request_id, beats)
 
     async def register_apps(self, caller: str, request_id: int,
                             regs: list[AppRegistration]) -> list[AppRegistered]:
-        return self._apply("register_apps", caller, request_id, regs)
+        return self._apply(Call.REGISTER_APPS, caller, request_id, regs)
 
     async def allocate(self, caller: str, request_id: int, requests: list[AllocateRequest],
                        wait: float = 0.0) -> list[AllocateResponse]:
-        out = self._apply("allocate", caller, request_id, requests)
+        out = self._apply(Call.ALLOCATE, caller, request_id, requests)
         if wait > 0 and not any(r.allocated or r.completed or r.action != "normal" for r in out):
             event = self._events.setdefault(caller, asyncio.Event())
             event.clear()
@@ -157,31 +157,31 @@ class ResourceManager:
                 await asyncio.wait_for(event.wait(), timeout=wait)
             except asyncio.TimeoutError:
                 pass
-            out = self._apply("poll", caller, request_id, requests)
+            out = self._apply(Call.POLL, caller, request_id, requests)
         return out
 
     async def finish_apps(self, caller: str, request_id: int, items: list[tuple[str, int]]) -> list[str]:
-        return self._apply("finish_apps", caller, request_id, items)
+        return self._apply(Call.FINISH_APPS, caller, request_id, items)
 
     async def lose_host(self, caller: str, request_id: int, host: str, detail: str) -> list[str]:
         """Every NM of NM host ``host`` is LOST now (its actor died)."""
-        return self._apply("lose_host", caller, request_id, host, detail)
+        return self._apply(Call.LOSE_HOST, caller, request_id, host, detail)
 
     async def lose_node(self, node: str, detail: str = "lost") -> list[int]:
         """Declare an NM LOST now (its host stopped it); returns its containers."""
-        return self._apply("lose_node", node, detail)
+        return self._apply(Call.LOSE_NODE, node, detail)
 
     async def fault(self, caller: str, request_id: int, spec: str, node: str = "", app: str = "") -> None:
         """Log a fault about to be injected (events.csv ``fault``)."""
-        self._apply("fault", caller, request_id, spec, node, app)
+        self._apply(Call.FAULT, caller, request_id, spec, node, app)
 
-    def _apply(self, method: str, *args):
-        """Run one state method at the wall time now, journal it, wake long polls."""
+    def _apply(self, call: Call, *args):
+        """Run one state call at the wall time now, journal it, wake long polls."""
         self.calls += 1
         now = time.time()
-        out = getattr(self.state, method)(now, *args)
+        out = self.state.apply(call, now, *args)
         if self.store is not None:
-            self.store.append(method, now, args)
+            self.store.append(call, now, args)
             if self.store.records >= SNAPSHOT_RECORDS:
                 self._snapshot()
         self._wake()
@@ -203,7 +203,7 @@ class ResourceManager:
 
     async def start_clock(self, start_wall: float) -> None:
         """t = 0 at ``start_wall``; from then on silent NMs and AMs expire."""
-        self._apply("start_clock", start_wall)
+        self._apply(Call.START_CLOCK, start_wall)
         self._start_monitor()
 
     def _start_monitor(self) -> None:
@@ -214,14 +214,16 @@ class ResourceManager:
         period = min(max(self.interval_wall, 0.01), 1.0)
         last_beats, last_t = self.state.heartbeats, time.time()
         while True:
+            planned = time.time() + period
             await asyncio.sleep(period)
             now = time.time()
+            self.loop_lag = max(0.0, now - planned)
             s = self.state
             if now > s.start_wall:
                 if any(r.alive and now - r.last_seen > self.expiry_wall for r in s.nodes.values()):
-                    self._apply("expire_nodes", self.expiry_wall)
+                    self._apply(Call.EXPIRE_NODES, self.expiry_wall)
                 if any(not r.done and now - r.last_seen > self.am_expiry_wall for r in s.apps.values()):
-                    self._apply("expire_apps", self.am_expiry_wall)
+                    self._apply(Call.EXPIRE_APPS, self.am_expiry_wall)
                 for host, app, attempt in s.pending_launches():
                     if (app, attempt) not in self._launching:
                         self._launching.add((app, attempt))
@@ -257,7 +259,8 @@ class ResourceManager:
     # ----- views -----------------------------------------------------------------
 
     async def progress(self) -> dict:
-        return self.state.progress(time.time()) | {"calls": self.calls}
+        return self.state.progress(time.time()) | {"calls": self.calls, "lag": round(self.loop_lag, 3),
+                                                   "behind": self.loop_lag > self.interval_wall}
 
     async def export(self) -> dict:
         """The run log and the RM's measurements, for the driver to write out."""

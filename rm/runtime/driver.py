@@ -35,63 +35,23 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from rayrm.rm.core.config import ExperimentConfig, load_config
 from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.faults import check_cluster, config_faults
+from rayrm.rm.core.policies import policy_for_run
+from rayrm.rm.runs.metrics import percentiles
+from rayrm.rm.runtime.session import connect
+from rayrm.rm.runtime.supervisor import NM_HOST_RESTARTS, FaultInjector, Supervisor, rm_call
+from rayrm.rm.service.protocol import MIN_EXPIRY_WALL, NAMESPACE, RM_NAME
 
-NAMESPACE = "rayrm"
-SYSTEM_CONFIG = {
-    # Keep pre-started workers: a container must not pay a worker cold start.
-    "num_workers_soft_limit": 1000,
-    "idle_worker_killing_time_threshold_ms": 3_600_000,
-}
-OBJECT_STORE_BYTES = 100 * 1024 * 1024
 START_LEAD = 0.3          # wall seconds between the last preparation and t = 0
 
 
-def percentiles(values, scale: float = 1.0) -> dict:
-    """p50/p90/p99/mean/max of ``values`` × ``scale`` (empty dict when there are none)."""
+def _scaled(values, scale: float) -> dict:
+    """``runs.metrics.percentiles`` of ``values`` × ``scale``, rounded, with their count ``n``."""
     if len(values) == 0:
         return {}
-    arr = np.asarray(values, dtype=float) * scale
-    out = {f"p{q}": round(float(np.percentile(arr, q)), 3) for q in (50, 90, 99)}
-    return out | {"mean": round(float(arr.mean()), 3), "max": round(float(arr.max()), 3), "n": int(arr.size)}
-
-
-def connect(address: str | None, *, num_cpus: int | None = None) -> bool:
-    """Connect to Ray; returns True when this call started a local Ray (shut it down after)."""
-    import ray  # noqa: PLC0415
-    if ray.is_initialized():
-        return False
-    kwargs = {"namespace": NAMESPACE, "logging_level": "ERROR", "log_to_driver": True}
-    if address:
-        _check_reachable(address)
-        try:
-            ray.init(address=address, **kwargs)
-        except ConnectionError as e:
-            raise InputError(f"cannot connect to the Ray cluster at {address!r}: {e} (a cluster started with "
-                             f"RAY_AUTH_MODE=token needs RAY_AUTH_MODE=token here too, and its token in "
-                             f"RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)") from None
-        return True
-    ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), object_store_memory=OBJECT_STORE_BYTES,
-             include_dashboard=False, _system_config=SYSTEM_CONFIG, **kwargs)
-    return True
-
-
-def _check_reachable(address: str, timeout: float = 3.0) -> None:
-    """Fail in seconds, not after Ray's long GCS retries, when HOST:PORT does not answer."""
-    import socket  # noqa: PLC0415
-    if address in ("auto", "local") or address.startswith(("ray://", "anyscale://")):
-        return
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise InputError(f"--address must be HOST:PORT or auto, got {address!r}")
-    try:
-        socket.create_connection((host, int(port)), timeout=timeout).close()
-    except OSError as e:
-        raise InputError(f"no Ray cluster answers at {address} ({e.strerror or e}); "
-                         f"start one with `ray start --head` or use --address auto") from None
+    return {k: round(v * scale, 3) for k, v in percentiles(values).items()} | {"n": len(values)}
 
 
 def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out: str | Path | None = None,
@@ -109,7 +69,6 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
     scale = float(time_scale if time_scale is not None else cfg.run["time_scale"])
     if not scale > 0:
         raise InputError(f"--time-scale must be positive, got {time_scale}")
-    from rayrm.rm.core.faults import config_faults  # noqa: PLC0415
     fault_list = config_faults(cfg, faults)
     if twin and out is None:
         raise InputError("--twin needs --out (the twin's run directory goes under it)")
@@ -123,7 +82,6 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
         from rayrm.rm.runtime.native import replay_native  # noqa: PLC0415
         return replay_native(cfg, out=out, time_scale=scale, address=address, payload=kind,
                              seed=run_seed, progress=progress, twin=twin)
-    from rayrm.rm.core.policies import policy_for_run  # noqa: PLC0415
     policy_obj = policy_for_run(policy_name, cfg.run)
 
     started = connect(address)
@@ -212,10 +170,7 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     from rayrm.nodes.executors import make_container_executor  # noqa: PLC0415
     from rayrm.nodes.host import NodeManagerHost  # noqa: PLC0415
     from rayrm.nodes.placement import alive_ray_nodes  # noqa: PLC0415
-    from rayrm.rm.runtime.actor import RM_MAX_RESTARTS, RM_NAME, ResourceManager  # noqa: PLC0415
-    from rayrm.rm.service.protocol import MIN_EXPIRY_WALL  # noqa: PLC0415
-    from rayrm.rm.core.faults import check_cluster  # noqa: PLC0415
-    from rayrm.rm.runtime.supervisor import NM_HOST_RESTARTS, FaultInjector, Supervisor, rm_call  # noqa: PLC0415
+    from rayrm.rm.runtime.actor import RM_MAX_RESTARTS, ResourceManager  # noqa: PLC0415
 
     interval_wall = float(cfg.run["heartbeat_interval"]) * scale
     here = ray.get_runtime_context().get_node_id()
@@ -271,9 +226,9 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
                             label=policy_name, progress=progress, stall_after=120.0 + 3 * max_task)
     outcome = supervisor.run(done_ref)
     host_stats = supervisor.stop_hosts()
-    exported = rm_call(rm, "export")
+    exported = rm_call(rm.export)
     wall_seconds = time.time() - start_wall
-    rm_call(rm, "stop")
+    rm_call(rm.stop)
     import shutil  # noqa: PLC0415
     shutil.rmtree(state_dir, ignore_errors=True)
 
@@ -286,14 +241,14 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
         "ray_nodes": len(plan.hosted), "nm_hosts": len(hosts),
         "nm_per_ray_node": {rid: len(specs) for rid, specs in plan.hosted.items()},
         "scheduling_latency": {
-            "allocation_to_running_ms": percentiles(a2r, 1000.0),
-            "allocation_to_launch_ms": percentiles(exported["alloc_to_launch"], 1000.0),
-            "allocation_to_running_trace_s": percentiles(a2r, 1.0 / scale),
+            "allocation_to_running_ms": _scaled(a2r, 1000.0),
+            "allocation_to_launch_ms": _scaled(exported["alloc_to_launch"], 1000.0),
+            "allocation_to_running_trace_s": _scaled(a2r, 1.0 / scale),
         },
         "node_heartbeats": {
             "handled": exported["progress"]["heartbeats"],
-            "batch_round_trip_ms": percentiles(rtt, 1000.0),
-            "due_to_answer_ms": percentiles(lag, 1000.0),
+            "batch_round_trip_ms": _scaled(rtt, 1000.0),
+            "due_to_answer_ms": _scaled(lag, 1000.0),
             "out_of_band": sum(s["oob"] for s in host_stats),
         },
         "tasks_finished_twice": exported["progress"]["duplicate_finishes"]

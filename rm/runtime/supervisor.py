@@ -11,7 +11,10 @@
   Ray node is gone cannot restart; its NMs stay lost.
 * **injects faults** (``rayrm.rm.core.faults``) at their trace times, each first logged by
   the RM as a ``fault`` event so recovery can be measured from events.csv.
-* **shows progress** on stderr and raises when nothing moves for ``stall_after``
+* **shows progress** on stderr: on a terminal one line rewritten every second;
+  otherwise (CI, ``ray job logs``, nohup) a plain line every ``PLAIN_EVERY`` wall
+  seconds — trace time, running, finished, pending, and how far the RM is behind
+  (``lag``, wall seconds) — and raises when nothing moves for ``stall_after``
   seconds.  Every RM call tolerates the RM restarting (it is retried).
 """
 
@@ -24,15 +27,17 @@ from rayrm.rm.core.faults import Fault
 from rayrm.rm.service.client import BUDGET, MAX_DELAY
 
 NM_HOST_RESTARTS = 3          # Ray restarts of one NodeManager host actor
+PLAIN_EVERY = 10.0            # wall seconds between progress lines when stderr is not a terminal
 
 
-def rm_call(rm, method: str, *args):
-    """``ray.get`` of an RM call, retried while the RM actor restarts (as ``rayrm.rm.service.client`` does)."""
+def rm_call(method, *args):
+    """``ray.get(method.remote(*args))`` for a method of the RM actor, retried while it
+    restarts (as ``rayrm.rm.service.client`` does)."""
     import ray  # noqa: PLC0415
     deadline, delay = time.time() + BUDGET, 0.05
     while True:
         try:
-            return ray.get(getattr(rm, method).remote(*args), timeout=BUDGET)
+            return ray.get(method.remote(*args), timeout=BUDGET)
         except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
             if time.time() > deadline:
                 raise
@@ -73,7 +78,7 @@ class FaultInjector:
     def _log(self, f: Fault, node: str = "", app: str = "", extra: str = "") -> None:
         self._rid += 1
         detail = f.text + (f" ({extra})" if extra else "")
-        rm_call(self.rm, "fault", "driver", self._rid, detail, node, app)
+        rm_call(self.rm.fault, "driver", self._rid, detail, node, app)
 
     def _inject(self, f: Fault) -> None:
         import ray  # noqa: PLC0415
@@ -151,6 +156,14 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
+def progress_line(label: str, p: dict, total: int) -> str:
+    """One progress line from the RM's ``progress()``; says so when the RM is behind."""
+    lag = p.get("lag", 0.0)
+    line = (f"rayrm replay [{label}] t={p['time']:8.1f}s  running {p['running']:5d}  "
+            f"finished {p['finished']}/{total}  pending {p['pending']}  lag {lag:.2f}s")
+    return line + ("  BEHIND" if p.get("behind") else "")
+
+
 class Supervisor:
     """Waits for the AMs while watching hosts and injecting faults (module docstring)."""
 
@@ -159,7 +172,7 @@ class Supervisor:
         self.rm, self.hosts, self.injector = rm, hosts, injector
         self.start_wall, self.scale = start_wall, time_scale
         self.total, self.label, self.stall_after = total, label, stall_after
-        self.show = sys.stderr.isatty() if progress is None else progress
+        self.show = True if progress is None else progress
         self.dead_hosts: set[str] = set()
         self.host_restarts = 0
         self._rid = 10_000_000        # driver request ids apart from the injector's
@@ -198,9 +211,8 @@ class Supervisor:
                 key = (p["finished"], p["allocations"], p["running"])
                 if key != last_key:
                     last_key, last_change = key, now
-                if self.show and (tty or now - last_print >= 10.0 or done):
-                    line = (f"rayrm replay [{self.label}] t={p['time']:8.1f}s  running {p['running']:5d}  "
-                            f"finished {p['finished']}/{self.total}  pending {p['pending']}")
+                if self.show and (tty or now - last_print >= PLAIN_EVERY or done):
+                    line = progress_line(self.label, p, self.total)
                     print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
                     last_print = now
             if done:
@@ -226,7 +238,7 @@ class Supervisor:
                 raise RuntimeError(f"a NodeManager host failed: {error}")
             return
         self._rid += 1
-        rm_call(self.rm, "lose_host", "driver-hosts", self._rid, hid, f"NM host {hid} died ({why})")
+        rm_call(self.rm.lose_host, "driver-hosts", self._rid, hid, f"NM host {hid} died ({why})")
         resuming[self.hosts[hid].resume.remote(self.start_wall, self.scale)] = hid
 
     def stop_hosts(self, timeout: float = 10.0) -> list[dict]:
@@ -236,7 +248,7 @@ class Supervisor:
         its NMs, says which hosts are worth asking.
         """
         import ray  # noqa: PLC0415
-        alive = set(rm_call(self.rm, "progress")["hosts_alive"])
+        alive = set(rm_call(self.rm.progress)["hosts_alive"])
         refs = [h.stop.remote() for hid, h in self.hosts.items() if hid in alive and hid not in self.dead_hosts]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
         out = []

@@ -77,8 +77,8 @@ class NodeProtocol:
         if rejoin:
             return                       # its containers were all declared lost already
         name = rec.spec.name
-        for c in list(self.containers.values()):
-            if c.node == name and c.state == RUNNING and c.container not in reported:
+        for c in self.live(node=name):
+            if c.state == RUNNING and c.container not in reported:
                 self._lose_container(now, c, "not reported by its NM when it registered again")
 
     @idempotent
@@ -138,7 +138,8 @@ class NodeProtocol:
         app = self.apps[c.app]
         attempt = app.task_attempts.get(st.task, 0)
         app.task_attempts[st.task] = attempt + 1
-        c.state, c.task, c.attempt, c.launched = RUNNING, st.task, attempt, st.launched
+        self._set_state(c, RUNNING)
+        c.task, c.attempt, c.launched = st.task, attempt, st.launched
         submit = app.asked.get(st.task, app.submit)
         self.log.start(c.app, st.task, attempt, c.node, submit, self.trace(st.launched),
                        self.wall(st.launched), container=c.container)
@@ -148,7 +149,7 @@ class NodeProtocol:
         if c.container in self.scheduler.cluster.containers:
             self.scheduler.release(c.container)
             self._touched.add(c.app)
-        c.state = COMPLETE
+        self._set_state(c, COMPLETE)
         end = st.finish if st.finish is not None else now
         t_end = self.trace(end)
         self.log.end(c.app, c.task, c.attempt, st.exit or FINISHED, t_end, self.wall(end),
@@ -176,7 +177,7 @@ class NodeProtocol:
         """A container is gone with its node: withdrawn if the AM never saw it, else LOST."""
         app = self.apps.get(c.app)
         if c.state == ALLOCATED:                   # never seen by the AM: withdraw it quietly
-            c.state = RELEASED
+            self._set_state(c, RELEASED)
             if c.container in self.scheduler.cluster.containers:
                 self.scheduler.release(c.container)
             if app is not None:
@@ -186,7 +187,7 @@ class NodeProtocol:
         st = ContainerStatus(c.container, c.app, c.task, c.attempt, c.node, COMPLETE, launched,
                              None, now, LOST, detail)
         if c.state == ACQUIRED:                    # the AM holds it but no attempt was logged
-            c.state = COMPLETE
+            self._set_state(c, COMPLETE)
             if c.container in self.scheduler.cluster.containers:
                 self.scheduler.release(c.container)
             if app is not None:
@@ -206,8 +207,8 @@ class NodeProtocol:
         self.log.remove_node(name, self.trace(now), self.wall(now), detail=detail)
         self._touch_all()
         lost = []
-        for c in list(self.containers.values()):
-            if c.node == name and c.state not in (COMPLETE, RELEASED):
+        for c in self.live(node=name):
+            if c.state not in (COMPLETE, RELEASED):
                 lost.append(c.container)
                 self._lose_container(now, c, detail)
         self._check_resynced(now)

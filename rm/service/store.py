@@ -19,7 +19,8 @@ the restart gets the answer it would have got and allocates nothing twice.
 Files (in the directory given, ``<run dir>/rm-state`` by default)::
 
     snapshot.pkl        pickle of (generation, state); replaced atomically (os.replace)
-    journal-<g>.log     records after snapshot g: [u32 length][u32 crc32][pickle]
+    journal-<g>.log     records after snapshot g: [u32 length][u32 crc32][pickle of
+                        (Call value, now, args)]
 
 A record cut short or failing its checksum ends the journal (a torn last write).
 
@@ -42,6 +43,8 @@ import re
 import struct
 import zlib
 from pathlib import Path
+
+from rayrm.rm.service.protocol import Call
 
 SNAPSHOT_RECORDS = 20_000
 SNAPSHOT_SECONDS = 30.0
@@ -82,9 +85,9 @@ class StateStore:
 
     # ----- writing ---------------------------------------------------------------
 
-    def append(self, method: str, now: float, args: tuple) -> None:
+    def append(self, call: Call, now: float, args: tuple) -> None:
         """Journal one applied call (a single write: a killed process never half-writes it)."""
-        body = pickle.dumps((method, now, args), protocol=pickle.HIGHEST_PROTOCOL)
+        body = pickle.dumps((Call(call).value, now, args), protocol=pickle.HIGHEST_PROTOCOL)
         os.write(self._fd, _HEADER.pack(len(body), zlib.crc32(body)) + body)
         self.records += 1
 
@@ -134,7 +137,20 @@ def read_journal(path: Path):
 
 
 def replay_records(state, records) -> int:
-    """Apply journal records to ``state`` (the calls it saw after its snapshot); returns how many."""
-    for method, now, args in records:
-        getattr(state, method)(now, *args)
+    """Apply journal records to ``state`` (the calls it saw after its snapshot); returns how many.
+
+    A record naming a call the protocol does not have (a journal from another
+    version) raises ``JournalError`` naming the record, rather than being skipped.
+    """
+    for i, (name, now, args) in enumerate(records):
+        try:
+            call = Call(name)
+        except ValueError:
+            raise JournalError(f"journal record {i}: unknown call {name!r} "
+                               f"(known: {', '.join(c.value for c in Call)})") from None
+        state.apply(call, now, *args)
     return len(records)
+
+
+class JournalError(RuntimeError):
+    """The journal cannot be replayed onto this version's state."""
