@@ -106,6 +106,9 @@ class ClusterState:
         self._match_cache: dict[str, np.ndarray] = {}  # constraint text -> node matches
         self._clause_cache: dict = {}                    # Clause -> node matches
         self._arrays: tuple[np.ndarray, np.ndarray] | None = None  # (capacity, alive)
+        # (constraint text, demand) -> (eligible bytes, count, h^c); dropped with _arrays:
+        # a trace's jobs repeat a few hundred shapes, and each costs numpy work over every node
+        self._elig_cache: dict[tuple, tuple[bytes, int, float]] = {}
         #: nodes x dims copy of every node's free vector, kept only when asked for (best
         #: fit compares all nodes at once; other policies never read it)
         self.free_matrix: np.ndarray | None = (
@@ -139,6 +142,7 @@ class ClusterState:
         self._match_cache.clear()
         self._clause_cache.clear()
         self._arrays = None
+        self._elig_cache.clear()
         if self.free_matrix is not None:
             if node.index == len(self.free_matrix):
                 self.free_matrix = np.vstack([self.free_matrix, [node.free]])
@@ -157,6 +161,7 @@ class ClusterState:
             self.release(c.container_id)
         node.alive = False
         self._arrays = None
+        self._elig_cache.clear()
         self._count_type(node, -1)
         self._refresh()
         return lost
@@ -241,11 +246,18 @@ class ClusterState:
             self._set_eligibility(app)
 
     def _set_eligibility(self, app: AppState) -> None:
-        mask = self._eligibility(app.spec, app.demand)
-        app.eligible = bytearray(mask.astype(np.uint8).tobytes())
-        app.eligible_count = int(mask.sum())
+        key = (str(app.spec.constraint), app.demand)
+        hit = self._elig_cache.get(key)
+        if hit is None:
+            mask = self._eligibility(app.spec, app.demand)
+            app.eligible = bytearray(mask.astype(np.uint8).tobytes())
+            hit = (bytes(app.eligible), int(mask.sum()), self.h_constrained(app))
+            self._elig_cache[key] = hit
+        else:
+            app.eligible = bytearray(hit[0])
+        app.eligible_count = hit[1]
         app.h = self.h_unconstrained(app.demand)
-        app.h_c = self.h_constrained(app)
+        app.h_c = hit[2]
 
     # ----- apps ----------------------------------------------------------------
 
