@@ -117,14 +117,16 @@ class OnlineScheduler:
 
     def release(self, container_id: int) -> Container:
         """A container ended; its node is offered again at the next ``schedule``."""
-        container = self.cluster.containers[container_id]
-        m = self.cluster.node_index[container.node]
+        cluster = self.cluster
+        container = cluster.containers[container_id]
+        node = cluster.node_of(container_id)
+        m = node.index
         if m not in self._dirty:        # first release since the last schedule(): keep its proof
-            self._proof[m] = tuple(self.cluster.nodes[m].free)
-        app, node = self.cluster.release(container_id)
+            self._proof[m] = tuple(node.free)
+        app, node = cluster.release(container_id)
         self._rekey(app)
         if node.alive:
-            self._dirty.add(node.index)
+            self._dirty.add(m)
         return container
 
     def finish_app(self, app_id: str) -> list[Container]:
