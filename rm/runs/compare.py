@@ -102,7 +102,7 @@ def differs(metric: str, sim: float, ray: float, baseline: str = BASELINE) -> st
 def sim_vs_ray(sim: pd.DataFrame, ray: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
     """``replica_stats`` of both modes side by side, one row per (policy, metric), with
     ``differs`` for each."""
-    both = sim.merge(ray, on=["policy", "metric", "label"], suffixes=("_sim", "_ray"), how="outer", sort=False)
+    both = sim.merge(ray, on=["policy", "metric", "label"], suffixes=("_sim", "_ray"), how="left", sort=False)
     both["differs"] = [differs(m, s, r, baseline)
                        for m, s, r in zip(both["metric"], both["mean_sim"], both["mean_ray"])]
     return both
@@ -118,10 +118,11 @@ def format_stats(stats: pd.DataFrame, title: str) -> str:
 
 def format_sim_vs_ray(both: pd.DataFrame) -> str:
     """The side-by-side table: simulator | Ray | the conclusion that differs, if any."""
-    lines = [f"{'vs policy':<10} {'metric':<22} {'simulator':>34} {'Ray':>34}  differs"]
-    for _, r in both.iterrows():
-        lines.append(f"{r['policy']:<10} {r['label']:<22} {_cell(r, '_sim'):>34} {_cell(r, '_ray'):>34}"
-                     f"  {r['differs']}".rstrip())
+    cells = [(_cell(r, "_sim"), _cell(r, "_ray")) for _, r in both.iterrows()]
+    w = max([9, *(len(c) for pair in cells for c in pair)])
+    lines = [f"{'vs policy':<10} {'metric':<20} {'simulator':>{w}} {'Ray':>{w}}  differs"]
+    for (_, r), (sim, ray) in zip(both.iterrows(), cells):
+        lines.append(f"{r['policy']:<10} {r['label']:<20} {sim:>{w}} {ray:>{w}}  {r['differs']}".rstrip())
     flagged = int((both["differs"] != "").sum())
     lines.append(f"{flagged} conclusion(s) differ between the simulator and Ray" if flagged else
                  "every conclusion agrees (per-job speedup signs; task shares within 5 points)")
@@ -201,11 +202,16 @@ def write_study(modes: dict[str, list[tuple[Path, dict[str, Path]]]], out: str |
     modes ``sim_vs_ray.csv`` in ``out``.  Returns {'tolerance', 'tables', 'stats', 'sim_vs_ray'}.
     """
     out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
     tol = metrics.noise_tolerance([d for reps in modes.values() for _, dirs in reps for d in dirs.values()],
                                   heartbeat=heartbeat, override=tolerance)
     result = {"tolerance": tol, "tables": {}, "stats": {}, "sim_vs_ray": None}
     for mode, reps in modes.items():
-        quiet = len(reps) > 1 or len(modes) > 1
+        quiet = len(reps) > 1
+        if len(modes) > 1 and not quiet:
+            log(f"{mode}:")
+        for line in incomplete(d for _, dirs in reps for d in dirs.values()):
+            log(line)
         tables = result["tables"][mode] = [
             write_comparison(dirs, where, tol, log=(lambda *a: None) if quiet else log) for where, dirs in reps]
         stats = result["stats"][mode] = replica_stats(tables)
@@ -221,6 +227,21 @@ def write_study(modes: dict[str, list[tuple[Path, dict[str, Path]]]], out: str |
         log(f"simulator and Ray side by side, {tol.header()} in both:")
         log(format_sim_vs_ray(both))
     return result
+
+
+def incomplete(dirs) -> list[str]:
+    """A warning line for each run that did not finish every job: a comparison covers
+    only the jobs (and tasks) both runs finished (ran), so such a run's shares and
+    speedups describe a subset of the trace."""
+    lines = []
+    for d in dirs:
+        jobs = metrics.as_run(d).summary.get("jobs") or {}
+        total, done = sum(jobs.values()), jobs.get("finished", 0)
+        if total and done < total:
+            other = ", ".join(f"{k} {v}" for k, v in jobs.items() if k != "finished")
+            lines.append(f"warning: {d} finished {done} of {total} jobs ({other}); its comparisons "
+                         "cover only what both runs completed")
+    return lines
 
 
 def _common_parent(paths: list[Path]) -> Path:
