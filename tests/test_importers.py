@@ -99,7 +99,7 @@ def test_swim_sample():
     report = SkipReport("swim")
     result = import_swim([DATA / "swim" / "sample.tsv"], report)
     jobs = jobs_by_id(result)
-    assert list(jobs) == ["j1-map", "j1-reduce", "j2-map", "j3-map", "j3-reduce"]
+    assert list(jobs) == ["j1-map", "j1-reduce", "j2-map", "j3-map", "j3-reduce", "j7-map", "j7-reduce"]
     # j1: 128 MB input -> 2 maps of 64 MB, 2 + 64/8 = 10 s, at t=10.
     m = jobs["j1-map"].app
     assert (m.num_tasks, m.submit, m.demand, durations(jobs["j1-map"])) == \
@@ -117,8 +117,34 @@ def test_swim_sample():
     assert (jobs["j3-reduce"].app.num_tasks, jobs["j3-reduce"].app.submit) == (4, 42.0)
     assert durations(jobs["j3-reduce"]) == [8.25] * 4
     assert len(result.nodes) == 600 and result.nodes[0].capacity == Resources(cpu=8, memory_mb=16384)
-    assert report.reasons() == {"not a number": 1, "negative": 1, "job id used before": 1, "missing": 1,
-                                "more cells than columns": 1}
+    # j7 has a 7th cell, which is not used (SWIM's input-path files have 9).
+    assert report.reasons() == {"not a number": 1, "negative": 1, "job id used before": 1, "missing": 1}
+    assert report.notes()["rows with cells after the 6th (e.g. SWIM's input path): those cells are not used"] == 1
+
+
+def test_swim_input_path_variant():
+    # 9 columns: the usual 6, an input path and two empty cells (SWIM's *withInputPaths* files).
+    report = SkipReport("swim")
+    result = import_swim([DATA / "swim" / "input-paths.tsv"], report)
+    jobs = jobs_by_id(result)
+    assert list(jobs) == ["job0-map", "job0-reduce", "job1-map", "job2-map"]
+    # job0: 128 MB -> 2 maps of 10 s; 64 MB shuffle -> 1 reduce: 2 + 64/8 + 32/16 = 12 s at 0 + 10.
+    assert (jobs["job0-map"].app.num_tasks, durations(jobs["job0-map"])) == (2, [10.0, 10.0])
+    assert (jobs["job0-reduce"].app.submit, durations(jobs["job0-reduce"])) == (10.0, [12.0])
+    # job1: 5 MB, map-only, no output: 2 + 5/8 = 2.625 s; job2: no input, 1 MB out: 2 + 1/16 = 2.0625.
+    assert durations(jobs["job1-map"]) == [2.625]
+    assert durations(jobs["job2-map"]) == [2.062]
+    assert report.skipped == 0
+
+
+def test_an_import_without_jobs_names_the_rules_and_rows(tmp_path, capsys):
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("j1\tx\t0\t1\t1\t1\n\t5\t5\t1\t1\t1\n")
+    assert rayrm(["trace", "import", "swim", str(bad), "-o", str(tmp_path / "x.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("rayrm trace: error: ") and "yields no usable job" in err
+    assert f"bad: 1 x not a number [{bad}: field 'submit'] (rows 1)" in err
+    assert f"bad: 1 x empty job id [{bad}: field 'job id'] (rows 2)" in err
 
 
 def test_swim_strict_stops_at_the_first_bad_row():
@@ -345,12 +371,13 @@ def test_google_strict():
 
 CASES = {
     "swim": ([DATA / "swim" / "sample.tsv"], []),
+    "swim-input-paths": ([DATA / "swim" / "input-paths.tsv"], ["--nodes", "4"]),
     "sls": ([DATA / "sls" / "jobs.json"], ["--nodes", str(DATA / "sls" / "nodes.json"),
                                            "--queue-file", str(DATA / "sls" / "fair-scheduler.xml")]),
     "openb": (OPENB, []),
     "google2011": ([GOOGLE], []),
 }
-TASKS = {"swim": 9, "sls": 10, "openb": 4, "google2011": 5}
+TASKS = {"swim": 11, "swim-input-paths": 5, "sls": 10, "openb": 4, "google2011": 5}
 
 
 @pytest.mark.parametrize("fmt", list(CASES))
@@ -359,10 +386,11 @@ def test_import_command_simulate_and_check(fmt, tmp_path, capsys):
     from rayrm.rm.sim.engine import simulate
 
     inputs, options = CASES[fmt]
+    importer = fmt.split("-")[0]
     config = tmp_path / f"{fmt}.yaml"
-    assert rayrm(["trace", "import", fmt, *map(str, inputs), "-o", str(config), *options]) == 0
+    assert rayrm(["trace", "import", importer, *map(str, inputs), "-o", str(config), *options]) == 0
     out, err = capsys.readouterr()
-    assert f"{TASKS[fmt]} tasks" in out and err.startswith(f"rayrm trace import {fmt}: skipped")
+    assert f"{TASKS[fmt]} tasks" in out and err.startswith(f"rayrm trace import {importer}: skipped")
     assert (tmp_path / f"{fmt}.jobs.csv").exists()
     cfg = load_config(config)
     assert sum(j.app.num_tasks for j in cfg.jobs) == TASKS[fmt]

@@ -83,7 +83,7 @@ def _run_import(args: argparse.Namespace) -> int:
     report = SkipReport(f"rayrm trace import {args.format}", strict=args.strict)
     result = _importer(args.format).load(args, report)
     table = write_config(args.output, result, name=args.name, policy=args.policy,
-                         check=not args.no_check)
+                         check=not args.no_check, report=report)
     report.print(sys.stderr)
     tasks = sum(j.app.num_tasks for j in result.jobs)
     events = f", {len(result.events)} node events" if result.events else ""

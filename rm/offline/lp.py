@@ -19,6 +19,12 @@ on the audit's thousands of tiny instances, building it is what costs.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import functools
+import os
+import sys
+
 import numpy as np
 from scipy import sparse
 from scipy.optimize import linprog
@@ -118,7 +124,8 @@ def _build(lp: LinearProgram):
     model.col_cost_ = lp.cost
     model.col_lower_, model.col_upper_ = _finite(lp.col_lo), _finite(lp.col_hi)
     model.row_lower_, model.row_upper_ = _finite(lp.row_lo), _finite(lp.row_hi)
-    solver = _highs.Highs()
+    with _stdout_to_devnull():
+        solver = _highs.Highs()          # the first one in a process prints HiGHS's banner
     # Quiet, 1e-9 tolerances, no presolve (so re-solves stay warm).
     for name, value in (("output_flag", False), ("log_to_console", False),
                         ("primal_feasibility_tolerance", TOLERANCE),
@@ -126,6 +133,44 @@ def _build(lp: LinearProgram):
         solver.setOptionValue(name, value)
     solver.passModel(model)
     return solver
+
+
+@contextlib.contextmanager
+def _stdout_to_devnull():
+    """Point file descriptor 1 at /dev/null for the block, so C code cannot print on stdout.
+
+    HiGHS writes its banner ("Running HiGHS ...") with C stdio when the first
+    ``Highs`` object of a process is built, before any option can turn it off, and
+    it goes to the descriptor, not to ``sys.stdout``: ``rayrm offline --json`` must
+    print exactly one JSON document.  Both stdio layers are flushed before the
+    descriptor is swapped back, so nothing buffered leaks out after the block.
+    """
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 1)
+        try:
+            yield
+        finally:
+            _flush_c_stdio()
+            os.dup2(saved, 1)
+    finally:
+        os.close(saved)
+
+
+@functools.cache
+def _libc():
+    try:
+        return ctypes.CDLL(None)
+    except OSError:                     # no C library to load (not a POSIX system)
+        return None
+
+
+def _flush_c_stdio() -> None:
+    libc = _libc()
+    if libc is not None and hasattr(libc, "fflush"):
+        libc.fflush(None)
 
 
 def solve_once(shape, rows, cols, vals, cost, col_lo, col_hi, row_lo, row_hi) -> np.ndarray:

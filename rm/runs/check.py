@@ -1,6 +1,6 @@
 """``rayrm check``: a run directory's invariants, verified from the directory alone.
 
-DESIGN.md's three invariants, for the simulator and the Ray replay alike:
+docs/design.md's three invariants, for the simulator and the Ray replay alike:
 
 1. **No node is ever over-allocated.**  Per node, sweep the attempts of tasks.csv in
    time order — +d_i at ``start``, −d_i at ``finish`` (an attempt still ``running``

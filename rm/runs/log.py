@@ -1,16 +1,9 @@
-"""The run log: one schema for the simulator and the Ray replay (DESIGN.md principle 3).
+"""The run log: one record for the simulator and the Ray replay (docs/design.md).
 
 Both drivers report what happens — nodes, job submissions and rejections, task
 attempts starting and ending, share changes, anything else as a free-form event
-— and ``RunLog.write`` lays out the run directory::
-
-    nodes.csv    node, <dim>... (capacity), attr.<name>..., [ray_node]
-    jobs.csv     app, status, num_tasks, weight, demand.<dim>..., constraint, submit,
-                 first_start, finish, queueing_delay, completion_time, reason
-    tasks.csv    app, task, attempt, node, submit, start, finish, status   (one row per attempt)
-    shares.csv   time, app, task_share, dominant_share, cpu_share, mem_share, running
-    events.csv   time, wall_time, kind, app, task, container, node, detail
-    summary.json policy, mode, makespan, job/task delay percentiles, utilization, wall time
+— and ``RunLog.write`` lays out the run directory whose columns, types and
+summary.json keys ``rayrm.rm.runs.schema`` defines (the readers use the same).
 
 Times are trace seconds; ``wall_time`` is seconds since the replay's clock
 started (empty in the simulator, which has no wall clock).  Share rows are
@@ -31,18 +24,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rayrm.rm.core.model import AppSpec, NodeSpec
+from rayrm.rm.runs.schema import TABLES, TASK_STATUSES, job_columns, node_columns, rounded_positions
 
 if TYPE_CHECKING:
     from rayrm.rm.core.cluster import AppState, ClusterState
-
-SCHEMA = {
-    "tasks": ["app", "task", "attempt", "node", "submit", "start", "finish", "status"],
-    "shares": ["time", "app", "task_share", "dominant_share", "cpu_share", "mem_share", "running"],
-    "events": ["time", "wall_time", "kind", "app", "task", "container", "node", "detail"],
-}
-
-# tasks.csv statuses: an attempt is 'running' until it ends as one of the others.
-TASK_STATUSES = ("running", "finished", "lost", "killed")
 
 
 def _dim_index(dims: tuple[str, ...], prefix: str) -> int | None:
@@ -315,7 +300,7 @@ class RunLog:
         with_ray = any(n["ray_node"] for n in self.nodes.values())
         with open(out / "nodes.csv", "w", newline="") as fh:
             w = csv.writer(fh)
-            w.writerow(["node", *self.dims, *(f"attr.{a}" for a in attrs)] + (["ray_node"] if with_ray else []))
+            w.writerow(node_columns(self.dims, attrs, with_ray))
             for name, n in self.nodes.items():
                 spec = n["spec"]
                 w.writerow([name, *(_fmt(spec.capacity[d]) for d in self.dims),
@@ -323,15 +308,12 @@ class RunLog:
                            + ([n["ray_node"] or ""] if with_ray else []))
         jobs = self.job_rows()
         with open(out / "jobs.csv", "w", newline="") as fh:
-            header = ["app", "status", "num_tasks", "weight", *(f"demand.{d}" for d in self.dims),
-                      "constraint", "submit", "first_start", "finish", "queueing_delay",
-                      "completion_time", "reason"]
+            header = job_columns(self.dims)
             w = csv.writer(fh)
             w.writerow(header)
             w.writerows([_fmt(j[h]) for h in header] for j in jobs)
-        self._write_rows(out / "tasks.csv", SCHEMA["tasks"], self.tasks.values(), (4, 5, 6))
-        self._write_rows(out / "shares.csv", SCHEMA["shares"], self.share_rows, (0, 2, 3, 4, 5))
-        self._write_rows(out / "events.csv", SCHEMA["events"], self.events, (0, 1))
+        for table, rows in (("tasks", self.tasks.values()), ("shares", self.share_rows), ("events", self.events)):
+            self._write_rows(out / f"{table}.csv", list(TABLES[table]), rows, rounded_positions(table))
         summary = self.summary(wall_seconds, **extra)
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         return summary

@@ -1,6 +1,6 @@
 """Metrics of tsf-paper §VI from run directories (pandas), for simulated and Ray runs alike.
 
-Everything here reads the run directory alone (``rayrm.rm.runs.reader.RunDir``; DESIGN.md
+Everything here reads the run directory alone (``rayrm.rm.runs.reader.RunDir``; docs/design.md
 principle 3), so ``rayrm compare``, ``rayrm report`` and the tests share one
 definition of each number.  Every function takes a ``RunDir`` or a path.
 

@@ -1,4 +1,4 @@
-"""Reading a run directory back (the schema ``rayrm.rm.runs.log`` writes; DESIGN.md "Data contracts").
+"""Reading a run directory back (the schema of ``rayrm.rm.runs.schema``, which ``rayrm.rm.runs.log`` writes).
 
 ``rayrm check`` and ``rayrm report`` work from the run directory alone, so a simulated
 run and a Ray run are read the same way.  Every table is read as text first and each
@@ -22,18 +22,8 @@ import numpy as np
 import pandas as pd
 
 from rayrm.rm.core.errors import InputError
-
-# column -> kind: 'str'; 'int'; 'float' (required); 'float?' (may be empty -> NaN)
-JOBS = {"app": "str", "status": "str", "num_tasks": "int", "constraint": "str", "submit": "float",
-        "first_start": "float?", "finish": "float?", "queueing_delay": "float?",
-        "completion_time": "float?"}
-TASKS = {"app": "str", "task": "int", "attempt": "int", "node": "str", "submit": "float",
-         "start": "float?", "finish": "float?", "status": "str"}
-SHARES = {"time": "float", "app": "str", "task_share": "float?", "dominant_share": "float?",
-          "cpu_share": "float?", "mem_share": "float?", "running": "float?"}
-EVENTS = {"time": "float", "wall_time": "float?", "kind": "str", "app": "str", "task": "str",
-          "container": "str", "node": "str", "detail": "str"}
-NODE_META = ("node", "ray_node")
+from rayrm.rm.runs.schema import (EVENTS, JOBS, JOBS_PREFIXED, NODE_META, NODES, NODES_PREFIXED, SHARES,
+                                  TASKS)
 
 
 def _fail(path: Path, e: Exception) -> InputError:
@@ -100,8 +90,7 @@ class RunDir:
 
     @cached_property
     def nodes(self) -> pd.DataFrame:
-        return read_table(self.path / "nodes.csv", {"node": "str"}, {"attr.": "str", "ray_node": "str"},
-                          other="float")
+        return read_table(self.path / "nodes.csv", NODES, NODES_PREFIXED, other="float")
 
     @cached_property
     def dims(self) -> tuple[str, ...]:
@@ -110,7 +99,7 @@ class RunDir:
 
     @cached_property
     def jobs(self) -> pd.DataFrame:
-        return read_table(self.path / "jobs.csv", JOBS, {"demand.": "float"})
+        return read_table(self.path / "jobs.csv", JOBS, JOBS_PREFIXED)
 
     @cached_property
     def tasks(self) -> pd.DataFrame:

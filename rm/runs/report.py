@@ -1,6 +1,6 @@
 """``rayrm report RUN_DIR...``: the tables and plots of tsf-paper §VI from run directories.
 
-Everything is computed from the run directories alone (DESIGN.md principle 3), so a
+Everything is computed from the run directories alone (docs/design.md principle 3), so a
 simulated run and a Ray run of the same trace are compared by the same code.
 
 Per run:

@@ -1,7 +1,7 @@
 """The Ray replay driver: a trace replayed by RM, NM and AM actors running real timed tasks.
 
 ``replay(config, policy=..., out=..., time_scale=..., address=...)`` returns the
-run's summary (summary.json) and writes the run directory of DESIGN.md to ``out``.
+run's summary (summary.json) and writes the run directory of docs/design.md to ``out``.
 
 1. **Connect.**  ``address=None`` starts a local Ray (``ray.init`` with this
    machine's CPUs, a small object store, and workers kept warm via
@@ -123,9 +123,8 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
         from rayrm.rm.runtime.native import replay_native  # noqa: PLC0415
         return replay_native(cfg, out=out, time_scale=scale, address=address, payload=kind,
                              seed=run_seed, progress=progress, twin=twin)
-    from rayrm.rm.core.policies import make_policy  # noqa: PLC0415
-    options = {"k": int(cfg.run.get("slots_per_node", 14))} if policy_name == "slots" else {}
-    policy_obj = make_policy(policy_name, **options)
+    from rayrm.rm.core.policies import policy_for_run  # noqa: PLC0415
+    policy_obj = policy_for_run(policy_name, cfg.run)
 
     started = connect(address)
     session = _Session()

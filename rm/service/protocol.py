@@ -1,4 +1,4 @@
-"""Messages of the replay's YARN-style protocol (DESIGN.md, "The Ray replay").
+"""Messages of the replay's YARN-style protocol (docs/design.md, "The protocol").
 
 Everything that crosses an actor boundary is one of these small frozen
 dataclasses.  Every call to the ResourceManager carries ``caller`` (the id of the
@@ -36,14 +36,11 @@ import hmac
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from rayrm.rm.core.config import MIN_EXPIRY_WALL  # noqa: F401 (the protocol's expiry floor)
 from rayrm.rm.core.model import AppSpec
 
 NORMAL, RESYNC, SHUTDOWN, FENCED = "normal", "resync", "shutdown", "fenced"
 
-#: an NM (or AM) is declared lost after nm_expiry (am_expiry) heartbeats, but never sooner
-#: than this (wall seconds): at small time scales ten heartbeats are a fraction of a
-#: second, shorter than a busy machine may take to schedule a process.
-MIN_EXPIRY_WALL = 1.0
 
 # Container states as the NM reports them (YARN ContainerState) and how a COMPLETE one ended.
 RUNNING, COMPLETE = "RUNNING", "COMPLETE"

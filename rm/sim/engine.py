@@ -50,6 +50,7 @@ import numpy as np
 
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.runs.log import RunLog, share_units
+from rayrm.rm.core.policies import policy_for_run
 from rayrm.rm.core.scheduler import OnlineScheduler
 from rayrm.rm.core.faults import config_faults
 from rayrm.rm.sim.faults import FaultModel
@@ -97,9 +98,7 @@ class Simulation:
         self._jitter = np.random.default_rng(
             [self.seed & 0xFFFFFFFF, int(jitter_seed) & 0xFFFFFFFF, zlib.crc32(b"launch")])
         run = config.run
-        options = {"k": int(run.get("slots_per_node", 14))} if self.policy_name == "slots" else {}
-        from rayrm.rm.core.policies import make_policy
-        self.scheduler = OnlineScheduler(make_policy(self.policy_name, **options), config.dims, config.nodes)
+        self.scheduler = OnlineScheduler(policy_for_run(self.policy_name, run), config.dims, config.nodes)
         self.cluster = self.scheduler.cluster
         self.log = RunLog(config.dims, mode="sim", policy=self.policy_name, name=config.name, seed=self.seed)
         self.heap: list[tuple] = []

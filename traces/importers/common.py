@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import json
 import re
 import sys
 import warnings
@@ -127,19 +128,73 @@ class SkipReport:
         bad = sum(len(v) for k, v in self._skips.items() if not k[0])
         ruled = self.skipped - bad
         out = [f"{self.source}: skipped {bad} bad row(s), left out {ruled} by rule"]
+        out += ["  " + line for line in self._skip_lines()]
+        for text, n in sorted(self._notes.items(), key=lambda kv: -kv[1]):
+            out.append(f"  note: {text} ({n})")
+        return out
+
+    def _skip_lines(self) -> list[str]:
+        out = []
         for (rule, file, fld, reason), rows in sorted(self._skips.items(),
                                                        key=lambda kv: (kv[0][0], -len(kv[1]))):
             shown = sorted(r for r in rows if r is not None)
             listing = ", ".join(map(str, shown[:SHOW_ROWS])) + (", ..." if len(shown) > SHOW_ROWS else "")
             where = (file or "") + (f": field '{fld}'" if fld else "")
-            out.append(f"  {'left out' if rule else 'bad'}: {len(rows)} x {reason}"
+            out.append(f"{'left out' if rule else 'bad'}: {len(rows)} x {reason}"
                        + (f" [{where}]" if where else "") + (f" (rows {listing})" if listing else ""))
-        for text, n in sorted(self._notes.items(), key=lambda kv: -kv[1]):
-            out.append(f"  note: {text} ({n})")
         return out
+
+    def why(self) -> str:
+        """One line: which rule or check left out which rows (for "the trace yields no job")."""
+        return "; ".join(self._skip_lines()) or "no row was skipped, the input holds none"
 
     def print(self, stream=None) -> None:
         print("\n".join(self.lines()), file=stream or sys.stderr)
+
+
+# ----- JSON streams and amounts --------------------------------------------------------
+
+def json_stream(path: str | Path):
+    """(line, object) for each top-level JSON value (a stream of objects or one array)."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror}", file=str(path)) from None
+    decoder = json.JSONDecoder()
+    pos, line, n = 0, 1, len(text)
+    in_array = False
+    while True:
+        while pos < n and (text[pos].isspace() or (in_array and text[pos] == ",")):
+            line += text[pos] == "\n"
+            pos += 1
+        if pos >= n:
+            return
+        if not in_array and text[pos] == "[" and line == 1 and not text[:pos].strip():
+            in_array, pos = True, pos + 1
+            continue
+        if in_array and text[pos] == "]":
+            in_array, pos = False, pos + 1
+            continue
+        try:
+            obj, end = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as e:
+            raise InputError(f"malformed JSON: {e.msg}", file=str(path), row=e.lineno) from None
+        yield line, obj
+        line += text.count("\n", pos, end)
+        pos = end
+
+
+
+def amount(value) -> float | None:
+    """A non-negative finite number from a JSON value, or None (booleans are not numbers)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if x >= 0 and x != float("inf") else None
+
 
 
 # ----- tokens for attribute names and values -----------------------------------------
@@ -347,19 +402,21 @@ def node_groups(nodes: Sequence[NodeSpec]) -> list[dict]:
 
 
 def write_config(path: str | Path, result: ImportResult, *, name: str | None = None,
-                 policy: str = "tsf", check: bool = True) -> Path:
+                 policy: str = "tsf", check: bool = True, report: SkipReport | None = None) -> Path:
     """Write ``path`` (YAML) and ``<stem>.jobs.csv`` next to it; returns the CSV path.
 
     With ``check`` the written config is loaded back (every error it would raise in
-    ``rayrm simulate`` is raised here instead).
+    ``rayrm simulate`` is raised here instead).  With ``report``, a trace that yields no
+    job or node is an error that names the rules and checks that left out which rows.
     """
     from rayrm.rm.core.config import load_config, write_job_table  # noqa: PLC0415
 
     path = Path(path)
+    why = report.why() if report is not None else "see the skip report"
     if not result.nodes:
-        raise InputError("the trace yields no usable node (see the skip report)", file=str(path))
+        raise InputError(f"the trace yields no usable node ({why})", file=str(path))
     if not result.jobs:
-        raise InputError("the trace yields no usable job (see the skip report)", file=str(path))
+        raise InputError(f"the trace yields no usable job ({why})", file=str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     table = path.with_name(path.stem + ".jobs.csv")
     dims = dims_of(result.nodes, result.jobs, result.events)

@@ -4,6 +4,10 @@ The format (tab-separated, no header), one MapReduce job per line::
 
     job id   submit s   gap to previous job s   map input B   shuffle B   reduce output B
 
+SWIM's files with input paths add a 7th column (the job's HDFS input path) and two
+empty ones (9 in all); those cells, and any other cells after the 6th, are not used
+(a note counts the rows that have them).
+
 The trace has only sizes, so tasks and durations are modelled.  ``MB`` is 2^20
 bytes; every number below is an option (``rayrm trace import swim --help``).
 
@@ -27,8 +31,8 @@ bytes; every number below is an option (``rayrm trace import swim --help``).
 * **Cluster.**  ``--cluster FILE`` takes ``cluster.nodes`` (and ``cluster.events``)
   from a rayrm config YAML; otherwise 600 nodes (the size of the 2009 Facebook
   cluster SWIM samples come from) of ``cpu:8;memory_mb:16384``.
-* **Skipped rows**: fewer than 6 cells, an empty id, a cell that is not a
-  non-negative number, a job id seen before.  The gap column is only checked.
+* **Skipped rows**: an empty id, a missing cell among the first 6, a cell that is
+  not a non-negative number, a job id seen before.  The gap column is only checked.
 """
 
 from __future__ import annotations
@@ -42,8 +46,7 @@ import yaml
 from rayrm.rm.core.jobs import Durations, JobSpec
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import AppSpec, NodeSpec
-from rayrm.traces.importers.common import (ImportResult, SkipReport, numeric, parse_resources, read_table,
-                                     width_check)
+from rayrm.traces.importers.common import ImportResult, SkipReport, numeric, parse_resources, read_table
 
 MB = 2 ** 20
 COLUMNS = ["job id", "submit", "gap", "input bytes", "shuffle bytes", "output bytes"]
@@ -139,7 +142,9 @@ def import_swim(inputs, report: SkipReport, *, cluster=None, nodes=600, node_cap
         df = read_table(path, COLUMNS, sep="\t")
         lines = df["_line"].to_numpy()
         ids = df["job id"].astype(str).str.strip().to_numpy()
-        checks = [width_check(df), (ids == "", "job id", "empty job id")]
+        report.note("rows with cells after the 6th (e.g. SWIM's input path): those cells are not used",
+                    int(df["_wide"].sum()))
+        checks = [(ids == "", "job id", "empty job id")]
         cols = {}
         for c in COLUMNS[1:]:
             values, empty, bad = numeric(df, c)
