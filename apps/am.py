@@ -107,6 +107,7 @@ class ApplicationMasterHost:
         self.ams = {j.spec.app_id: _AM(j) for j in sorted(jobs, key=lambda j: (j.spec.submit, j.spec.app_id))}
         self.start_wall = 0.0
         self.crashes = 0
+        self.delivery: list[float] = []      # wall seconds, allocation (NODE_UPDATE) -> this AM got it
         self.error: BaseException | None = None
         self._wake: asyncio.Event | None = None
 
@@ -167,6 +168,8 @@ class ApplicationMasterHost:
         for am in active:
             am.releases = []
         responses = await self.rm.allocate(requests, wait)
+        got = time.time()
+        self.delivery.extend(got - a.allocated for resp in responses for a in resp.allocated)
         launches: dict[str, list[ContainerLaunch]] = defaultdict(list)
         for am, req, resp in zip(active, requests, responses):
             if not self._current(am):
@@ -274,7 +277,7 @@ class ApplicationMasterHost:
                          "tasks": am.job.spec.num_tasks, "attempts": am.attempts,
                          "duplicates": am.duplicates, "reason": am.reason}
                 for am in self.ams.values()}
-        return {"apps": apps, "calls": self.rm.calls, "crashes": self.crashes}
+        return {"apps": apps, "calls": self.rm.calls, "crashes": self.crashes, "delivery": list(self.delivery)}
 
     async def ready(self) -> bool:
         """Before t = 0: one call to every NM host and the RM, so no first call pays for a connection."""

@@ -164,7 +164,7 @@ class NodeManagerHost:
         for name in names:
             nm = self.nms[name]
             statuses = [s for s in nm.new if s.container not in nm.unacked] + list(nm.unacked.values())
-            beats.append(NodeHeartbeat(name, tuple(statuses), tuple(nm.refused)))
+            beats.append(NodeHeartbeat(name, tuple(statuses), tuple(nm.refused), due.get(name, 0.0)))
             nm.refused = []
             sent_by.append(nm)
         sent = time.time()

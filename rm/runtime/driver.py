@@ -30,6 +30,7 @@ run's summary (summary.json) and writes the run directory of docs/design.md to `
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.faults import check_cluster, config_faults
 from rayrm.rm.core.policies import policy_for_run
 from rayrm.rm.runs.metrics import percentiles
+from rayrm.rm.runtime.pace import pace_summary, pace_warning
 from rayrm.rm.runtime.session import connect
 from rayrm.rm.runtime.supervisor import NM_HOST_RESTARTS, FaultInjector, Supervisor, rm_call
 from rayrm.rm.service.protocol import MIN_EXPIRY_WALL, NAMESPACE, RM_NAME
@@ -94,6 +96,9 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
         if started:
             import ray  # noqa: PLC0415
             ray.shutdown()
+    warning = pace_warning(summary.get("pace") or {}, scale)
+    if warning and progress is not False:
+        print(f"rayrm replay: {warning}", file=sys.stderr, flush=True)
     if twin:
         summary["twin"] = twin_comparison(cfg, policy_name, run_seed, out, summary, faults=faults)
         if out is not None:
@@ -255,6 +260,10 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
         + sum(a["duplicates"] for a in outcome["apps"].values()),
         "refused_calls": exported["progress"]["refused"],
         "rm_calls": exported["calls"],
+        "pace": pace_summary(exported["pace"], time_scale=scale, delivery=outcome.get("delivery", ()),
+                             launch=exported["alloc_to_launch"], cpu_seconds=exported["cpu_seconds"],
+                             wall_seconds=wall_seconds),
+        "rm": rm_costs(exported),
     }
     if faults:
         extra["faults"] = {"injected": [f.text for f, _ in injector.done],
@@ -265,6 +274,19 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     if out is not None:
         return log.write(out, wall_seconds=wall_seconds, **extra)
     return log.summary(wall_seconds=wall_seconds, **extra)
+
+
+def rm_costs(exported: dict) -> dict:
+    """The RM actor's CPU, memory and state-store costs (summary.json ``rm``)."""
+    allocations = exported["progress"]["allocations"]
+    snaps = exported["snapshots"]
+    return {"cpu_seconds": round(exported["cpu_seconds"], 2),
+            "cpu_seconds_per_1000_allocations": round(1000 * exported["cpu_seconds"] / max(1, allocations), 3),
+            "peak_rss_mb": round(exported["peak_rss_mb"], 1),
+            "snapshots": len(snaps), "snapshot_max_mb": round(max((b for b, _ in snaps), default=0) / 2**20, 2),
+            "snapshot_max_s": round(max((t for _, t in snaps), default=0.0), 3),
+            "snapshot_total_s": round(sum(t for _, t in snaps), 3),
+            "journal_mb": round(exported["journal_bytes"] / 2**20, 2)}
 
 
 def _state_dir(out) -> Path:

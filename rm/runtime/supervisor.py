@@ -97,6 +97,9 @@ class FaultInjector:
         elif f.kind == "kill-rm":
             self._log(f)
             ray.kill(self.rm, no_restart=False)
+        elif f.kind == "stall-rm":
+            self._log(f, extra=f"{f.seconds:g} wall seconds")
+            self.rm.stall.remote(f.seconds)              # not awaited: it holds the RM's loop
         elif f.kind == "kill-ray-node":
             target = self.ray_nodes[f.index]
             self._log(f, extra=f"ray node {target.node_id[:12]}: {' '.join(self.nms_on.get(target.node_id, []))}")

@@ -219,9 +219,14 @@ class AppProtocol:
 
     # ----- AM liveness and attempts ----------------------------------------------
 
-    def expire_apps(self, now: float, expiry_wall: float) -> list[str]:
-        """Attempts silent for longer than ``expiry_wall`` seconds fail; returns their apps."""
-        gone = [a for a, r in self.apps.items() if not r.done and now - r.last_seen > expiry_wall]
+    def expire_apps(self, now: float, expiry_wall: float, names: list[str] | None = None) -> list[str]:
+        """Attempts silent for longer than ``expiry_wall`` seconds fail; returns their apps.
+
+        ``names``: the apps whose attempt the RM decided is silent (``rm/service/liveness.py``);
+        without it, wall-clock silence.
+        """
+        gone = [a for a, r in self.apps.items() if not r.done and now - r.last_seen > expiry_wall] \
+            if names is None else [a for a in names if a in self.apps and not self.apps[a].done]
         for a in gone:
             app = self.apps[a]
             what = "never registered" if app.launching else "silent"

@@ -224,9 +224,14 @@ class NodeProtocol:
             self.lose_node(now, n, detail)
         return gone
 
-    def expire_nodes(self, now: float, expiry_wall: float) -> list[str]:
-        """NMs silent for longer than ``expiry_wall`` seconds are LOST; returns their names."""
-        gone = [n for n, r in self.nodes.items() if r.alive and now - r.last_seen > expiry_wall]
+    def expire_nodes(self, now: float, expiry_wall: float, names: list[str] | None = None) -> list[str]:
+        """NMs silent for longer than ``expiry_wall`` seconds are LOST; returns their names.
+
+        ``names``: the NMs the RM decided are silent (``rm/service/liveness.py``: only
+        silence it could have heard counts); without it, wall-clock silence.
+        """
+        gone = [n for n, r in self.nodes.items() if r.alive and now - r.last_seen > expiry_wall] \
+            if names is None else [n for n in names if n in self.nodes and self.nodes[n].alive]
         for n in gone:
             self.lose_node(now, n, f"no heartbeat for {now - self.nodes[n].last_seen:.3f}s")
         return gone

@@ -137,6 +137,7 @@ class NodeHeartbeat:
     node: str
     statuses: tuple[ContainerStatus, ...] = ()
     refused: tuple[tuple[int, str, str], ...] = ()
+    due: float = 0.0          # wall time this heartbeat was due (0: out of band), for the RM's pace
 
 
 @dataclass(frozen=True)

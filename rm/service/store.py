@@ -91,12 +91,13 @@ class StateStore:
         os.write(self._fd, _HEADER.pack(len(body), zlib.crc32(body)) + body)
         self.records += 1
 
-    def snapshot(self, state) -> None:
-        """Write the whole state as generation g+1, start journal g+1, drop journal g."""
+    def snapshot(self, state) -> int:
+        """Write the whole state as generation g+1, start journal g+1, drop journal g; returns its bytes."""
         nxt = self.generation + 1
         tmp = self.dir / "snapshot.pkl.tmp"
         with open(tmp, "wb") as fh:
             pickle.dump((nxt, state), fh, protocol=pickle.HIGHEST_PROTOCOL)
+            size = fh.tell()
         new_fd = os.open(self.journal_path(nxt), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o644)
         os.replace(tmp, self.snapshot_path)
         old, self._fd = self._fd, new_fd
@@ -104,6 +105,12 @@ class StateStore:
             os.close(old)
         self.journal_path(self.generation).unlink(missing_ok=True)
         self.generation, self.records = nxt, 0
+        return size
+
+    def journal_bytes(self) -> int:
+        """Size of the current journal."""
+        path = self.journal_path(self.generation)
+        return path.stat().st_size if path.exists() else 0
 
     # ----- reading -----------------------------------------------------------------
 
