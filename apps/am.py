@@ -271,6 +271,10 @@ class ApplicationMasterHost:
         if self._wake is not None:
             self._wake.set()
 
+    async def outcome_now(self) -> dict:
+        """``outcome()`` while ``run`` still goes on (the driver interrupted the replay)."""
+        return self.outcome()
+
     def outcome(self) -> dict:
         """Per app: final state, attempt, tasks finished, attempts launched, duplicate finishes."""
         apps = {am.app: {"state": am.state, "attempt": am.attempt, "finished": len(am.finished),

@@ -43,7 +43,7 @@ from rayrm.rm.core.policies import policy_for_run
 from rayrm.rm.runs.metrics import percentiles
 from rayrm.rm.runtime.pace import pace_summary, pace_warning
 from rayrm.rm.runtime.session import connect
-from rayrm.rm.runtime.supervisor import NM_HOST_RESTARTS, FaultInjector, Supervisor, rm_call
+from rayrm.rm.runtime.supervisor import NM_HOST_RESTARTS, FaultInjector, StopSignal, Supervisor, rm_call
 from rayrm.rm.service.protocol import MIN_EXPIRY_WALL, NAMESPACE, RM_NAME
 
 START_LEAD = 0.3          # wall seconds between the last preparation and t = 0
@@ -59,12 +59,17 @@ def _scaled(values, scale: float) -> dict:
 def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out: str | Path | None = None,
            time_scale: float | None = None, address: str | None = None, *, executor: str = "auto",
            payload: str | None = None, twin: bool = False, seed: int | None = None,
-           progress: bool | None = None, faults=(), kill_ray_node=None) -> dict:
+           progress: bool | None = None, faults=(), kill_ray_node=None, until: float | None = None) -> dict:
     """Replay ``config`` on Ray under ``policy``; see the module docstring.
 
     ``faults`` are fault specs (``rayrm.rm.core.faults``) injected besides the config's own;
     ``kill_ray_node(node_id)`` replaces how kill-ray-node takes a Ray node down
     (default: kill its raylet), e.g. ``ray.cluster_utils.Cluster.remove_node``.
+
+    Interrupts: SIGINT or SIGTERM (or trace time ``until``) end the run within a few
+    seconds; the run directory is still written with what ran — jobs not done are
+    ``unfinished``, summary.json has ``"interrupted": true`` and the reason — and the
+    actors are killed.  ``--twin`` of an interrupted run is skipped.
     """
     cfg = config if isinstance(config, ExperimentConfig) else load_config(config)
     policy_name = policy or cfg.policy
@@ -72,6 +77,8 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
     if not scale > 0:
         raise InputError(f"--time-scale must be positive, got {time_scale}")
     fault_list = config_faults(cfg, faults)
+    if until is not None and not until > 0:
+        raise InputError(f"--until must be a positive number of trace seconds, got {until}")
     if twin and out is None:
         raise InputError("--twin needs --out (the twin's run directory goes under it)")
     run_seed = cfg.seed if seed is None else int(seed)
@@ -87,19 +94,25 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
     policy_obj = policy_for_run(policy_name, cfg.run)
 
     started = connect(address)
-    session = _Session()
+    stop = StopSignal()              # after ray.init, which installs its own SIGTERM handler
     try:
-        summary = _run(cfg, policy_name, policy_obj, scale, executor, kind, run_seed, out, progress,
-                       session, fault_list, kill_ray_node)
+        session = _Session()
+        try:
+            summary = _run(cfg, policy_name, policy_obj, scale, executor, kind, run_seed, out, progress,
+                           session, fault_list, kill_ray_node, until, stop)
+        finally:
+            session.close()
     finally:
-        session.close()
+        stop.restore()
         if started:
             import ray  # noqa: PLC0415
             ray.shutdown()
     warning = pace_warning(summary.get("pace") or {}, scale)
     if warning and progress is not False:
         print(f"rayrm replay: {warning}", file=sys.stderr, flush=True)
-    if twin:
+    if twin and summary.get("interrupted"):
+        summary["twin"] = {"note": "skipped: the replay was interrupted"}
+    elif twin:
         summary["twin"] = twin_comparison(cfg, policy_name, run_seed, out, summary, faults=faults)
         if out is not None:
             import json  # noqa: PLC0415
@@ -165,7 +178,8 @@ def plan_replay(cfg: ExperimentConfig, ray_nodes: list, executor: str = "auto") 
 
 
 def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, executor: str, kind: str,
-         seed: int, out, progress, session: _Session, faults: list, kill_ray_node) -> dict:
+         seed: int, out, progress, session: _Session, faults: list, kill_ray_node,
+         until: float | None = None, stop: StopSignal | None = None) -> dict:
     import ray  # noqa: PLC0415
     from ray.util.scheduling_strategies import (
         NodeAffinitySchedulingStrategy as Affinity,  # noqa: PLC0415
@@ -228,16 +242,27 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
                                  host_of_node=host_of_node, ray_nodes=ray_nodes, nms_on_ray_node=nms_on,
                                  nm_restart_after=2 * expiry, kill_ray_node=kill_ray_node)
     supervisor = Supervisor(rm, hosts, injector, start_wall=start_wall, time_scale=scale, total=total,
-                            label=policy_name, progress=progress, stall_after=120.0 + 3 * max_task)
+                            label=policy_name, progress=progress, stall_after=120.0 + 3 * max_task,
+                            until=until, stop=stop)
     outcome = supervisor.run(done_ref)
-    host_stats = supervisor.stop_hosts()
-    exported = rm_call(rm.export)
+    interrupted = outcome.get("interrupted", "")
     wall_seconds = time.time() - start_wall
+    if interrupted:
+        try:                                   # what the AMs know so far (their run goes on until killed)
+            outcome |= ray.get(am.outcome_now.remote(), timeout=3.0)
+        except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
+            outcome |= {"apps": {}}
+    host_stats = supervisor.stop_hosts(timeout=3.0 if interrupted else 10.0)
+    exported = rm_call(rm.export)
     rm_call(rm.stop)
     import shutil  # noqa: PLC0415
     shutil.rmtree(state_dir, ignore_errors=True)
 
     log = exported["log"]
+    if interrupted:
+        for app, job in log.jobs.items():
+            if job["status"] == "running":
+                log.mark(app, "unfinished", f"the replay was interrupted ({interrupted})")
     rtt = [x for s in host_stats for x in s["rtt"]]
     lag = [x for s in host_stats for x in s["lag"]]
     a2r = exported["alloc_to_running"]
@@ -264,7 +289,10 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
                              launch=exported["alloc_to_launch"], cpu_seconds=exported["cpu_seconds"],
                              wall_seconds=wall_seconds),
         "rm": rm_costs(exported),
+        "interrupted": bool(interrupted),
     }
+    if interrupted:
+        extra["interrupt_reason"] = interrupted
     if faults:
         extra["faults"] = {"injected": [f.text for f, _ in injector.done],
                            "rm_restarts": exported["progress"]["epoch"],
