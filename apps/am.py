@@ -108,6 +108,7 @@ class ApplicationMasterHost:
         self.start_wall = 0.0
         self.crashes = 0
         self.delivery: list[float] = []      # wall seconds, allocation (NODE_UPDATE) -> this AM got it
+        self.ray_node = ray.get_runtime_context().get_node_id()
         self.error: BaseException | None = None
         self._wake: asyncio.Event | None = None
 
@@ -148,7 +149,7 @@ class ApplicationMasterHost:
         return self.ams.get(am.app) is am
 
     async def _register(self, ams: list[_AM]) -> None:
-        answers = await self.rm.register_apps([AppRegistration(am.job.spec, am.attempt) for am in ams])
+        answers = await self.rm.register_apps([AppRegistration(am.job.spec, am.attempt, self.ray_node) for am in ams])
         for am, ans in zip(ams, answers):
             if not self._current(am):
                 continue

@@ -93,7 +93,7 @@ class FaultInjector:
             ray.kill(self.hosts[host_id], no_restart=False)
         elif f.kind == "kill-am":
             self._log(f, app=f.target)
-            ray.get(self.am.kill_am.remote(f.target))
+            ray.get(self.am[f.target].kill_am.remote(f.target))
         elif f.kind == "kill-rm":
             self._log(f)
             ray.kill(self.rm, no_restart=False)
@@ -167,6 +167,17 @@ def progress_line(label: str, p: dict, total: int) -> str:
     return line + ("  BEHIND" if p.get("behind") else "")
 
 
+def merge_outcomes(outcomes: list[dict]) -> dict:
+    """The AM hosts' outcomes as one: apps merged, counts and samples summed."""
+    merged = {"apps": {}, "calls": 0, "crashes": 0, "delivery": []}
+    for o in outcomes:
+        merged["apps"].update(o.get("apps", {}))
+        merged["calls"] += o.get("calls", 0)
+        merged["crashes"] += o.get("crashes", 0)
+        merged["delivery"] += o.get("delivery", [])
+    return merged
+
+
 class StopSignal:
     """Turns SIGINT and SIGTERM into a request to end the replay (``reason``) instead of
     killing it, so the driver still writes what happened and cleans up its actors.
@@ -220,10 +231,11 @@ class Supervisor:
         self.until_wall = None if until is None else start_wall + until * time_scale
         self.stop = stop or StopSignal(install=False)
 
-    def run(self, done_ref) -> dict:
-        """The AM host's outcome, or ``{"interrupted": reason}`` when the run was stopped
-        (``interrupt``, or trace time ``until`` reached) before every AM was done."""
+    def run(self, done_refs: list) -> dict:
+        """The AM hosts' outcomes merged, or ``{"interrupted": reason}`` when the run was
+        stopped (a signal, or trace time ``until`` reached) before every AM was done."""
         import ray  # noqa: PLC0415
+        waiting, outcomes = list(done_refs), []
         lifelines = {h.lifeline.remote(): hid for hid, h in self.hosts.items()}
         resuming: dict = {}
         tty = sys.stderr.isatty()
@@ -233,9 +245,15 @@ class Supervisor:
             wait = min(1.0, self.injector.seconds_to_next() if self.injector else 1.0)
             if self.until_wall is not None:
                 wait = max(0.0, min(wait, self.until_wall - time.time()))
-            ready, _ = ray.wait([done_ref, *lifelines, *resuming], num_returns=1, timeout=wait)
+            ready, _ = ray.wait([*waiting, *lifelines, *resuming], num_returns=1, timeout=wait)
             for ref in ready:
-                if ref in lifelines:
+                if ref in waiting:
+                    waiting.remove(ref)
+                    try:
+                        outcomes.append(ray.get(ref))
+                    except ray.exceptions.RayActorError as e:
+                        raise RuntimeError(f"an ApplicationMaster host died: {e}") from None
+                elif ref in lifelines:
                     self._host_down(lifelines.pop(ref), ref, resuming)
                 elif ref in resuming:
                     hid = resuming.pop(ref)
@@ -248,7 +266,7 @@ class Supervisor:
             if self.injector is not None:
                 self.injector.inject_due()
             now = time.time()
-            done = done_ref in ready
+            done = not waiting
             if now - last_poll >= 1.0 or done:
                 last_poll = now
                 try:
@@ -271,10 +289,7 @@ class Supervisor:
             if done:
                 if self.show and tty:
                     print(file=sys.stderr)
-                try:
-                    return ray.get(done_ref)
-                except ray.exceptions.RayActorError as e:
-                    raise RuntimeError(f"the ApplicationMaster host died: {e}") from None
+                return merge_outcomes(outcomes)
             if now - last_change > self.stall_after:
                 raise RuntimeError(f"the replay made no progress for {self.stall_after:.0f}s "
                                    f"(finished {p['finished']}/{self.total}, pending {p['pending']})")

@@ -86,6 +86,8 @@ class AppProtocol:
         self.apps[spec.app_id] = AppRecord(spec, caller, 1, t, last_seen=now)
         self.total_tasks += spec.num_tasks
         self.log.submit(spec, t, self.wall(now))
+        if reg.ray_node:
+            self._event(now, "am_host", app=spec.app_id, detail=f"AM host {caller} on Ray node {reg.ray_node}")
         return AppRegistered(spec.app_id, True)
 
     def _current(self, now: float, req_app: str, attempt: int, what: str):

@@ -160,6 +160,7 @@ class AppRegistration:
 
     spec: AppSpec
     attempt: int = 1
+    ray_node: str = ""        # the Ray node of the AM host registering it (events.csv am_host)
 
 
 @dataclass(frozen=True)
