@@ -343,6 +343,7 @@ def rm_costs(exported: dict) -> dict:
             "snapshots": len(snaps), "snapshot_max_mb": round(max((b for b, _ in snaps), default=0) / 2**20, 2),
             "snapshot_max_s": round(max((t for _, t in snaps), default=0.0), 3),
             "snapshot_total_s": round(sum(t for _, t in snaps), 3),
+            "snapshot_loop_blocked_max_s": round(max(exported.get("snapshot_blocked") or [0.0]), 4),
             "journal_mb": round(exported["journal_bytes"] / 2**20, 2)}
 
 
