@@ -305,3 +305,4 @@ class ResourceManager:
             self._monitor = None
         if self.store is not None:
             self.store.close()
+            self.store = None            # a long poll still out must not journal into a closed file
