@@ -145,10 +145,11 @@ class ResourceManager:
     async def register_nodes(self, caller: str, request_id: int, regs: list[NodeRegistration]) -> list[str]:
         return self._apply(Call.REGISTER_NODES, caller, request_id, regs)
 
-    async def node_heartbeat(self, caller: str, request_id: int,
-                             beats: list[NodeHeartbeat]) -> list[NodeHeartbeatResponse]:
-        self.pace.heartbeats(time.time(), beats)
-        return self._apply(Call.NODE_HEARTBEAT, caller, request_id, beats)
+    async def node_heartbeat(self, caller: str, request_id: int, beats: list[NodeHeartbeat],
+                             idle: tuple[str, ...] = (), due: float = 0.0) -> list[NodeHeartbeatResponse]:
+        if due:
+            self.pace.heartbeat_due(time.time(), due)
+        return self._apply(Call.NODE_HEARTBEAT, caller, request_id, beats, idle)
 
     async def register_apps(self, caller: str, request_id: int,
                             regs: list[AppRegistration]) -> list[AppRegistered]:

@@ -43,10 +43,9 @@ class PaceMeter:
         self._beats = 0.0
         self._last = 0.0
 
-    def heartbeats(self, now: float, beats) -> None:
-        for b in beats:
-            if b.due:
-                self._beats = max(self._beats, now - b.due)
+    def heartbeat_due(self, now: float, due: float) -> None:
+        """A batch of NM heartbeats, the earliest of them due at ``due``, is handled ``now``."""
+        self._beats = max(self._beats, now - due)
 
     def tick(self, now: float, late: float) -> None:
         self.beat_lags.append(self._beats)

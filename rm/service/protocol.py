@@ -7,7 +7,9 @@ repeated ``(caller, request_id)`` with the response it gave the first time, so a
 retried call never allocates, releases or finishes twice.
 
     NodeManager host  -> RM   register_nodes([NodeRegistration])     -> [str action]
-                              node_heartbeat([NodeHeartbeat])        -> [NodeHeartbeatResponse]
+                              node_heartbeat([NodeHeartbeat], idle, due) -> [NodeHeartbeatResponse]
+                                  (idle: names of NMs with nothing to report; due: the
+                                  earliest wall time a heartbeat of the batch was due)
     AppMaster host    -> RM   register_apps([AppRegistration])       -> [AppRegistered]
                               allocate([AllocateRequest], wait)       -> [AllocateResponse]
                               finish_apps([(app, attempt)])           -> [str action]
@@ -137,7 +139,6 @@ class NodeHeartbeat:
     node: str
     statuses: tuple[ContainerStatus, ...] = ()
     refused: tuple[tuple[int, str, str], ...] = ()
-    due: float = 0.0          # wall time this heartbeat was due (0: out of band), for the RM's pace
 
 
 @dataclass(frozen=True)
