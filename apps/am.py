@@ -107,6 +107,8 @@ class ApplicationMasterHost:
         self.ams = {j.spec.app_id: _AM(j) for j in sorted(jobs, key=lambda j: (j.spec.submit, j.spec.app_id))}
         self.start_wall = 0.0
         self.crashes = 0
+        self.delivery: list[float] = []      # wall seconds, allocation (NODE_UPDATE) -> this AM got it
+        self.ray_node = ray.get_runtime_context().get_node_id()
         self.error: BaseException | None = None
         self._wake: asyncio.Event | None = None
 
@@ -147,7 +149,7 @@ class ApplicationMasterHost:
         return self.ams.get(am.app) is am
 
     async def _register(self, ams: list[_AM]) -> None:
-        answers = await self.rm.register_apps([AppRegistration(am.job.spec, am.attempt) for am in ams])
+        answers = await self.rm.register_apps([AppRegistration(am.job.spec, am.attempt, self.ray_node) for am in ams])
         for am, ans in zip(ams, answers):
             if not self._current(am):
                 continue
@@ -167,6 +169,8 @@ class ApplicationMasterHost:
         for am in active:
             am.releases = []
         responses = await self.rm.allocate(requests, wait)
+        got = time.time()
+        self.delivery.extend(got - a.allocated for resp in responses for a in resp.allocated)
         launches: dict[str, list[ContainerLaunch]] = defaultdict(list)
         for am, req, resp in zip(active, requests, responses):
             if not self._current(am):
@@ -268,13 +272,17 @@ class ApplicationMasterHost:
         if self._wake is not None:
             self._wake.set()
 
+    async def outcome_now(self) -> dict:
+        """``outcome()`` while ``run`` still goes on (the driver interrupted the replay)."""
+        return self.outcome()
+
     def outcome(self) -> dict:
         """Per app: final state, attempt, tasks finished, attempts launched, duplicate finishes."""
         apps = {am.app: {"state": am.state, "attempt": am.attempt, "finished": len(am.finished),
                          "tasks": am.job.spec.num_tasks, "attempts": am.attempts,
                          "duplicates": am.duplicates, "reason": am.reason}
                 for am in self.ams.values()}
-        return {"apps": apps, "calls": self.rm.calls, "crashes": self.crashes}
+        return {"apps": apps, "calls": self.rm.calls, "crashes": self.crashes, "delivery": list(self.delivery)}
 
     async def ready(self) -> bool:
         """Before t = 0: one call to every NM host and the RM, so no first call pays for a connection."""

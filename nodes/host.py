@@ -160,29 +160,38 @@ class NodeManagerHost:
                 heapq.heappush(heap, (nxt, name))
 
     async def _beat(self, names: list[str], due: dict[str, float]) -> None:
-        beats, sent_by = [], []
+        """One node_heartbeat call for ``names``: NMs with something to report as
+        NodeHeartbeats, the idle ones as bare names (the RM answers those only when it
+        has something for them)."""
+        beats, sent_by, idle = [], {}, []
         for name in names:
             nm = self.nms[name]
+            sent_by[name] = nm
+            if not nm.new and not nm.unacked and not nm.refused:
+                idle.append(name)
+                continue
             statuses = [s for s in nm.new if s.container not in nm.unacked] + list(nm.unacked.values())
             beats.append(NodeHeartbeat(name, tuple(statuses), tuple(nm.refused)))
             nm.refused = []
-            sent_by.append(nm)
         sent = time.time()
-        self.stats["sent"] += len(beats)
+        self.stats["sent"] += len(names)
         self.stats["batches"] += 1
         self.stats["oob"] += len(names) - len(due)
-        responses = await self.rm.node_heartbeat(beats)
+        responses = await self.rm.node_heartbeat(beats, tuple(idle), min(due.values(), default=0.0))
         got = time.time()
-        self.stats["answered"] += len(responses)
+        self.stats["answered"] += len(names)
         if self.keep_samples:
             self.rtt.append(got - sent)
             self.lag.extend(got - t for t in due.values())
+        reported = {b.node: {s.container for s in b.statuses if s.state == RUNNING} for b in beats}
         resync = []
-        for beat, nm, resp in zip(beats, sent_by, responses):
-            if not nm.alive or self.nms.get(nm.spec.name) is not nm:
+        for resp in responses:
+            nm = sent_by.get(resp.node)
+            if nm is None or not nm.alive or self.nms.get(nm.spec.name) is not nm:
                 continue                                   # crashed or restarted meanwhile
-            reported = {s.container for s in beat.statuses if s.state == RUNNING}
-            nm.new = [s for s in nm.new if s.container not in reported and s.container not in nm.unacked]
+            told = reported.get(resp.node, ())
+            if told:
+                nm.new = [s for s in nm.new if s.container not in told and s.container not in nm.unacked]
             for cid in resp.ack:
                 nm.unacked.pop(cid, None)
             for cid in resp.cleanup:

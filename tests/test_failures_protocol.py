@@ -274,3 +274,19 @@ def test_a_journal_record_naming_an_unknown_call_is_a_clear_error(tmp_path):
     state, records = StateStore(tmp_path).load()
     with pytest.raises(JournalError, match=r"journal record \d+: unknown call 'grant_everything'"):
         replay_records(state, records)
+
+
+def test_a_background_snapshot_is_written_by_a_child_while_the_journal_goes_on(tmp_path):
+    c = Harness(StateStore(tmp_path))
+    c.run(until=3)
+    assert c.store.snapshot(c.rm, background=True) == 0      # forked: the RM goes on at once
+    c.run(until=5)                                            # these calls go to journal g+1
+    # until the child has written the snapshot, recovery replays journal g and g+1
+    assert c.store.journal_path(1).exists() and c.store.journal_path(2).exists()
+    size, seconds = c.store.poll(wait=True)
+    assert size == c.store.snapshot_path.stat().st_size > 0 and seconds >= 0
+    assert not c.store.journal_path(1).exists()              # covered by snapshot 2: dropped
+    before = digest(c.rm)
+    state, records = StateStore(tmp_path).load()
+    replay_records(state, records)
+    assert digest(state) == before

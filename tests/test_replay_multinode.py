@@ -59,6 +59,20 @@ def test_nms_spread_over_both_ray_nodes_and_invariants_hold(two_nodes, tmp_path,
     assert summary["tasks"]["finished"] == 30 and summary["tasks_finished_twice"] == 0
 
 
+def test_am_hosts_spread_over_both_ray_nodes_and_each_app_names_its_own(two_nodes, tmp_path):
+    """Both Ray nodes have a CPU, so there are two AM hosts, one on each; j1 (submitted
+    first) is dealt to am-0 on the head, j2 to am-1 on the worker (round-robin by submit)."""
+    summary = replay(config(), out=tmp_path, progress=False)
+    assert check_run(tmp_path).ok
+    placed = summary["am_host_ray_nodes"]
+    assert summary["am_hosts"] == 2 and len(set(placed.values())) == 2
+    run = RunDir(tmp_path)
+    hosts = run.events[run.events.kind == "am_host"].set_index("app").detail.to_dict()
+    assert hosts == {"j1": f"AM host am-0 on Ray node {placed['am-0']}",
+                     "j2": f"AM host am-1 on Ray node {placed['am-1']}"}
+    assert summary["tasks"]["finished"] == 30 and summary["tasks_finished_twice"] == 0
+
+
 def test_ray_native_runs_the_trace_on_rays_scheduler(two_nodes, tmp_path):
     summary = replay(small_config(), policy="ray-native", out=tmp_path, progress=False)
     result = check_run(tmp_path)

@@ -158,3 +158,12 @@ def test_replay_plan_places_nms_and_their_later_joins():
     # w1: a1, a2 hold 4 tasks each (<0.5 cpu, 512 MB>), s1 2 more: 10 > 4 workers per CPU
     assert plan.peaks == {"w1": 10, "head": 4} and plan.executor == "actor"
     assert plan.warm == {"w1": 4, "head": 4}
+
+
+def test_idle_nms_beat_as_bare_names_and_are_answered_only_when_needed(d):
+    d.allocate(4)
+    resp = d.call("nm", Call.NODE_HEARTBEAT, [], ("n1", "n2"))   # nothing to report: no answers
+    assert resp == [] and d.rm.heartbeats == 2 and d.rm.allocations == 3   # yet NODE_UPDATE ran
+    d.rm.lose_node(d.now, "n2")
+    resp = d.call("nm", Call.NODE_HEARTBEAT, [], ("n1", "n2"))
+    assert [(r.node, r.action) for r in resp] == [("n2", RESYNC)]          # n2 must register again

@@ -58,6 +58,8 @@ class CheckResult:
     tasks_missing: int = 0
     finished_twice: int = 0
     unexpected_attempts: int = 0
+    interrupted: str = ""              # a partial run: why it stopped ('' for a whole run)
+    jobs_unfinished: int = 0           # jobs it left unfinished (not required to be complete)
     attempts_by_status: dict[str, int] = field(default_factory=dict)
     reruns: int = 0
     examples: dict[str, list[str]] = field(default_factory=dict)
@@ -80,8 +82,11 @@ class CheckResult:
                                               *self.VIOLATIONS)} | {"ok": self.ok}
 
     def report(self) -> str:
-        lines = [f"{self.run}",
-                 f"  tasks checked          {self.tasks}  ({self.jobs_accepted} accepted jobs, "
+        lines = [f"{self.run}"]
+        if self.interrupted:
+            lines.append(f"  partial run ({self.interrupted}): {self.jobs_unfinished} unfinished jobs "
+                         f"checked for what ran, not for completeness")
+        lines += [f"  tasks checked          {self.tasks}  ({self.jobs_accepted} accepted jobs, "
                  f"{self.jobs_rejected} rejected)",
                  f"  attempts checked       {self.attempts}  ("
                  + ", ".join(f"{n} {k}" for k, n in sorted(self.attempts_by_status.items()))
@@ -104,18 +109,27 @@ def check_run(path: str | Path) -> CheckResult:
     result = CheckResult(str(path))
     accepted = jobs[jobs["status"] != "rejected"]
     result.jobs_accepted, result.jobs_rejected = len(accepted), len(jobs) - len(accepted)
+    summary = run.summary if (run.path / "summary.json").exists() else {}
+    if summary.get("interrupted"):
+        # a run stopped early (Ctrl-C, SIGTERM, --until): what ran must be right, and the
+        # jobs it did not finish are not required to have every task
+        result.interrupted = str(summary.get("interrupt_reason") or "interrupted")
+        result.jobs_unfinished = int((accepted["status"] == "unfinished").sum())
     result.tasks = int(accepted["num_tasks"].sum())
     result.attempts = len(tasks)
     result.attempts_by_status = {str(k): int(v) for k, v in tasks["status"].value_counts().items()}
     per_task = tasks.groupby(["app", "task"]).size()
     result.reruns = int((per_task > 1).sum())
-    _check_exactly_once(accepted, jobs, tasks, result)
+    _check_exactly_once(accepted, jobs, tasks, result,
+                        required=accepted[accepted["status"] != "unfinished"] if result.interrupted else accepted)
     _check_constraints(run, jobs, tasks, result)
     _check_capacity(nodes, jobs, tasks, dims, result)
     return result
 
 
-def _check_exactly_once(accepted, jobs, tasks, result: CheckResult) -> None:
+def _check_exactly_once(accepted, jobs, tasks, result: CheckResult, required=None) -> None:
+    """Every task of the ``required`` jobs (default: all accepted) finished exactly once;
+    no attempt of a task a job does not have."""
     size = dict(zip(accepted["app"], accepted["num_tasks"]))
     known = np.array([size.get(a, -1) for a in tasks["app"]], dtype=np.int64)
     in_range = (tasks["task"].to_numpy() >= 0) & (tasks["task"].to_numpy() < known)
@@ -129,10 +143,11 @@ def _check_exactly_once(accepted, jobs, tasks, result: CheckResult) -> None:
     result.finished_twice = int((counts > 1).sum())
     for (app, task), n in counts[counts > 1].head(MAX_EXAMPLES).items():
         result.note("finished_twice", f"{app} task {task} finished {n} times")
-    result.tasks_missing = result.tasks - len(counts)
+    need = dict(zip(required["app"], required["num_tasks"])) if required is not None else size
+    have = counts.groupby(level=0).size() if len(counts) else {}
+    result.tasks_missing = int(sum(max(0, n - int(have.get(app, 0))) for app, n in need.items()))
     if result.tasks_missing:
-        have = counts.groupby(level=0).size()
-        for app, n in size.items():
+        for app, n in need.items():
             if have.get(app, 0) < n:
                 result.note("tasks_missing", f"{app}: {n - have.get(app, 0)} of {n} tasks never finished")
                 if len(result.examples["tasks_missing"]) >= MAX_EXAMPLES:

@@ -43,6 +43,7 @@ updates the Ray metrics:
 from __future__ import annotations
 
 import asyncio
+import resource
 import time
 
 import ray
@@ -51,6 +52,8 @@ from rayrm.rm.service.protocol import (MIN_EXPIRY_WALL, NAMESPACE, RM_NAME, Allo
                                       AppRegistered, AppRegistration, Call, NodeHeartbeat, NodeHeartbeatResponse,
                                       NodeRegistration)
 from rayrm.rm.service.store import SNAPSHOT_RECORDS, SNAPSHOT_SECONDS, StateStore, replay_records
+from rayrm.rm.runtime.pace import PaceMeter
+from rayrm.rm.service.liveness import Liveness
 from rayrm.rm.service.state import ResourceManagerState
 
 #: Ray restarts of the RM actor (each recovers from the snapshot and journal).
@@ -117,7 +120,10 @@ class ResourceManager:
         self._launching: set[tuple[str, int]] = set()
         self._last_snapshot = time.time()
         self.calls = 0
-        self.loop_lag = 0.0          # how late the monitor's last tick ran (wall seconds)
+        self.liveness = Liveness()
+        self.pace = PaceMeter(self.interval_wall)
+        self.snapshots: list[tuple[int, float]] = []     # (bytes, seconds) of each snapshot written
+        self.snapshot_blocked: list[float] = []          # seconds the loop spent starting each
         if self.store is not None and self.store.exists():
             t0 = time.time()
             self.state, records = self.store.load()
@@ -139,9 +145,11 @@ class ResourceManager:
     async def register_nodes(self, caller: str, request_id: int, regs: list[NodeRegistration]) -> list[str]:
         return self._apply(Call.REGISTER_NODES, caller, request_id, regs)
 
-    async def node_heartbeat(self, caller: str, request_id: int,
-                             beats: list[NodeHeartbeat]) -> list[NodeHeartbeatResponse]:
-        return self._apply(Call.NODE_HEARTBEAT, caller, request_id, beats)
+    async def node_heartbeat(self, caller: str, request_id: int, beats: list[NodeHeartbeat],
+                             idle: tuple[str, ...] = (), due: float = 0.0) -> list[NodeHeartbeatResponse]:
+        if due:
+            self.pace.heartbeat_due(time.time(), due)
+        return self._apply(Call.NODE_HEARTBEAT, caller, request_id, beats, idle)
 
     async def register_apps(self, caller: str, request_id: int,
                             regs: list[AppRegistration]) -> list[AppRegistered]:
@@ -188,8 +196,11 @@ class ResourceManager:
         return out
 
     def _snapshot(self) -> None:
-        self.store.snapshot(self.state)
+        """A snapshot off the loop (a forked child writes it); the loop pays for the fork."""
+        t0 = time.time()
+        self.store.snapshot(self.state, background=True)
         self._last_snapshot = time.time()
+        self.snapshot_blocked.append(self._last_snapshot - t0)
 
     def _wake(self) -> None:
         """Wake the long polls of AM hosts that have something to collect."""
@@ -212,18 +223,25 @@ class ResourceManager:
 
     async def _monitor_loop(self) -> None:
         period = min(max(self.interval_wall, 0.01), 1.0)
-        last_beats, last_t = self.state.heartbeats, time.time()
+        # liveness and launches are looked at ten times per expiry, not every tick: a scan
+        # reads every NM and app record
+        scan_every = max(period, min(self.expiry_wall, self.am_expiry_wall) / 10)
+        last_beats, last_t, last_scan = self.state.heartbeats, time.time(), 0.0
         while True:
             planned = time.time() + period
             await asyncio.sleep(period)
             now = time.time()
-            self.loop_lag = max(0.0, now - planned)
+            late = self.liveness.tick(now, planned)
+            self.pace.tick(now, late)
             s = self.state
-            if now > s.start_wall:
-                if any(r.alive and now - r.last_seen > self.expiry_wall for r in s.nodes.values()):
-                    self._apply(Call.EXPIRE_NODES, self.expiry_wall)
-                if any(not r.done and now - r.last_seen > self.am_expiry_wall for r in s.apps.values()):
-                    self._apply(Call.EXPIRE_APPS, self.am_expiry_wall)
+            if now > s.start_wall and now - last_scan >= scan_every:
+                last_scan = now
+                silent = self.liveness.silent_nodes(s, now, self.expiry_wall)
+                if silent:
+                    self._apply(Call.EXPIRE_NODES, self.expiry_wall, silent)
+                silent = self.liveness.silent_apps(s, now, self.am_expiry_wall)
+                if silent:
+                    self._apply(Call.EXPIRE_APPS, self.am_expiry_wall, silent)
                 for host, app, attempt in s.pending_launches():
                     if (app, attempt) not in self._launching:
                         self._launching.add((app, attempt))
@@ -232,16 +250,23 @@ class ResourceManager:
                     if (app, 0) not in self._launching:
                         self._launching.add((app, 0))
                         asyncio.get_running_loop().create_task(self._launch(host, app, 0))
-            if self.store is not None and self.store.records and now - self._last_snapshot > SNAPSHOT_SECONDS:
-                self._snapshot()
+            if self.store is not None:
+                written = self.store.poll()
+                if written is not None:
+                    self.snapshots.append(written)
+                if self.store.records and now - self._last_snapshot > SNAPSHOT_SECONDS:
+                    self._snapshot()
             if now - last_t >= 1.0:
                 rate = (s.heartbeats - last_beats) / (now - last_t)
                 last_beats, last_t = s.heartbeats, now
                 if self._metrics is not None:
                     self._metrics.rate.set(rate)
-            if self._metrics is not None:
-                self._metrics.update(s)
-                self._metrics.running.set(s.running)
+                    self._metrics.update(s)
+                    self._metrics.running.set(s.running)
+
+    async def stall(self, seconds: float) -> None:
+        """The ``stall-rm`` fault: block the RM's loop for ``seconds`` (a long GC pause, a slow disk)."""
+        time.sleep(seconds)
 
     async def _launch(self, host: str, app: str, attempt: int) -> None:
         """AMLauncher: ask the AM host to start the attempt, or (attempt 0) to end the app
@@ -259,17 +284,21 @@ class ResourceManager:
     # ----- views -----------------------------------------------------------------
 
     async def progress(self) -> dict:
-        return self.state.progress(time.time()) | {"calls": self.calls, "lag": round(self.loop_lag, 3),
-                                                   "behind": self.loop_lag > self.interval_wall}
+        lag, behind = self.pace.current()
+        return self.state.progress(time.time()) | {"calls": self.calls, "lag": round(lag, 3), "behind": behind}
 
     async def export(self) -> dict:
         """The run log and the RM's measurements, for the driver to write out."""
         if self._metrics is not None:
             self._metrics.update(self.state)
         s = self.state
+        usage = resource.getrusage(resource.RUSAGE_SELF)
         return {"log": s.log, "alloc_to_running": list(s.alloc_to_running),
                 "alloc_to_launch": list(s.alloc_to_launch), "progress": s.progress(time.time()),
-                "calls": self.calls}
+                "calls": self.calls, "pace": self.pace.export(),
+                "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024,
+                "snapshots": list(self.snapshots), "snapshot_blocked": list(self.snapshot_blocked),
+                "journal_bytes": self.store.journal_bytes() if self.store is not None else 0}
 
     async def stop(self) -> None:
         if self._monitor is not None:
@@ -277,3 +306,4 @@ class ResourceManager:
             self._monitor = None
         if self.store is not None:
             self.store.close()
+            self.store = None            # a long poll still out must not journal into a closed file

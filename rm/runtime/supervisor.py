@@ -93,10 +93,13 @@ class FaultInjector:
             ray.kill(self.hosts[host_id], no_restart=False)
         elif f.kind == "kill-am":
             self._log(f, app=f.target)
-            ray.get(self.am.kill_am.remote(f.target))
+            ray.get(self.am[f.target].kill_am.remote(f.target))
         elif f.kind == "kill-rm":
             self._log(f)
             ray.kill(self.rm, no_restart=False)
+        elif f.kind == "stall-rm":
+            self._log(f, extra=f"{f.seconds:g} wall seconds")
+            self.rm.stall.remote(f.seconds)              # not awaited: it holds the RM's loop
         elif f.kind == "kill-ray-node":
             target = self.ray_nodes[f.index]
             self._log(f, extra=f"ray node {target.node_id[:12]}: {' '.join(self.nms_on.get(target.node_id, []))}")
@@ -164,11 +167,60 @@ def progress_line(label: str, p: dict, total: int) -> str:
     return line + ("  BEHIND" if p.get("behind") else "")
 
 
+def merge_outcomes(outcomes: list[dict]) -> dict:
+    """The AM hosts' outcomes as one: apps merged, counts and samples summed."""
+    merged = {"apps": {}, "calls": 0, "crashes": 0, "delivery": []}
+    for o in outcomes:
+        merged["apps"].update(o.get("apps", {}))
+        merged["calls"] += o.get("calls", 0)
+        merged["crashes"] += o.get("crashes", 0)
+        merged["delivery"] += o.get("delivery", [])
+    return merged
+
+
+class StopSignal:
+    """Turns SIGINT and SIGTERM into a request to end the replay (``reason``) instead of
+    killing it, so the driver still writes what happened and cleans up its actors.
+
+    Installed for the whole replay (setup too) and ``restore``d after; a second signal
+    of the same kind while stopping takes the default action.
+    """
+
+    def __init__(self, install: bool = True):
+        import signal  # noqa: PLC0415
+        import threading  # noqa: PLC0415
+        self.reason = ""
+        self._old: dict = {}
+        if install and threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._handle)
+
+    def set(self, reason: str) -> None:
+        self.reason = self.reason or reason
+
+    def _handle(self, signum, frame) -> None:
+        import signal  # noqa: PLC0415
+        name = signal.Signals(signum).name
+        if self.reason.startswith(name):
+            signal.signal(signum, self._old.get(signum, signal.SIG_DFL))
+            signal.raise_signal(signum)
+        self.set(f"{name} received")
+        print(f"\nrayrm replay: {name}: stopping, writing what ran so far (again to force)",
+              file=sys.stderr, flush=True)
+
+    def restore(self) -> None:
+        import signal  # noqa: PLC0415
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old.clear()
+
+
 class Supervisor:
     """Waits for the AMs while watching hosts and injecting faults (module docstring)."""
 
     def __init__(self, rm, hosts: dict, injector: FaultInjector | None, *, start_wall: float,
-                 time_scale: float, total: int, label: str, progress: bool | None, stall_after: float):
+                 time_scale: float, total: int, label: str, progress: bool | None, stall_after: float,
+                 until: float | None = None, stop: "StopSignal | None" = None):
         self.rm, self.hosts, self.injector = rm, hosts, injector
         self.start_wall, self.scale = start_wall, time_scale
         self.total, self.label, self.stall_after = total, label, stall_after
@@ -176,9 +228,14 @@ class Supervisor:
         self.dead_hosts: set[str] = set()
         self.host_restarts = 0
         self._rid = 10_000_000        # driver request ids apart from the injector's
+        self.until_wall = None if until is None else start_wall + until * time_scale
+        self.stop = stop or StopSignal(install=False)
 
-    def run(self, done_ref) -> dict:
+    def run(self, done_refs: list) -> dict:
+        """The AM hosts' outcomes merged, or ``{"interrupted": reason}`` when the run was
+        stopped (a signal, or trace time ``until`` reached) before every AM was done."""
         import ray  # noqa: PLC0415
+        waiting, outcomes = list(done_refs), []
         lifelines = {h.lifeline.remote(): hid for hid, h in self.hosts.items()}
         resuming: dict = {}
         tty = sys.stderr.isatty()
@@ -186,9 +243,17 @@ class Supervisor:
         p = {"time": 0.0, "running": 0, "finished": 0, "pending": 0, "allocations": 0}
         while True:
             wait = min(1.0, self.injector.seconds_to_next() if self.injector else 1.0)
-            ready, _ = ray.wait([done_ref, *lifelines, *resuming], num_returns=1, timeout=wait)
+            if self.until_wall is not None:
+                wait = max(0.0, min(wait, self.until_wall - time.time()))
+            ready, _ = ray.wait([*waiting, *lifelines, *resuming], num_returns=1, timeout=wait)
             for ref in ready:
-                if ref in lifelines:
+                if ref in waiting:
+                    waiting.remove(ref)
+                    try:
+                        outcomes.append(ray.get(ref))
+                    except ray.exceptions.RayActorError as e:
+                        raise RuntimeError(f"an ApplicationMaster host died: {e}") from None
+                elif ref in lifelines:
                     self._host_down(lifelines.pop(ref), ref, resuming)
                 elif ref in resuming:
                     hid = resuming.pop(ref)
@@ -201,7 +266,7 @@ class Supervisor:
             if self.injector is not None:
                 self.injector.inject_due()
             now = time.time()
-            done = done_ref in ready
+            done = not waiting
             if now - last_poll >= 1.0 or done:
                 last_poll = now
                 try:
@@ -215,13 +280,16 @@ class Supervisor:
                     line = progress_line(self.label, p, self.total)
                     print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
                     last_print = now
+            if not done and self.until_wall is not None and now >= self.until_wall:
+                self.stop.set(f"--until {(self.until_wall - self.start_wall) / self.scale:g} reached")
+            if self.stop.reason and not done:
+                if self.show and tty:
+                    print(file=sys.stderr)
+                return {"interrupted": self.stop.reason}
             if done:
                 if self.show and tty:
                     print(file=sys.stderr)
-                try:
-                    return ray.get(done_ref)
-                except ray.exceptions.RayActorError as e:
-                    raise RuntimeError(f"the ApplicationMaster host died: {e}") from None
+                return merge_outcomes(outcomes)
             if now - last_change > self.stall_after:
                 raise RuntimeError(f"the replay made no progress for {self.stall_after:.0f}s "
                                    f"(finished {p['finished']}/{self.total}, pending {p['pending']})")

@@ -86,6 +86,8 @@ class AppProtocol:
         self.apps[spec.app_id] = AppRecord(spec, caller, 1, t, last_seen=now)
         self.total_tasks += spec.num_tasks
         self.log.submit(spec, t, self.wall(now))
+        if reg.ray_node:
+            self._event(now, "am_host", app=spec.app_id, detail=f"AM host {caller} on Ray node {reg.ray_node}")
         return AppRegistered(spec.app_id, True)
 
     def _current(self, now: float, req_app: str, attempt: int, what: str):
@@ -219,9 +221,14 @@ class AppProtocol:
 
     # ----- AM liveness and attempts ----------------------------------------------
 
-    def expire_apps(self, now: float, expiry_wall: float) -> list[str]:
-        """Attempts silent for longer than ``expiry_wall`` seconds fail; returns their apps."""
-        gone = [a for a, r in self.apps.items() if not r.done and now - r.last_seen > expiry_wall]
+    def expire_apps(self, now: float, expiry_wall: float, names: list[str] | None = None) -> list[str]:
+        """Attempts silent for longer than ``expiry_wall`` seconds fail; returns their apps.
+
+        ``names``: the apps whose attempt the RM decided is silent (``rm/service/liveness.py``);
+        without it, wall-clock silence.
+        """
+        gone = [a for a, r in self.apps.items() if not r.done and now - r.last_seen > expiry_wall] \
+            if names is None else [a for a in names if a in self.apps and not self.apps[a].done]
         for a in gone:
             app = self.apps[a]
             what = "never registered" if app.launching else "silent"

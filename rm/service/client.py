@@ -57,8 +57,8 @@ class RMClient:
     async def register_nodes(self, regs: list) -> list[str]:
         return await call_with_retry(self.rm.register_nodes, self.caller, self._next(), regs)
 
-    async def node_heartbeat(self, beats: list) -> list:
-        return await call_with_retry(self.rm.node_heartbeat, self.caller, self._next(), beats)
+    async def node_heartbeat(self, beats: list, idle: tuple = (), due: float = 0.0) -> list:
+        return await call_with_retry(self.rm.node_heartbeat, self.caller, self._next(), beats, idle, due)
 
     async def register_apps(self, regs: list) -> list:
         return await call_with_retry(self.rm.register_apps, self.caller, self._next(), regs)

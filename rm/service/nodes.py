@@ -82,34 +82,45 @@ class NodeProtocol:
                 self._lose_container(now, c, "not reported by its NM when it registered again")
 
     @idempotent
-    def node_heartbeat(self, now: float, caller: str, request_id: int,
-                       beats: list[NodeHeartbeat]) -> list[NodeHeartbeatResponse]:
-        """NODE_UPDATE for a batch of NMs: apply statuses, schedule, answer each NM."""
-        out = []
-        for beat in beats:
-            rec = self.nodes.get(beat.node)
-            if rec is None or not rec.alive:
-                out.append(NodeHeartbeatResponse(beat.node, RESYNC))
-                continue
-            if rec.host != caller:
-                self._refuse(now, "refused", node=beat.node,
-                             detail=f"heartbeat from host {caller}; host {rec.host} runs this node")
-                out.append(NodeHeartbeatResponse(beat.node, FENCED))
-                continue
-            rec.last_seen = now
-            if rec.resync:
-                out.append(NodeHeartbeatResponse(beat.node, RESYNC))
-                continue
-            self.heartbeats += 1
-            for cid, app, why in beat.refused:
-                self._refuse(now, "refused", app=app, container=cid, node=beat.node,
-                             detail=f"launch refused by the NM: {why}")
-            acks = [st.container for st in beat.statuses if self._container_status(now, rec, st)]
-            cleanup, rec.cleanup = tuple(rec.cleanup), []
-            out.append(NodeHeartbeatResponse(beat.node, NORMAL, cleanup, tuple(acks)))
+    def node_heartbeat(self, now: float, caller: str, request_id: int, beats: list[NodeHeartbeat],
+                       idle: tuple[str, ...] = ()) -> list[NodeHeartbeatResponse]:
+        """NODE_UPDATE for a batch of NMs: apply statuses, schedule, answer each NM.
+
+        ``idle`` names NMs of the batch with nothing to report (no statuses, no refusals),
+        sent as bare names; they are answered only when the RM has something for them
+        (an action other than NORMAL, or containers to clean up), after the ``beats``'
+        answers.  At paper scale most heartbeats are idle, and this keeps the call small.
+        """
+        out = [self._beat(now, caller, beat.node, beat) for beat in beats]
+        for name in idle:
+            resp = self._beat(now, caller, name, None)
+            if resp.action != NORMAL or resp.cleanup:
+                out.append(resp)
         self._schedule(now)
         self._after(now)
         return out
+
+    def _beat(self, now: float, caller: str, name: str, beat: NodeHeartbeat | None) -> NodeHeartbeatResponse:
+        rec = self.nodes.get(name)
+        if rec is None or not rec.alive:
+            return NodeHeartbeatResponse(name, RESYNC)
+        if rec.host != caller:
+            self._refuse(now, "refused", node=name, detail=f"heartbeat from host {caller}; host {rec.host} runs this node")
+            return NodeHeartbeatResponse(name, FENCED)
+        rec.last_seen = now
+        if rec.resync:
+            return NodeHeartbeatResponse(name, RESYNC)
+        self.heartbeats += 1
+        acks = ()
+        if beat is not None:
+            for cid, app, why in beat.refused:
+                self._refuse(now, "refused", app=app, container=cid, node=name,
+                             detail=f"launch refused by the NM: {why}")
+            acks = tuple(st.container for st in beat.statuses if self._container_status(now, rec, st))
+        cleanup = ()
+        if rec.cleanup:
+            cleanup, rec.cleanup = tuple(rec.cleanup), []
+        return NodeHeartbeatResponse(name, NORMAL, cleanup, acks)
 
     def _container_status(self, now: float, node: NodeRecord, st: ContainerStatus) -> bool:
         """Apply one reported status; True when a COMPLETE status is recorded (ack it)."""
@@ -224,9 +235,14 @@ class NodeProtocol:
             self.lose_node(now, n, detail)
         return gone
 
-    def expire_nodes(self, now: float, expiry_wall: float) -> list[str]:
-        """NMs silent for longer than ``expiry_wall`` seconds are LOST; returns their names."""
-        gone = [n for n, r in self.nodes.items() if r.alive and now - r.last_seen > expiry_wall]
+    def expire_nodes(self, now: float, expiry_wall: float, names: list[str] | None = None) -> list[str]:
+        """NMs silent for longer than ``expiry_wall`` seconds are LOST; returns their names.
+
+        ``names``: the NMs the RM decided are silent (``rm/service/liveness.py``: only
+        silence it could have heard counts); without it, wall-clock silence.
+        """
+        gone = [n for n, r in self.nodes.items() if r.alive and now - r.last_seen > expiry_wall] \
+            if names is None else [n for n in names if n in self.nodes and self.nodes[n].alive]
         for n in gone:
             self.lose_node(now, n, f"no heartbeat for {now - self.nodes[n].last_seen:.3f}s")
         return gone

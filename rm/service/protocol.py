@@ -7,7 +7,9 @@ repeated ``(caller, request_id)`` with the response it gave the first time, so a
 retried call never allocates, releases or finishes twice.
 
     NodeManager host  -> RM   register_nodes([NodeRegistration])     -> [str action]
-                              node_heartbeat([NodeHeartbeat])        -> [NodeHeartbeatResponse]
+                              node_heartbeat([NodeHeartbeat], idle, due) -> [NodeHeartbeatResponse]
+                                  (idle: names of NMs with nothing to report; due: the
+                                  earliest wall time a heartbeat of the batch was due)
     AppMaster host    -> RM   register_apps([AppRegistration])       -> [AppRegistered]
                               allocate([AllocateRequest], wait)       -> [AllocateResponse]
                               finish_apps([(app, attempt)])           -> [str action]
@@ -156,6 +158,7 @@ class AppRegistration:
 
     spec: AppSpec
     attempt: int = 1
+    ray_node: str = ""        # the Ray node of the AM host registering it (events.csv am_host)
 
 
 @dataclass(frozen=True)

@@ -99,5 +99,6 @@ def idempotent(method):
             return hit
         response = method(self, now, caller, request_id, *args, **kwargs)
         self._responses[caller] = (request_id, response)
+        self.caller_seen[caller] = now       # liveness: when this host was last heard
         return response
     return call

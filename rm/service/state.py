@@ -65,6 +65,7 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
         self.live_by_node: dict[str, set[int]] = {}
         self.running_count = 0
         self._responses: dict[str, tuple[int, object]] = {}
+        self.caller_seen: dict[str, float] = {}    # host (caller) -> when its last call was applied
         self.news: set[str] = set()          # AM hosts with something to deliver
         self.total_tasks = 0
         self.finished = 0
