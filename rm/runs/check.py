@@ -113,7 +113,7 @@ def check_run(path: str | Path) -> CheckResult:
     result.attempts = len(tasks)
     result.attempts_by_status = {str(k): int(v) for k, v in tasks["status"].value_counts().items()}
     # apps as codes in sorted order, so that (app, task) keys sort as groupby sorts them
-    codes, apps = pd.factorize(tasks["app"].to_numpy(dtype=object), sort=True)
+    codes, apps = pd.factorize(tasks["app"], sort=True)
     task = tasks["task"].to_numpy(dtype=np.int64)
     # one integer per (app, task): app code × width + task − lowest task index
     low = int(min(task.min(initial=0), 0))
@@ -170,7 +170,7 @@ def _check_constraints(run: RunDir, jobs, tasks, codes, apps, result: CheckResul
             except InputError as e:
                 raise e.at(file=str(run.path / "jobs.csv"), row=i + 2, field="constraint") from None
     constraint_of = dict(zip(jobs["app"], jobs["constraint"]))
-    node_codes, node_names = pd.factorize(tasks["node"].to_numpy(dtype=object))
+    node_codes, node_names = pd.factorize(tasks["node"])
     pair = codes.astype(np.int64) * max(len(node_names), 1) + node_codes
     pairs, inverse = np.unique(pair, return_inverse=True)
     verdict: dict[tuple[str, str], str] = {}
@@ -213,7 +213,7 @@ def _check_capacity(nodes, jobs, tasks, codes, apps, dims, result: CheckResult) 
     keep = ~np.isnan(start_all) & (known_app[codes] if len(apps) else np.zeros(0, dtype=bool)) \
         & tasks["node"].isin(cap).to_numpy()
     rows = np.flatnonzero(keep)
-    node_codes, node_names = pd.factorize(tasks["node"].to_numpy(dtype=object)[rows])
+    node_codes, node_names = pd.factorize(tasks["node"].iloc[rows])
     order = np.argsort(node_codes, kind="stable")      # each node's rows, in file order
     bounds = np.searchsorted(node_codes[order], np.arange(len(node_names) + 1))
     finish_all = tasks["finish"].to_numpy(dtype=float)

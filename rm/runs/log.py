@@ -121,7 +121,7 @@ def _text_column(col: tuple, rounded: bool) -> list[str]:
     if kinds <= {int, str}:       # e.g. task numbers, '' where an event has none
         if any(_NEEDS_QUOTES.search(v) for v in set(col) if v.__class__ is str):
             return [_quote(str(v)) for v in col]
-        return [v if v.__class__ is str else str(v) for v in col]
+        return list(map(str, col))          # str of a str is that str
     return ["" if x is None else _quote(repr(x) if isinstance(x, float) else str(x)) for x in
             (_fmt(v) if isinstance(v, float) and rounded else v for v in col)]
 
