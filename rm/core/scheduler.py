@@ -280,14 +280,22 @@ class OnlineScheduler:
         main = self._order
         if order is not main:
             del order[bisect_left(order, app.entry)]
-        del main[bisect_left(main, app.entry)]       # pending > 0: the app is in the order
+        i = bisect_left(main, app.entry)            # pending > 0: the app is in the order
         app.pending -= 1
         self._set_key(app)
         if app.pending > 0:
-            insort(main, app.entry)
+            # An entry still between its neighbours keeps its place (the usual case: the key
+            # grows by one unit and the app stays ahead of the next one).
+            entry = app.entry
+            if (i + 1 < len(main) and main[i + 1] < entry) or (i > 0 and entry < main[i - 1]):
+                del main[i]
+                insort(main, entry)
+            else:
+                main[i] = entry
             if order is not main:
                 insort(order, app.entry)
         else:
+            del main[i]
             self._index.set_pending(app.app_id, False)
         return container
 

@@ -93,22 +93,8 @@ def _floats(values: list) -> np.ndarray:
         return np.array([math.nan if v is None else v for v in values], dtype=float)
 
 
-def _round_column(col: tuple) -> list:
-    """A column of times or shares as ``_fmt`` gives them: 6 decimals, None and NaN empty."""
-    try:
-        arr = np.array(col, dtype=float)
-    except (TypeError, ValueError):
-        try:
-            arr = np.array([math.nan if x is None else x for x in col], dtype=float)
-        except (TypeError, ValueError):
-            return [_fmt(x) for x in col]
-    out = np.round(arr, 6).tolist()
-    if np.isnan(arr).any():
-        out = ["" if v != v else v for v in out]
-    return out
-
-
 _NEEDS_QUOTES = re.compile(r'[",\r\n]')
+_NUMBERS, _NONE = {float, int, type(None)}, {type(None)}
 
 
 def _quote(text: str) -> str:
@@ -120,9 +106,14 @@ def _text_column(col: tuple, rounded: bool) -> list[str]:
     """One column's CSV cells: None empty; floats by repr (rounded to 6 decimals, NaN
     empty, when ``rounded``); ints and strings as text, quoted where csv.writer would."""
     kinds = set(map(type, col))
-    if rounded and kinds <= {float, int, type(None)}:
-        values = _round_column(col)
-        return ["" if v == "" else repr(v) for v in values] if "" in values else list(map(repr, values))
+    if rounded and kinds <= _NUMBERS:
+        if kinds == _NONE:                # e.g. the simulator's wall_time
+            return [""] * len(col)
+        arr = _floats(col)
+        cells = list(map(repr, np.round(arr, 6).tolist()))
+        for i in np.flatnonzero(np.isnan(arr)).tolist():
+            cells[i] = ""
+        return cells
     if kinds <= {str}:
         return [_quote(v) for v in col] if any(_NEEDS_QUOTES.search(v) for v in set(col)) else list(col)
     if kinds <= {int}:
@@ -130,7 +121,7 @@ def _text_column(col: tuple, rounded: bool) -> list[str]:
     if kinds <= {int, str}:       # e.g. task numbers, '' where an event has none
         if any(_NEEDS_QUOTES.search(v) for v in set(col) if v.__class__ is str):
             return [_quote(str(v)) for v in col]
-        return [v if v.__class__ is str else str(v) for v in col]
+        return list(map(str, col))          # str of a str is that str
     return ["" if x is None else _quote(repr(x) if isinstance(x, float) else str(x)) for x in
             (_fmt(v) if isinstance(v, float) and rounded else v for v in col)]
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import gc
 import heapq
+from array import array
 import itertools
 import sys
 import time as _time
@@ -78,7 +79,7 @@ class _Job:
         self.app_id = spec.app.app_id
         self.num_tasks = spec.app.num_tasks
         self.submit = spec.app.submit
-        self.durations = durations      # list of per-task durations (seconds)
+        self.durations = durations      # per-task durations (seconds), array('d'): 8 bytes a task
         self.next_task = 0              # the next never-started task
         self.retry: deque = deque()     # (task, submit) of lost tasks asked again
         self.attempts: dict[int, int] = {}
@@ -211,7 +212,9 @@ class Simulation:
         if state is None:
             self.log.reject(app, reason, t)
             return
-        job = _Job(jobspec, jobspec.task_durations(self.seed).tolist())
+        durations = array("d")
+        durations.frombytes(np.ascontiguousarray(jobspec.task_durations(self.seed), dtype=np.float64).tobytes())
+        job = _Job(jobspec, durations)
         job.submit = t              # later than the trace's when the RM was down
         job.units = share_units(state, self.cluster)
         self.jobs[app.app_id] = job
