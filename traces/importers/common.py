@@ -32,6 +32,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import yaml
 
+from rayrm.rm.core.config import load_config, write_job_table
 from rayrm.rm.core.jobs import JobSpec
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import NodeSpec, Resources
@@ -432,8 +433,6 @@ def write_config(path: str | Path, result: ImportResult, *, name: str | None = N
     ``rayrm simulate`` is raised here instead).  With ``report``, a trace that yields no
     job or node is an error that names the rules and checks that left out which rows.
     """
-    from rayrm.rm.core.config import load_config, write_job_table  # noqa: PLC0415
-
     path = Path(path)
     why = report.why() if report is not None else "see the skip report"
     if not result.nodes:
