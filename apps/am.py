@@ -10,7 +10,8 @@ Each logical AM runs one job of the trace (YARN's ApplicationMaster protocol):
    something is there for one of them, or after one heartbeat interval);
 3. each granted container gets the next task in index order (a lost task first)
    and is started on its NM (``start_containers``, batched per NM host, in the
-   background so a slow NM host never delays the AMs' heartbeats) for the task's
+   background so a slow NM host never delays the AMs' heartbeats; one call in flight
+   per NM host, the launches granted meanwhile batched into the next) for the task's
    duration × time_scale — the durations ``JobSpec.task_durations(seed)`` gives,
    the same as the simulator's — with the container token the RM issued;
 4. completed containers finish their task; a container lost or killed puts its
@@ -109,6 +110,8 @@ class ApplicationMasterHost:
         self.crashes = 0
         self.delivery: list[float] = []      # wall seconds, allocation (NODE_UPDATE) -> this AM got it
         self.ray_node = ray.get_runtime_context().get_node_id()
+        self._to_launch: dict[str, list[ContainerLaunch]] = defaultdict(list)
+        self._launching: set[str] = set()                # NM hosts with a start_containers call out
         self.error: BaseException | None = None
         self._wake: asyncio.Event | None = None
 
@@ -197,7 +200,7 @@ class ApplicationMasterHost:
                 launches[a.host].append(ContainerLaunch(a.container, am.app, task, attempt, a.node,
                                                         seconds, self.payload, token=a.token))
         if launches:
-            asyncio.get_running_loop().create_task(self._launch(launches))
+            self._queue_launches(launches)
         done = [am for am in active if self._current(am) and am.state == "active"
                 and len(am.finished) == am.job.spec.num_tasks]
         if done:
@@ -224,23 +227,37 @@ class ApplicationMasterHost:
         elif task not in am.finished:
             am.unplaced.appendleft((task, attempt + 1))
 
-    async def _launch(self, launches: dict[str, list[ContainerLaunch]]) -> None:
-        """startContainers on each NM host; a launch that fails puts its task back and
-        releases the container."""
-        hosts = list(launches)
-        results = await asyncio.gather(
-            *(self.nm_hosts[h].start_containers.remote(launches[h]) for h in hosts),
-            return_exceptions=True)
-        for h, result in zip(hosts, results):
-            if isinstance(result, BaseException) and not isinstance(result, ray.exceptions.RayActorError):
-                self.error = result                 # a bug, not a lost NM host: run() raises it
-                return
-            for i, launch in enumerate(launches[h]):
-                ok = not isinstance(result, BaseException) and result[i] == "ok"
-                am = self.ams.get(launch.app)
-                if not ok and am is not None and am.running.pop(launch.container, None) is not None:
-                    am.unplaced.appendleft((launch.task, launch.attempt))   # it never ran
-                    am.releases.append(launch.container)
+    def _queue_launches(self, launches: dict[str, list[ContainerLaunch]]) -> None:
+        """Backpressure: at most one start_containers call in flight per NM host; launches
+        granted meanwhile wait and go out together in the next call (so the batch grows
+        when an NM host is slow, instead of the calls piling up)."""
+        for h, items in launches.items():
+            self._to_launch[h].extend(items)
+            if h not in self._launching:
+                self._launching.add(h)
+                asyncio.get_running_loop().create_task(self._launch_on(h))
+
+    async def _launch_on(self, h: str) -> None:
+        """startContainers on NM host ``h`` until nothing waits for it; a launch that fails
+        puts its task back and releases the container."""
+        try:
+            while self._to_launch[h]:
+                batch, self._to_launch[h] = self._to_launch[h], []
+                try:
+                    result = await self.nm_hosts[h].start_containers.remote(batch)
+                except ray.exceptions.RayActorError as e:
+                    result = e                      # a lost NM host: its launches failed
+                except Exception as e:  # noqa: BLE001 - a bug, not a lost NM host: run() raises it
+                    self.error = e
+                    return
+                for i, launch in enumerate(batch):
+                    ok = not isinstance(result, BaseException) and result[i] == "ok"
+                    am = self.ams.get(launch.app)
+                    if not ok and am is not None and am.running.pop(launch.container, None) is not None:
+                        am.unplaced.appendleft((launch.task, launch.attempt))   # it never ran
+                        am.releases.append(launch.container)
+        finally:
+            self._launching.discard(h)
 
     # ----- failures: the AM crash fault and the RM's AM launcher ---------------------
 

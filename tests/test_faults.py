@@ -100,3 +100,15 @@ def test_the_rm_restarts_recovers_and_resyncs_without_losing_work(local_ray, tmp
 def test_kill_ray_node_needs_a_multi_node_cluster(local_ray, tmp_path):
     with pytest.raises(InputError, match="needs a multi-node Ray cluster"):
         replay(small_config(), out=tmp_path, faults=["kill-ray-node:1@3"], progress=False)
+
+
+def test_a_stalled_rm_loses_no_nm_and_fails_no_app(local_ray, tmp_path):
+    """stall-rm:10@3 blocks the RM's loop for 10 wall seconds, ten times the expiry (nm_expiry
+    and am_expiry 10 heartbeats × 0.05 s = 0.5 s, floored at 1 s).  Every call queues
+    meanwhile; the RM counts only silence it could have heard, so nobody expires."""
+    summary, run = run_with(tmp_path, "stall-rm:10@3")
+    kinds = set(run.events.kind)
+    assert not kinds & {"node_lost", "am_expired", "am_launch"}, kinds
+    assert (run.jobs.status == "finished").all() and (run.tasks.status == "finished").all()
+    # the stall shows: the RM's loop ran at least 9 s late once
+    assert summary["pace"]["lag_wall_s"]["max"] >= 9.0
