@@ -44,8 +44,8 @@ from dataclasses import dataclass
 import ray
 
 from rayrm.rm.core.model import AppSpec
-from rayrm.rm.service.protocol import (FENCED, FINISHED, NORMAL, RESYNC, SHUTDOWN, AllocateRequest, AppRegistered,
-                         AppRegistration, ContainerLaunch)
+from rayrm.rm.service.protocol import (FENCED, FINISHED, NAMESPACE, NORMAL, RESYNC, SHUTDOWN, AllocateRequest,
+                                      AppRegistered, AppRegistration, ContainerLaunch)
 from rayrm.rm.service.client import RMClient
 
 # AM states: waiting (not submitted) -> registering -> active -> done; rejected; failed
@@ -102,6 +102,12 @@ class ApplicationMasterHost:
 
     def __init__(self, host_id: str, rm, nm_hosts: dict, jobs: list[AMJob], *, time_scale: float,
                  interval_wall: float, payload: str = "sleep"):
+        # ``rm`` and ``nm_hosts``' values may be actor names (a restartable actor holding
+        # handles among its constructor arguments makes Ray warn that a restart may fail)
+        if isinstance(rm, str):
+            rm = ray.get_actor(rm, namespace=NAMESPACE)
+        nm_hosts = {h: ray.get_actor(a, namespace=NAMESPACE) if isinstance(a, str) else a
+                    for h, a in nm_hosts.items()}
         self.host_id, self.rm_handle, self.nm_hosts = host_id, rm, nm_hosts
         self.rm = RMClient(rm, host_id)
         self.time_scale, self.interval, self.payload = time_scale, interval_wall, payload
@@ -161,7 +167,8 @@ class ApplicationMasterHost:
                 am.adopt(ans)
             elif ans.action == FENCED:
                 am.state, am.reason = "fenced", ans.reason
-            elif ans.action == SHUTDOWN:
+            elif ans.action == SHUTDOWN:          # ended; after a host restart, as finished as the RM says
+                am.finished |= set(ans.finished_tasks)
                 am.state = "done" if len(am.finished) == am.job.spec.num_tasks else "failed"
             else:
                 am.state, am.reason = "rejected", ans.reason

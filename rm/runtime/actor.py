@@ -175,6 +175,10 @@ class ResourceManager:
         """Every NM of NM host ``host`` is LOST now (its actor died)."""
         return self._apply(Call.LOSE_HOST, caller, request_id, host, detail)
 
+    async def lose_am_host(self, caller: str, request_id: int, host: str, detail: str) -> list[str]:
+        """Every current attempt AM host ``host`` ran fails (its actor died); new ones launch."""
+        return self._apply(Call.LOSE_AM_HOST, caller, request_id, host, detail)
+
     async def lose_node(self, node: str, detail: str = "lost") -> list[int]:
         """Declare an NM LOST now (its host stopped it); returns its containers."""
         return self._apply(Call.LOSE_NODE, node, detail)

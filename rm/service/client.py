@@ -46,7 +46,9 @@ class RMClient:
 
     def __init__(self, rm, caller: str):
         self.rm, self.caller = rm, caller
-        self.request_id = 0
+        # ids start from the clock in microseconds: a host Ray restarted (same caller name)
+        # never reuses an id the RM still holds the answer of
+        self.request_id = int(time.time() * 1e6)
         self.calls = 0
 
     def _next(self) -> int:

@@ -76,6 +76,7 @@ class AppRecord:
     done: bool = False
     last_seen: float = 0.0
     launching: bool = False
+    uncounted: int = 0                   # attempts lost with their AM host (not held against max_attempts)
     resync: bool = False
 
 

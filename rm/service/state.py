@@ -239,6 +239,7 @@ _DISPATCH = {
     Call.POLL: ResourceManagerState.poll,
     Call.LOSE_NODE: ResourceManagerState.lose_node,
     Call.LOSE_HOST: ResourceManagerState.lose_host,
+    Call.LOSE_AM_HOST: ResourceManagerState.lose_am_host,
     Call.FAULT: ResourceManagerState.fault,
     Call.START_CLOCK: ResourceManagerState.start_clock,
     Call.EXPIRE_NODES: ResourceManagerState.expire_nodes,
