@@ -127,10 +127,15 @@ class ResourceManager:
         if self.store is not None and self.store.exists():
             t0 = time.time()
             self.state, records = self.store.load()
+            loaded = time.time()
             replay_records(self.state, records)
             self.state.news.clear()
+            stats = {"snapshot_bytes": self.store.snapshot_path.stat().st_size,
+                     "journal_bytes": self.store.journal_bytes(), "journal_records": len(records),
+                     "load_s": round(loaded - t0, 4), "replay_s": round(time.time() - loaded, 4),
+                     "restore_s": round(time.time() - t0, 4)}
             self._apply(Call.RECOVERED, f"snapshot {self.store.generation} + {len(records)} journal "
-                                     f"records replayed in {time.time() - t0:.3f}s", RESYNC_GRACE_WALL)
+                                     f"records replayed in {time.time() - t0:.3f}s", RESYNC_GRACE_WALL, stats)
             self._start_monitor()
         else:
             self.state = ResourceManagerState(dims=dims, nodes=nodes, policy=policy, policy_name=policy_name,
@@ -302,6 +307,7 @@ class ResourceManager:
                 "calls": self.calls, "pace": self.pace.export(),
                 "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024,
                 "snapshots": list(self.snapshots), "snapshot_blocked": list(self.snapshot_blocked),
+                "recoveries": list(s.recoveries),
                 "journal_bytes": self.store.journal_bytes() if self.store is not None else 0}
 
     async def stop(self) -> None:

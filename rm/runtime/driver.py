@@ -347,7 +347,8 @@ def rm_costs(exported: dict) -> dict:
             "snapshot_max_s": round(max((t for _, t in snaps), default=0.0), 3),
             "snapshot_total_s": round(sum(t for _, t in snaps), 3),
             "snapshot_loop_blocked_max_s": round(max(exported.get("snapshot_blocked") or [0.0]), 4),
-            "journal_mb": round(exported["journal_bytes"] / 2**20, 2)}
+            "journal_mb": round(exported["journal_bytes"] / 2**20, 2),
+            "restores": exported.get("recoveries", [])}
 
 
 def _state_dir(out) -> Path:

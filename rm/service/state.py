@@ -74,6 +74,7 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
         self.duplicate_finishes = 0
         self.refused = 0
         self.epoch = 0                       # RM restarts recovered so far
+        self.recoveries: list[dict] = []     # per RM restart: snapshot and journal size, restore time
         self._resync_nodes: set[str] = set()
         self._resync_apps: set[str] = set()
         self._resync_since: float | None = None
@@ -121,7 +122,7 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
         """A fault is about to be injected (events.csv ``fault``), logged before it happens."""
         self._event(now, "fault", node=node, app=app, detail=spec)
 
-    def recovered(self, now: float, detail: str = "", grace: float = 0.0) -> None:
+    def recovered(self, now: float, detail: str = "", grace: float = 0.0, stats: dict | None = None) -> None:
         """The RM restarted and rebuilt this state: every NM and AM must RESYNC.
 
         Liveness restarts ``grace`` seconds after ``now``: the RM's downtime is
@@ -131,6 +132,7 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
         every running AM attempt has registered again.
         """
         self.epoch += 1
+        self.recoveries.append(dict(stats or {}, epoch=self.epoch))
         self._resync_nodes = {n for n, r in self.nodes.items() if r.alive}
         self._resync_apps = {a for a, r in self.apps.items() if not r.done and not r.launching}
         for n in self._resync_nodes:
