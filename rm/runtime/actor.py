@@ -151,18 +151,19 @@ class ResourceManager:
         return self._apply(Call.REGISTER_NODES, caller, request_id, regs)
 
     async def node_heartbeat(self, caller: str, request_id: int, beats: list[NodeHeartbeat],
-                             idle: tuple[str, ...] = (), due: float = 0.0) -> list[NodeHeartbeatResponse]:
+                             idle: tuple[str, ...] = (), due: float = 0.0,
+                             sent: float = 0.0) -> list[NodeHeartbeatResponse]:
         if due:
             self.pace.heartbeat_due(time.time(), due)
-        return self._apply(Call.NODE_HEARTBEAT, caller, request_id, beats, idle)
+        return self._apply(Call.NODE_HEARTBEAT, caller, request_id, beats, idle, sent)
 
     async def register_apps(self, caller: str, request_id: int,
                             regs: list[AppRegistration]) -> list[AppRegistered]:
         return self._apply(Call.REGISTER_APPS, caller, request_id, regs)
 
     async def allocate(self, caller: str, request_id: int, requests: list[AllocateRequest],
-                       wait: float = 0.0) -> list[AllocateResponse]:
-        out = self._apply(Call.ALLOCATE, caller, request_id, requests)
+                       wait: float = 0.0, sent: float = 0.0) -> list[AllocateResponse]:
+        out = self._apply(Call.ALLOCATE, caller, request_id, requests, sent)
         if wait > 0 and not any(r.allocated or r.completed or r.action != "normal" for r in out):
             event = self._events.setdefault(caller, asyncio.Event())
             event.clear()

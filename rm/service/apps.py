@@ -59,6 +59,7 @@ class AppProtocol:
                 continue
             kind = "am_registered" if app.launching else "am_resync"
             app.launching, app.resync, app.host, app.last_seen = False, False, caller, now
+            app.last_sent = self.host_sent.get(caller, 0.0)
             self._resync_apps.discard(spec.app_id)
             running = tuple(ContainerStatus(c.container, c.app, c.task, c.attempt, c.node, RUNNING,
                                             c.launched if c.launched is not None else now)
@@ -83,7 +84,8 @@ class AppProtocol:
         if state is None:
             self.log.reject(spec, reason, t, self.wall(now))
             return AppRegistered(spec.app_id, False, reason)
-        self.apps[spec.app_id] = AppRecord(spec, caller, 1, t, last_seen=now)
+        self.apps[spec.app_id] = AppRecord(spec, caller, 1, t, last_seen=now,
+                                           last_sent=self.host_sent.get(caller, 0.0))
         self.total_tasks += spec.num_tasks
         self.log.submit(spec, t, self.wall(now))
         if reg.ray_node:
@@ -107,8 +109,13 @@ class AppProtocol:
 
     @idempotent
     def allocate(self, now: float, caller: str, request_id: int,
-                 requests: list[AllocateRequest]) -> list[AllocateResponse]:
-        """AM heartbeats: releases, absolute asks, and what is waiting for each app."""
+                 requests: list[AllocateRequest], sent: float = 0.0) -> list[AllocateResponse]:
+        """AM heartbeats: releases, absolute asks, and what is waiting for each app.
+
+        ``sent``: the host's wall time sending the call (liveness, ``rm/service/liveness.py``).
+        """
+        if sent:
+            self.host_sent[caller] = max(sent, self.host_sent.get(caller, 0.0))
         out = []
         for req in requests:
             app, refusal = self._current(now, req.app, req.attempt, "allocate")
@@ -116,6 +123,8 @@ class AppProtocol:
                 out.append(refusal)
                 continue
             app.host, app.last_seen = caller, now
+            if sent:
+                app.last_sent = sent
             for cid in req.releases:
                 self._release_unused(now, app, cid)
             self._set_ask(app, req.ask - len(app.undelivered))
@@ -261,6 +270,7 @@ class AppProtocol:
             return
         app.attempt += 1
         app.launching, app.resync, app.last_seen = True, False, now
+        app.last_sent = self.host_sent.get(app.host, 0.0)     # the new attempt's silence starts now
         self._event(now, "am_launch", app=app_id, detail=f"attempt {app.attempt}")
 
     @idempotent

@@ -66,6 +66,7 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
         self.running_count = 0
         self._responses: dict[str, tuple[int, object]] = {}
         self.caller_seen: dict[str, float] = {}    # host (caller) -> when its last call was applied
+        self.host_sent: dict[str, float] = {}      # host -> send time of its latest heartbeat / allocate
         self.news: set[str] = set()          # AM hosts with something to deliver
         self.total_tasks = 0
         self.finished = 0
@@ -137,9 +138,11 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
         self._resync_apps = {a for a, r in self.apps.items() if not r.done and not r.launching}
         for n in self._resync_nodes:
             self.nodes[n].resync, self.nodes[n].last_seen = True, now + grace
+            self.nodes[n].last_sent = self.host_sent.get(self.nodes[n].host, 0.0) + grace
         for a, r in self.apps.items():
             r.resync = a in self._resync_apps
             r.last_seen = now + grace
+            r.last_sent = self.host_sent.get(r.host, 0.0) + grace
         self._resync_since = now
         self._event(now, "rm_recovered", detail=f"epoch {self.epoch}; {detail}".rstrip("; "))
         self._check_resynced(now)
