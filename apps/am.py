@@ -118,6 +118,7 @@ class ApplicationMasterHost:
         self.ray_node = ray.get_runtime_context().get_node_id()
         self._to_launch: dict[str, list[ContainerLaunch]] = defaultdict(list)
         self._launching: set[str] = set()                # NM hosts with a start_containers call out
+        self._sent_any = False
         self.error: BaseException | None = None
         self._wake: asyncio.Event | None = None
 
@@ -140,13 +141,16 @@ class ApplicationMasterHost:
             active = [am for am in self.ams.values() if am.state == "active"]
             next_submit = self._wall(waiting[0].job.spec.submit) if waiting else None
             wait = self.interval if next_submit is None else max(0.0, min(self.interval, next_submit - time.time()))
-            if not active:
+            if not active and not self._sent_any:
                 self._wake.clear()
                 try:
                     await asyncio.wait_for(self._wake.wait(), timeout=wait)
                 except asyncio.TimeoutError:
                     pass
                 continue
+            # once it has had an AM, the host heartbeats even with none active: the RM judges
+            # an AM's silence against its host's heartbeats (rm/service/liveness.py)
+            self._sent_any = True
             await self._heartbeat(active, wait)
         return self.outcome()
 

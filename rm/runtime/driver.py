@@ -48,6 +48,7 @@ from rayrm.rm.runtime.supervisor import (AM_HOST_RESTARTS, NM_HOST_RESTARTS, Fau
 from rayrm.rm.service.protocol import MIN_EXPIRY_WALL, NAMESPACE, RM_NAME
 
 START_LEAD = 0.3          # wall seconds between the last preparation and t = 0
+INTERRUPT_EXPORT_WAIT = 5.0   # wall seconds an interrupted replay waits for the RM's run log
 
 
 def _scaled(values, scale: float) -> dict:
@@ -266,11 +267,22 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
         # what the AMs know so far (their run goes on until they are killed)
         ready, _ = ray.wait([am.outcome_now.remote() for am in ams.values()], num_returns=len(ams), timeout=3.0)
         outcome |= merge_outcomes([o for o in (_get_or_none(r) for r in ready) if o is not None])
-    host_stats = supervisor.stop_hosts(timeout=3.0 if interrupted else 10.0)
-    exported = rm_call(rm.export)
-    rm_call(rm.stop)
-    import shutil  # noqa: PLC0415
-    shutil.rmtree(state_dir, ignore_errors=True)
+    if interrupted:
+        # within seconds: a busy RM is not waited for; its last snapshot stands in for it
+        host_stats = supervisor.stop_hosts(timeout=2.0, ask_rm=False)
+        try:
+            exported = ray.get(rm.export.remote(), timeout=INTERRUPT_EXPORT_WAIT)
+            rm.stop.remote()
+        except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
+            exported = export_from_store(state_dir, wall_seconds)
+            interrupted += f"; the RM did not answer within {INTERRUPT_EXPORT_WAIT:g}s: " \
+                           f"the run as of its last snapshot (t = {exported['progress']['time']:.0f})"
+    else:
+        host_stats = supervisor.stop_hosts()
+        exported = rm_call(rm.export)
+        rm_call(rm.stop)
+        import shutil  # noqa: PLC0415
+        shutil.rmtree(state_dir, ignore_errors=True)
 
     log = exported["log"]
     if interrupted:
@@ -326,6 +338,23 @@ def am_host_nodes(ray_nodes: list, count: int | None = None) -> list[str]:
     with_cpus = [r.node_id for r in ray_nodes if r.cpus > 0] or [ray_nodes[0].node_id]
     n = len(with_cpus) if count is None else max(1, int(count))
     return [with_cpus[i % len(with_cpus)] for i in range(n)]
+
+
+def export_from_store(state_dir: Path, wall_seconds: float) -> dict:
+    """What ``ResourceManager.export`` gives, from the RM's last snapshot on disk (the RM
+    did not answer an interrupted replay in time); measurements it alone held are empty."""
+    from rayrm.rm.service.store import StateStore  # noqa: PLC0415
+    store = StateStore(state_dir)
+    with open(store.snapshot_path, "rb") as fh:
+        import pickle  # noqa: PLC0415
+        _, state = pickle.load(fh)
+    last = max((x for row in state.log.tasks.values() for x in row[5:7] if x is not None), default=0.0)
+    return {"log": state.log, "alloc_to_running": list(state.alloc_to_running),
+            "alloc_to_launch": list(state.alloc_to_launch),
+            "progress": state.progress(state.start_wall or 0.0) | {"time": last},
+            "calls": 0, "pace": {"interval_wall": 0.0, "samples": [], "beat_lags": []},
+            "cpu_seconds": 0.0, "peak_rss_mb": 0.0, "snapshots": [], "snapshot_blocked": [],
+            "recoveries": list(state.recoveries), "journal_bytes": 0}
 
 
 def _get_or_none(ref):

@@ -330,14 +330,15 @@ class Supervisor:
         rm_call(self.rm.lose_host, "driver-hosts", self._rid, hid, f"NM host {hid} died ({why})")
         resuming[self.hosts[hid].resume.remote(self.start_wall, self.scale)] = hid
 
-    def stop_hosts(self, timeout: float = 10.0) -> list[dict]:
+    def stop_hosts(self, timeout: float = 10.0, ask_rm: bool = True) -> list[dict]:
         """Stop every host that still runs a live NM; returns their measurements.
 
         A host on a Ray node that died may not be known dead yet; the RM, which lost
-        its NMs, says which hosts are worth asking.
+        its NMs, says which hosts are worth asking (``ask_rm``; an interrupted replay
+        does not wait for a busy RM and asks every host, each within ``timeout``).
         """
         import ray  # noqa: PLC0415
-        alive = set(rm_call(self.rm.progress)["hosts_alive"])
+        alive = set(rm_call(self.rm.progress)["hosts_alive"]) if ask_rm else set(self.hosts)
         refs = [h.stop.remote() for hid, h in self.hosts.items() if hid in alive and hid not in self.dead_hosts]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
         out = []

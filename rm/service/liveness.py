@@ -29,8 +29,11 @@ since ``last_seen`` is
     heard(now) = (now − last_seen) − (Stall(now) − Stall(last_seen))
 
 and a caller whose host is also silent expires when heard(now) > expiry and its
-host's heard silence exceeds ``HOST_FACTOR`` × expiry.  (A host that died is
-noticed at once anyway: the driver holds a call open on it.)
+host's heard silence exceeds ``HOST_FACTOR`` × expiry: a host that hung (one that
+died is noticed at once anyway: the driver holds a call open on it).  The factor
+is large because an overloaded host is slow to send, not dead.  An attempt the RM
+has launched and that has not registered yet is judged by this rule alone: its
+host may be slow to start it.
 
 Plain Python, no Ray and no clock reads: the RM actor feeds it ``tick(now, planned)``
 and asks ``silent_nodes`` / ``silent_apps``; the state applies what they return
@@ -42,7 +45,7 @@ from __future__ import annotations
 import bisect
 
 #: a caller whose host is silent too expires only once the host has been silent this many expiries
-HOST_FACTOR = 5.0
+HOST_FACTOR = 30.0
 
 
 class Liveness:
@@ -77,7 +80,8 @@ class Liveness:
         if now - r.last_seen <= expiry:
             return False
         host_sent = state.host_sent.get(r.host)
-        if r.last_sent and host_sent is not None and host_sent - r.last_sent > expiry:
+        if r.last_sent and host_sent is not None and host_sent - r.last_sent > expiry \
+                and not getattr(r, "launching", False):
             return True                  # its host went on sending without it
         host_seen = state.caller_seen.get(r.host, r.last_seen)
         return self.heard(r.last_seen, now) > expiry and self.heard(host_seen, now) > HOST_FACTOR * expiry
