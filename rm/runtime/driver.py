@@ -48,7 +48,7 @@ from rayrm.rm.runtime.supervisor import (AM_HOST_RESTARTS, NM_HOST_RESTARTS, Fau
 from rayrm.rm.service.protocol import MIN_EXPIRY_WALL, NAMESPACE, RM_NAME
 
 START_LEAD = 0.3          # wall seconds between the last preparation and t = 0
-INTERRUPT_EXPORT_WAIT = 5.0   # wall seconds an interrupted replay waits for the RM's run log
+INTERRUPT_EXPORT_WAIT = 3.0   # wall seconds an interrupted replay waits for the RM's run log
 
 
 def _scaled(values, scale: float) -> dict:
@@ -265,11 +265,11 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     wall_seconds = time.time() - start_wall
     if interrupted:
         # what the AMs know so far (their run goes on until they are killed)
-        ready, _ = ray.wait([am.outcome_now.remote() for am in ams.values()], num_returns=len(ams), timeout=3.0)
+        ready, _ = ray.wait([am.outcome_now.remote() for am in ams.values()], num_returns=len(ams), timeout=1.5)
         outcome |= merge_outcomes([o for o in (_get_or_none(r) for r in ready) if o is not None])
     if interrupted:
         # within seconds: a busy RM is not waited for; its last snapshot stands in for it
-        host_stats = supervisor.stop_hosts(timeout=2.0, ask_rm=False)
+        host_stats = supervisor.stop_hosts(timeout=1.0, ask_rm=False)
         try:
             exported = ray.get(rm.export.remote(), timeout=INTERRUPT_EXPORT_WAIT)
             rm.stop.remote()
