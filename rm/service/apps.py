@@ -59,7 +59,7 @@ class AppProtocol:
                 continue
             kind = "am_registered" if app.launching else "am_resync"
             app.launching, app.resync, app.host, app.last_seen = False, False, caller, now
-            app.last_sent = self.host_sent.get(caller, 0.0)
+            self._as_of_host(app, caller)
             self._resync_apps.discard(spec.app_id)
             running = tuple(ContainerStatus(c.container, c.app, c.task, c.attempt, c.node, RUNNING,
                                             c.launched if c.launched is not None else now)
@@ -84,8 +84,8 @@ class AppProtocol:
         if state is None:
             self.log.reject(spec, reason, t, self.wall(now))
             return AppRegistered(spec.app_id, False, reason)
-        self.apps[spec.app_id] = AppRecord(spec, caller, 1, t, last_seen=now,
-                                           last_sent=self.host_sent.get(caller, 0.0))
+        self.apps[spec.app_id] = AppRecord(spec, caller, 1, t, last_seen=now)
+        self._as_of_host(self.apps[spec.app_id], caller)
         self.total_tasks += spec.num_tasks
         self.log.submit(spec, t, self.wall(now))
         if reg.ray_node:
@@ -114,8 +114,7 @@ class AppProtocol:
 
         ``sent``: the host's wall time sending the call (liveness, ``rm/service/liveness.py``).
         """
-        if sent:
-            self.host_sent[caller] = max(sent, self.host_sent.get(caller, 0.0))
+        self._host_sent(caller, sent)
         out = []
         for req in requests:
             app, refusal = self._current(now, req.app, req.attempt, "allocate")
@@ -123,8 +122,7 @@ class AppProtocol:
                 out.append(refusal)
                 continue
             app.host, app.last_seen = caller, now
-            if sent:
-                app.last_sent = sent
+            self._carried(app, caller, sent)
             for cid in req.releases:
                 self._release_unused(now, app, cid)
             self._set_ask(app, req.ask - len(app.undelivered))
@@ -270,7 +268,7 @@ class AppProtocol:
             return
         app.attempt += 1
         app.launching, app.resync, app.last_seen = True, False, now
-        app.last_sent = self.host_sent.get(app.host, 0.0)     # the new attempt's silence starts now
+        self._as_of_host(app, app.host)              # the new attempt's silence starts now
         self._event(now, "am_launch", app=app_id, detail=f"attempt {app.attempt}")
 
     @idempotent

@@ -15,7 +15,8 @@ last call that carried it (``last_sent``).  A host sends each live NM at least
 once per heartbeat interval and every active AM in each ``allocate``, so if the
 host sent for more than ``expiry`` without one of them, that one is silent: its
 host could send it and did not — the NM crashed (``kill-nm``) or the AM did
-(``kill-am``).  The RM's slowness (queueing, a stall, long round trips) and a
+(``kill-am``) — provided the host also sent ``HOST_CALLS`` heartbeats meanwhile
+(after a pause, a host's first call leaves out the NMs not quite due yet).  The RM's slowness (queueing, a stall, long round trips) and a
 host slow to send delay every call alike and expire nobody: the times compared
 are the host's own.
 
@@ -46,6 +47,9 @@ import bisect
 
 #: a caller whose host is silent too expires only once the host has been silent this many expiries
 HOST_FACTOR = 30.0
+#: ... and relative to its host only once the host has sent this many heartbeats without it (an
+#: NM host sends the NMs due within a tenth of an interval: a live NM is in every ~11th call)
+HOST_CALLS = 20
 
 
 class Liveness:
@@ -81,6 +85,7 @@ class Liveness:
             return False
         host_sent = state.host_sent.get(r.host)
         if r.last_sent and host_sent is not None and host_sent - r.last_sent > expiry \
+                and state.host_calls.get(r.host, 0) - r.last_call >= HOST_CALLS \
                 and not getattr(r, "launching", False):
             return True                  # its host went on sending without it
         host_seen = state.caller_seen.get(r.host, r.last_seen)

@@ -54,7 +54,7 @@ class NodeProtocol:
                 self._touch_all()
             was_resync = rec.resync
             rec.host, rec.ray_node, rec.alive, rec.last_seen, rec.resync = caller, reg.ray_node, True, now, False
-            rec.last_sent = self.host_sent.get(caller, 0.0)
+            self._as_of_host(rec, caller)
             if self.start_wall is not None:
                 if rejoin:
                     self.log.add_node(rec.spec, self.trace(now), self.wall(now), ray_node=reg.ray_node)
@@ -93,8 +93,7 @@ class NodeProtocol:
         answers.  At paper scale most heartbeats are idle, and this keeps the call small.
         ``sent``: the host's wall time sending the call (liveness, ``rm/service/liveness.py``).
         """
-        if sent:
-            self.host_sent[caller] = max(sent, self.host_sent.get(caller, 0.0))
+        self._host_sent(caller, sent)
         out = [self._beat(now, caller, beat.node, beat, sent) for beat in beats]
         for name in idle:
             resp = self._beat(now, caller, name, None, sent)
@@ -113,8 +112,7 @@ class NodeProtocol:
             self._refuse(now, "refused", node=name, detail=f"heartbeat from host {caller}; host {rec.host} runs this node")
             return NodeHeartbeatResponse(name, FENCED)
         rec.last_seen = now
-        if sent:
-            rec.last_sent = sent
+        self._carried(rec, caller, sent)
         if rec.resync:
             return NodeHeartbeatResponse(name, RESYNC)
         self.heartbeats += 1

@@ -35,6 +35,7 @@ class NodeRecord:
     alive: bool = False
     last_seen: float = 0.0
     last_sent: float = 0.0               # its host's send time of the last call that carried it
+    last_call: int = 0                   # its host's heartbeat count then
     cleanup: list[int] = field(default_factory=list)
     resync: bool = False
 
@@ -77,6 +78,7 @@ class AppRecord:
     done: bool = False
     last_seen: float = 0.0
     last_sent: float = 0.0               # its host's send time of the last allocate that carried it
+    last_call: int = 0                   # its host's allocate count then
     launching: bool = False
     uncounted: int = 0                   # attempts lost with their AM host (not held against max_attempts)
     resync: bool = False

@@ -67,6 +67,7 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
         self._responses: dict[str, tuple[int, object]] = {}
         self.caller_seen: dict[str, float] = {}    # host (caller) -> when its last call was applied
         self.host_sent: dict[str, float] = {}      # host -> send time of its latest heartbeat / allocate
+        self.host_calls: dict[str, int] = {}       # host -> heartbeats / allocates it has sent
         self.news: set[str] = set()          # AM hosts with something to deliver
         self.total_tasks = 0
         self.finished = 0
@@ -139,10 +140,12 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
         for n in self._resync_nodes:
             self.nodes[n].resync, self.nodes[n].last_seen = True, now + grace
             self.nodes[n].last_sent = self.host_sent.get(self.nodes[n].host, 0.0) + grace
+            self.nodes[n].last_call = self.host_calls.get(self.nodes[n].host, 0)
         for a, r in self.apps.items():
             r.resync = a in self._resync_apps
             r.last_seen = now + grace
             r.last_sent = self.host_sent.get(r.host, 0.0) + grace
+            r.last_call = self.host_calls.get(r.host, 0)
         self._resync_since = now
         self._event(now, "rm_recovered", detail=f"epoch {self.epoch}; {detail}".rstrip("; "))
         self._check_resynced(now)
@@ -191,6 +194,21 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
         self._touched.clear()
 
     # ----- views ---------------------------------------------------------------
+
+    def _host_sent(self, caller: str, sent: float) -> None:
+        """A heartbeat or allocate of host ``caller`` sent at ``sent`` (liveness)."""
+        if sent:
+            self.host_sent[caller] = max(sent, self.host_sent.get(caller, 0.0))
+            self.host_calls[caller] = self.host_calls.get(caller, 0) + 1
+
+    def _carried(self, rec, caller: str, sent: float) -> None:
+        """``rec`` (an NM or AM record) was in a call its host sent at ``sent``."""
+        if sent:
+            rec.last_sent, rec.last_call = sent, self.host_calls.get(caller, 0)
+
+    def _as_of_host(self, rec, host: str) -> None:
+        """Start ``rec``'s silence from its host's latest call (registered, launched, restarted)."""
+        rec.last_sent, rec.last_call = self.host_sent.get(host, 0.0), self.host_calls.get(host, 0)
 
     @property
     def pending_asks(self) -> int:
