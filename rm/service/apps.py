@@ -59,6 +59,7 @@ class AppProtocol:
                 continue
             kind = "am_registered" if app.launching else "am_resync"
             app.launching, app.resync, app.host, app.last_seen = False, False, caller, now
+            self.launching_apps.discard(spec.app_id)
             self._as_of_host(app, caller)
             self._resync_apps.discard(spec.app_id)
             running = tuple(ContainerStatus(c.container, c.app, c.task, c.attempt, c.node, RUNNING,
@@ -220,6 +221,9 @@ class AppProtocol:
                 self._set_state(rec, RELEASED)
         self._touched.add(app_id)
         status = "finished" if len(app.finished_tasks) == app.spec.num_tasks else "failed"
+        self.launching_apps.discard(app_id)
+        if status == "failed":
+            self.failed_app_ids.add(app_id)
         t = app.last_finish if app.last_finish is not None and status == "finished" else self.trace(now)
         self.log.app_done(app_id, t, self.wall(now), status=status)
         if reason:
@@ -268,6 +272,7 @@ class AppProtocol:
             return
         app.attempt += 1
         app.launching, app.resync, app.last_seen = True, False, now
+        self.launching_apps.add(app_id)
         self._as_of_host(app, app.host)              # the new attempt's silence starts now
         self._event(now, "am_launch", app=app_id, detail=f"attempt {app.attempt}")
 
@@ -286,9 +291,9 @@ class AppProtocol:
 
     def pending_launches(self) -> list[tuple[str, str, int]]:
         """(AM host, app, attempt) of every attempt the RM started that has not registered."""
-        return [(r.host, a, r.attempt) for a, r in self.apps.items() if r.launching and not r.done]
+        return [(self.apps[a].host, a, self.apps[a].attempt) for a in sorted(self.launching_apps)
+                if self.apps[a].launching and not self.apps[a].done]
 
     def failed_apps(self) -> list[tuple[str, str]]:
         """(AM host, app) of every app that ended without all its tasks finished."""
-        return [(r.host, a) for a, r in self.apps.items()
-                if r.done and len(r.finished_tasks) < r.spec.num_tasks]
+        return [(self.apps[a].host, a) for a in sorted(self.failed_app_ids)]

@@ -58,6 +58,8 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
         self.start_wall: float | None = None
         self.nodes: dict[str, NodeRecord] = {n.name: NodeRecord(n) for n in nodes}
         self.apps: dict[str, AppRecord] = {}
+        self.launching_apps: set[str] = set()   # attempts started, not registered (the AM launcher's work)
+        self.failed_app_ids: set[str] = set()   # apps that ended with tasks unfinished
         self.containers: dict[int, ContainerRecord] = {}
         # live containers (neither COMPLETE nor RELEASED) by app and by node, so that failing
         # an app, losing a node or resyncing touches only their own (issue 11)
