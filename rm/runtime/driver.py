@@ -128,10 +128,20 @@ class _Session:
 
     def __init__(self):
         self.actors: list = []
+        self.pinned: list = []
 
     def add(self, actor):
         self.actors.append(actor)
         return actor
+
+    def pin(self, value):
+        """``ray.put(value)``, the reference held until the replay ends: a restartable actor
+        constructed from it (the RM, NM and AM hosts) can be restarted — Ray re-reads its
+        constructor arguments, and large ones live in the object store only while referenced."""
+        import ray  # noqa: PLC0415
+        ref = ray.put(value)
+        self.pinned.append(ref)
+        return ref
 
     def close(self) -> None:
         import ray  # noqa: PLC0415
@@ -141,6 +151,7 @@ class _Session:
             except Exception:  # noqa: BLE001 - already gone
                 pass
         self.actors.clear()
+        self.pinned.clear()
 
 
 @dataclass
@@ -210,7 +221,7 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     rm = session.add(ResourceManager.options(
         name=RM_NAME, namespace=NAMESPACE, max_restarts=RM_MAX_RESTARTS,
         scheduling_strategy=Affinity(here, soft=False)).remote(
-        dims=cfg.dims, nodes=cfg.nodes, policy=policy_obj, policy_name=policy_name, time_scale=scale,
+        dims=cfg.dims, nodes=session.pin(cfg.nodes), policy=policy_obj, policy_name=policy_name, time_scale=scale,
         heartbeat_interval=float(cfg.run["heartbeat_interval"]), nm_expiry=int(cfg.run["nm_expiry"]),
         am_expiry=int(cfg.run["am_expiry"]), max_attempts=int(cfg.run["max_attempts"]),
         state_dir=str(state_dir), secret=secret, name=cfg.name, seed=seed))
@@ -221,8 +232,8 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
         hosts[f"nm-{i}"] = session.add(NodeManagerHost.options(
             name=f"rayrm-nm-{i}", namespace=NAMESPACE, max_restarts=NM_HOST_RESTARTS,
             scheduling_strategy=Affinity(rid, soft=False)).remote(
-            f"nm-{i}", RM_NAME, specs, rid, interval_wall=interval_wall, executor=chosen,
-            container_actor=container_actor, events=plan.events.get(rid, ()), secret=secret))
+            f"nm-{i}", RM_NAME, session.pin(specs), rid, interval_wall=interval_wall, executor=chosen,
+            container_actor=container_actor, events=session.pin(plan.events.get(rid, ())), secret=secret))
         host_of_node.update({s.name: f"nm-{i}" for s in specs})
         host_of_node.update({e[2]: f"nm-{i}" for e in plan.events.get(rid, ()) if e[1] == "join"})
     ray.get([h.prewarm.remote(plan.warm[rid]) for h, rid in zip(hosts.values(), plan.hosted)])
@@ -240,7 +251,7 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
         ams[f"am-{i}"] = session.add(ApplicationMasterHost.options(
             name=f"rayrm-am-{i}", namespace=NAMESPACE, max_restarts=AM_HOST_RESTARTS,
             scheduling_strategy=Affinity(rid, soft=False)).remote(
-            f"am-{i}", RM_NAME, {h: f"rayrm-{h}" for h in hosts}, mine, time_scale=scale,
+            f"am-{i}", RM_NAME, {h: f"rayrm-{h}" for h in hosts}, session.pin(mine), time_scale=scale,
             interval_wall=interval_wall, payload=kind))
         am_of_app.update({j.spec.app_id: ams[f"am-{i}"] for j in mine})
     ray.get([am.ready.remote() for am in ams.values()])
