@@ -46,6 +46,7 @@ from rayrm.rm.runtime.session import connect
 from rayrm.rm.runtime.supervisor import (AM_HOST_RESTARTS, NM_HOST_RESTARTS, FaultInjector, StopSignal, Supervisor, merge_outcomes,
                                          rm_call)
 from rayrm.rm.service.protocol import MIN_EXPIRY_WALL, NAMESPACE, RM_NAME
+from rayrm.rm.service.store import StateStore
 
 START_LEAD = 0.3          # wall seconds between the last preparation and t = 0
 INTERRUPT_EXPORT_WAIT = 3.0   # wall seconds an interrupted replay waits for the RM's run log
@@ -354,7 +355,6 @@ def am_host_nodes(ray_nodes: list, count: int | None = None) -> list[str]:
 def export_from_store(state_dir: Path, wall_seconds: float) -> dict:
     """What ``ResourceManager.export`` gives, from the RM's last snapshot on disk (the RM
     did not answer an interrupted replay in time); measurements it alone held are empty."""
-    from rayrm.rm.service.store import StateStore  # noqa: PLC0415
     store = StateStore(state_dir)
     with open(store.snapshot_path, "rb") as fh:
         import pickle  # noqa: PLC0415
