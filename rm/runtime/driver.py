@@ -43,7 +43,7 @@ from rayrm.rm.core.policies import policy_for_run
 from rayrm.rm.runs.metrics import percentiles
 from rayrm.rm.runtime.pace import pace_summary, pace_warning
 from rayrm.rm.runtime.session import connect
-from rayrm.rm.runtime.supervisor import (NM_HOST_RESTARTS, FaultInjector, StopSignal, Supervisor, merge_outcomes,
+from rayrm.rm.runtime.supervisor import (AM_HOST_RESTARTS, NM_HOST_RESTARTS, FaultInjector, StopSignal, Supervisor, merge_outcomes,
                                          rm_call)
 from rayrm.rm.service.protocol import MIN_EXPIRY_WALL, NAMESPACE, RM_NAME
 
@@ -197,7 +197,9 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     here = ray.get_runtime_context().get_node_id()
     ray_nodes = alive_ray_nodes()
     plan = plan_replay(cfg, ray_nodes, executor)
-    check_cluster(faults, len(ray_nodes), len(plan.hosted))
+    doomed = {ray_nodes[f.index].node_id for f in faults if f.kind == "kill-ray-node" and f.index < len(ray_nodes)}
+    am_nodes = am_host_nodes([r for r in ray_nodes if r.node_id not in doomed] or ray_nodes[:1], am_hosts)
+    check_cluster(faults, len(ray_nodes), len(plan.hosted), len(am_nodes))
     chosen = plan.executor
     state_dir = _state_dir(out)
     secret = os.urandom(16)
@@ -229,32 +231,32 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     # RM is the only central actor; the jobs are dealt round-robin in submit order.  Not on
     # a Ray node a kill-ray-node fault will take down: the replay survives losing NM hosts,
     # not (yet) an AM host.
-    doomed = {ray_nodes[f.index].node_id for f in faults if f.kind == "kill-ray-node"}
-    am_nodes = am_host_nodes([r for r in ray_nodes if r.node_id not in doomed], am_hosts)
     dealt: list[list] = [[] for _ in am_nodes]
     for k, job in enumerate(sorted(jobs, key=lambda j: (j.spec.submit, j.spec.app_id))):
         dealt[k % len(am_nodes)].append(job)
     ams, am_of_app = {}, {}
     for i, (rid, mine) in enumerate(zip(am_nodes, dealt)):
         ams[f"am-{i}"] = session.add(ApplicationMasterHost.options(
-            name=f"rayrm-am-{i}", namespace=NAMESPACE, scheduling_strategy=Affinity(rid, soft=False)).remote(
-            f"am-{i}", rm, hosts, mine, time_scale=scale, interval_wall=interval_wall, payload=kind))
+            name=f"rayrm-am-{i}", namespace=NAMESPACE, max_restarts=AM_HOST_RESTARTS,
+            scheduling_strategy=Affinity(rid, soft=False)).remote(
+            f"am-{i}", RM_NAME, {h: f"rayrm-{h}" for h in hosts}, mine, time_scale=scale,
+            interval_wall=interval_wall, payload=kind))
         am_of_app.update({j.spec.app_id: ams[f"am-{i}"] for j in mine})
     ray.get([am.ready.remote() for am in ams.values()])
 
     start_wall = time.time() + START_LEAD
     ray.get([rm.start_clock.remote(start_wall)] + [h.start.remote(start_wall, scale) for h in hosts.values()])
-    done_refs = [am.run.remote(start_wall) for am in ams.values()]
+    done_refs = {am.run.remote(start_wall): hid for hid, am in ams.items()}
     total = sum(j.app.num_tasks for j in cfg.jobs)
     max_task = max((max(a.durations) if a.durations else 0.0) for a in jobs) * scale
     injector = None
     if faults:
         nms_on = {rid: sorted(s.name for s in specs) for rid, specs in plan.hosted.items()}
         expiry = max(MIN_EXPIRY_WALL, int(cfg.run["nm_expiry"]) * interval_wall)
-        injector = FaultInjector(faults, start_wall=start_wall, time_scale=scale, rm=rm, am=am_of_app, hosts=hosts,
+        injector = FaultInjector(faults, start_wall=start_wall, time_scale=scale, rm=rm, am=am_of_app, am_hosts=ams, hosts=hosts,
                                  host_of_node=host_of_node, ray_nodes=ray_nodes, nms_on_ray_node=nms_on,
                                  nm_restart_after=2 * expiry, kill_ray_node=kill_ray_node)
-    supervisor = Supervisor(rm, hosts, injector, start_wall=start_wall, time_scale=scale, total=total,
+    supervisor = Supervisor(rm, hosts, injector, ams=ams, start_wall=start_wall, time_scale=scale, total=total,
                             label=policy_name, progress=progress, stall_after=120.0 + 3 * max_task,
                             until=until, stop=stop)
     outcome = supervisor.run(done_refs)
@@ -310,6 +312,7 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
         extra["faults"] = {"injected": [f.text for f, _ in injector.done],
                            "rm_restarts": exported["progress"]["epoch"],
                            "nm_host_restarts": supervisor.host_restarts,
+                           "am_host_restarts": supervisor.am_host_restarts,
                            "nm_hosts_lost": sorted(supervisor.dead_hosts),
                            "am_crashes": outcome.get("crashes", 0)}
     if out is not None:
@@ -344,7 +347,8 @@ def rm_costs(exported: dict) -> dict:
             "snapshot_max_s": round(max((t for _, t in snaps), default=0.0), 3),
             "snapshot_total_s": round(sum(t for _, t in snaps), 3),
             "snapshot_loop_blocked_max_s": round(max(exported.get("snapshot_blocked") or [0.0]), 4),
-            "journal_mb": round(exported["journal_bytes"] / 2**20, 2)}
+            "journal_mb": round(exported["journal_bytes"] / 2**20, 2),
+            "restores": exported.get("recoveries", [])}
 
 
 def _state_dir(out) -> Path:
