@@ -193,7 +193,8 @@ class _TableSink:
             return
         self.rows += len(rows)
         if self.fmt == "csv":
-            cols = [_text_column(c, i in self._rounded) for i, c in enumerate(_columns(rows, len(TABLES[self.table])))]
+            columns = _columns(rows, len(TABLES[self.table]))
+            cols = [_text_column(c, i in self._rounded) for i, c in enumerate(columns)]
             self._fh.write("\r\n".join(map(",".join, zip(*cols))))
             self._fh.write("\r\n")
         else:
