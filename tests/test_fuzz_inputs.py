@@ -242,6 +242,66 @@ def test_found_job_table_bytes_are_input_errors(tmp_path):
         read_job_table(tmp_path / "jobs.csv")
 
 
+
+# ----- SLS inputs: SLS JSON, Rumen, SYNTH -------------------------------------------------
+
+SLS_DATA = Path(__file__).parent / "data" / "sls"
+SLS_SAMPLES = ["rumen.json", "synth-generic.json", "synth-stream.json", "synth-flat.json", "jobs.json"]
+
+
+def _import_sls(path, trace_type):
+    from rayrm.traces.importers.common import SkipReport
+    from rayrm.traces.importers.sls import import_sls
+
+    return import_sls([path], SkipReport("fuzz"), trace_type=trace_type)
+
+
+@FUZZ
+@given(st.lists(trees, min_size=1, max_size=3), st.sampled_from(["auto", "rumen", "sls", "synth"]))
+def test_sls_importer_random_json(values, trace_type):
+    import json
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "t.json"
+        path.write_text("\n".join(json.dumps(v) for v in values))
+        loads_or_input_error(_import_sls, path, trace_type)
+
+
+def _leaves(doc, path=()):
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            yield from _leaves(v, path + (k,))
+    elif isinstance(doc, list):
+        for k, v in enumerate(doc):
+            yield from _leaves(v, path + (k,))
+    yield path
+
+
+@FUZZ
+@given(st.sampled_from(SLS_SAMPLES), st.data())
+def test_sls_importer_mutated_samples(name, data):
+    """One value anywhere in a real sample replaced by a random tree."""
+    import json
+
+    from rayrm.traces.importers.common import json_stream
+
+    values = [v for _, v in json_stream(SLS_DATA / name)]
+    k = data.draw(st.integers(0, len(values) - 1))
+    spots = list(_leaves(values[k]))
+    spot = data.draw(st.sampled_from(spots))
+    if not spot:
+        values[k] = data.draw(trees)
+    else:
+        parent = values[k]
+        for part in spot[:-1]:
+            parent = parent[part]
+        parent[spot[-1]] = data.draw(trees)
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / name
+        path.write_text("\n".join(json.dumps(v) for v in values))
+        loads_or_input_error(_import_sls, path, "auto")
+
+
 # ----- the CLI: one line on stderr, exit status 2 ------------------------------------
 
 CONFIG_COMMANDS = [c for c in ("simulate", "replay") if importlib.util.find_spec(f"rayrm.rm.cli.{c}")]

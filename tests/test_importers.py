@@ -23,7 +23,7 @@ from rayrm.rm.core.model import NodeSpec, Resources
 from rayrm.traces.importers.common import SkipReport, node_groups, token
 from rayrm.traces.importers.google2011 import import_google2011
 from rayrm.traces.importers.openb import import_openb
-from rayrm.traces.importers.sls import import_sls, queue_weights
+from rayrm.traces.importers.sls import import_sls, nm_resource, queue_weights
 from rayrm.traces.importers.swim import import_swim, task_model
 
 DATA = Path(__file__).parent / "data"
@@ -260,6 +260,153 @@ def test_sls_json_array(tmp_path):
     assert [(j.job_id, j.app.submit, durations(j)) for j in result.jobs] == [("a", 0.0, [1.0]), ("b", 0.5, [2.0])]
 
 
+
+# ----- SLS: Rumen job histories and SYNTH specs -----------------------------------------------
+
+RUMEN = DATA / "sls" / "rumen.json"
+
+
+def test_rumen_successful_attempts_job_properties_and_hosts():
+    report = SkipReport("sls")
+    result = import_sls([RUMEN], report)              # auto: told from jobID/mapTasks
+    jobs = jobs_by_id(result)
+    a, b = "job_1371222054000_0001", "job_1371222054000_0002"
+    assert list(jobs) == [f"{a}-map", f"{a}-reduce", b]
+    # Times are shifted by the earliest submitTime, 1371222054000 ms.
+    # m0 failed on h1, then succeeded on h2 from ...58500 to ...68500: 10 s; m1 15 s on h1.
+    # Maps take mapreduce.map.{memory.mb,cpu.vcores} = 2048, 2 from jobProperties.
+    m = jobs[f"{a}-map"].app
+    assert (m.submit, m.num_tasks, m.demand, durations(jobs[f"{a}-map"])) == \
+        (0.0, 2, Resources(cpu=2, memory_mb=2048), [10.0, 15.0])
+    # No reduce properties: SLS's default container.  Submitted at its attempt's start,
+    # 1371222072000 - 1371222054000 = 18 s; it runs 20 s.
+    r = jobs[f"{a}-reduce"].app
+    assert (r.submit, r.demand, durations(jobs[f"{a}-reduce"])) == (18.0, Resources(cpu=1, memory_mb=1024), [20.0])
+    # Job 2: submitted 10 s after job 1, one 5 s map.
+    assert (jobs[b].app.submit, durations(jobs[b])) == (10.0, [5.0])
+    # The successful attempts' hosts are the nodes, with SLS's NM default capacity.
+    assert [(n.name, n.attributes["rack"]) for n in result.nodes] == [("h2", "rack1"), ("h1", "rack1"),
+                                                                        ("h3", "rack2")]
+    assert all(n.capacity == Resources(cpu=10, memory_mb=10240) for n in result.nodes)
+    # m2 has no attempt, m3 was killed: both left out by rule, on job 1's line (5, after the licence).
+    assert report.lines()[1:3] == [
+        f"  left out: 1 x a task without attempts [{RUMEN}: field 'mapTasks[2].attempts'] (rows 5)",
+        f"  left out: 1 x a task whose attempts all failed or were killed [{RUMEN}: field 'mapTasks[3].attempts'] "
+        f"(rows 5)"]
+    assert report.notes()["failed, killed or speculative attempts not replayed (the task runs once)"] == 1
+    assert report.notes()["setup/cleanup tasks (otherTasks) not replayed"] == 1
+
+
+def test_rumen_bad_attempt_times_and_strict(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"jobID": "j", "submitTime": 1000, "mapTasks": [\n'
+                   ' {"attempts": [{"result": "SUCCESS", "hostName": "/r/h", "startTime": 5000, "finishTime": 4000}]},\n'
+                   ' {"attempts": [{"result": "SUCCESS", "hostName": "/r/h", "startTime": 2000, "finishTime": 3000}]}]}\n')
+    report = SkipReport("sls")
+    result = import_sls([bad], report)
+    assert [durations(j) for j in result.jobs] == [[1.0]]
+    assert report.reasons() == {"an attempt needs startTime < finishTime (ms)": 1}
+    with pytest.raises(InputError) as e:
+        import_sls([bad], SkipReport("sls", strict=True))
+    assert str(e.value) == f"{bad}:1: field 'mapTasks[0].attempts[0]': an attempt needs startTime < finishTime (ms)"
+
+
+def test_trace_type_auto_refuses_what_it_cannot_tell(tmp_path):
+    odd = tmp_path / "odd.json"
+    odd.write_text('\n{"foo": 1}\n')
+    with pytest.raises(InputError) as e:
+        import_sls([odd], SkipReport("sls"))
+    assert str(e.value).startswith(f"{odd}:2: cannot tell the trace type")
+    # Forced to SLS, a Rumen file has no job.tasks: no job, and the error says which check.
+    with pytest.raises(InputError) as e:
+        import_sls([RUMEN], SkipReport("sls"), trace_type="sls")
+    assert f"bad: 2 x a job needs a non-empty job.tasks list [{RUMEN}: field 'job.tasks'] (rows 5, 84)" in str(e.value)
+
+
+def test_synth_generic_form_constant_samples():
+    result = import_sls([DATA / "sls" / "synth-generic.json"], SkipReport("sls"))
+    jobs = jobs_by_id(result)
+    # num_jobs 3, all from the workload of weight 1, named <class>_<n> in submit order;
+    # every time bucket [10, 10) is empty, so every job is submitted at 10 s.
+    assert list(jobs) == [f"etl_00000{k}-{s}" for k in range(3) for s in ("map", "reduce")]
+    for k in range(3):
+        m, r = jobs[f"etl_00000{k}-map"], jobs[f"etl_00000{k}-reduce"]
+        # 3 maps of 4000 ms, 512 MB raised to SynthJob's 1024 MB minimum, 2 vcores;
+        # 1 reduce of 9000 ms, 3072 MB, 1 vcore.
+        assert (m.app.submit, m.app.num_tasks, m.app.demand, durations(m)) == \
+            (10.0, 3, Resources(cpu=2, memory_mb=1024), [4.0] * 3)
+        assert (r.app.submit, r.app.num_tasks, r.app.demand, durations(r)) == \
+            (10.0, 1, Resources(cpu=1, memory_mb=3072), [9.0])
+    # num_nodes 8, nodes_per_rack 4: 8 // 4 = 2 racks, node i in rack i mod 2.
+    assert [(n.name, n.attributes["rack"]) for n in result.nodes] == \
+        [(f"node{i}", f"rack{i % 2}") for i in range(8)]
+    assert all(n.capacity == Resources(cpu=10, memory_mb=10240) for n in result.nodes)
+
+
+def test_synth_stream_jobs_hold_their_streams_for_the_job_duration():
+    result = import_sls([DATA / "sls" / "synth-stream.json"], SkipReport("sls"),
+                        node_capacity=nm_resource("memory_mb=8192,cpu=8"))
+    # 2 jobs, each 2 streams of 4096 MB / 4 vcores held for the job's duration, 30 s (the
+    # stream's own 60000 ms container time only sets SLS's restarts); bucket [1, 2) -> 1 s.
+    assert [(j.job_id, j.app.submit, j.app.num_tasks, j.app.demand, durations(j)) for j in result.jobs] == \
+        [(f"stream_1_00000{k}", 1.0, 2, Resources(cpu=4, memory_mb=4096), [30.0, 30.0]) for k in range(2)]
+    # --nm-resource memory_mb=8192,cpu=8 on num_nodes 4 nodes in one rack.
+    assert [(n.name, n.attributes["rack"], n.capacity) for n in result.nodes] == \
+        [(f"node{i}", "rack0", Resources(cpu=8, memory_mb=8192)) for i in range(4)]
+
+
+def test_synth_flat_form_is_drawn_from_rand_seed(tmp_path):
+    path = DATA / "sls" / "synth-flat.json"
+    first = import_sls([path], SkipReport("sls"), synth_time_unit="s")
+    again = import_sls([path], SkipReport("sls"), synth_time_unit="s")
+    assert [(j.job_id, j.app, durations(j)) for j in first.jobs] == [(j.job_id, j.app, durations(j))
+                                                                   for j in again.jobs]
+    jobs = jobs_by_id(first)
+    # 12 jobs, read as SLS reads the flat form: a map and a reduce task definition each.
+    assert sorted({jid.rsplit("-", 1)[1] for jid in jobs}) == ["map", "reduce"]
+    assert len({jid.rsplit("-", 1)[0] for jid in jobs}) == 12
+    for j in first.jobs:
+        # Submitted in whole seconds in the one bucket of weight > 0, [1, 60).
+        assert j.app.submit == int(j.app.submit) and 1 <= j.app.submit < 60
+        # memory avg 1024 / 2048 and vcores 1 / 2, each with std 0.001: they round to the mean.
+        kind = j.job_id.rsplit("-", 1)[1]
+        assert j.app.demand == (Resources(cpu=1, memory_mb=1024) if kind == "map" else Resources(cpu=2, memory_mb=2048))
+        assert all(d >= 1 and d == int(d) for d in durations(j))      # whole seconds (--synth-time-unit s)
+    maps = [d for j in first.jobs if j.job_id.endswith("-map") for d in durations(j)]
+    reduces = [d for j in first.jobs if j.job_id.endswith("-reduce") for d in durations(j)]
+    # Log-normal task times of mean 10 s and 20 s: the sample means fall well inside 10 +- 3, 20 +- 6.
+    assert abs(np.mean(maps) - 10) < 3 and abs(np.mean(reduces) - 20) < 6
+    # Another seed draws other jobs.
+    other = tmp_path / "seed3.json"
+    other.write_text(path.read_text().replace('"rand_seed" : 2', '"rand_seed" : 3'))
+    drawn = import_sls([other], SkipReport("sls"), synth_time_unit="s")
+    assert [durations(j) for j in drawn.jobs] != [durations(j) for j in first.jobs]
+
+
+def test_synth_flat_form_command_simulates_and_checks(tmp_path, capsys):
+    from rayrm.rm.runs.check import check_run
+    from rayrm.rm.sim.engine import simulate
+
+    config = tmp_path / "flat.yaml"
+    assert rayrm(["trace", "import", "sls", str(DATA / "sls" / "synth-flat.json"), "--synth-time-unit", "s",
+                  "-o", str(config)]) == 0
+    assert "8 nodes, 24 jobs" in capsys.readouterr().out          # 12 jobs, each a map and a reduce app
+    cfg = load_config(config)
+    summary = simulate(cfg, policy="tsf", out=tmp_path / "run")
+    assert summary["tasks"]["finished"] == sum(j.app.num_tasks for j in cfg.jobs)
+    assert check_run(tmp_path / "run").ok
+
+
+def test_synth_spec_errors_name_the_field(tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text('{"num_nodes": 2, "num_jobs": 1, "rand_seed": 1, "workloads": [{"workload_weight": 1,'
+                    ' "job_classes": [{"class_weight": 1, "tasks": [{"count": {"val": "many"}}]}],'
+                    ' "time_distribution": [{"time": 0, "weight": 1}]}]}')
+    with pytest.raises(InputError) as e:
+        import_sls([spec], SkipReport("sls"))
+    assert str(e.value) == f"{spec}: field 'workloads[0].job_classes[0].tasks[0].count': needs a number, got 'many'"
+
+
 # ----- openb -------------------------------------------------------------------------------
 
 def test_openb_nodes_and_pods():
@@ -374,10 +521,14 @@ CASES = {
     "swim-input-paths": ([DATA / "swim" / "input-paths.tsv"], ["--nodes", "4"]),
     "sls": ([DATA / "sls" / "jobs.json"], ["--nodes", str(DATA / "sls" / "nodes.json"),
                                            "--queue-file", str(DATA / "sls" / "fair-scheduler.xml")]),
+    "sls-rumen": ([DATA / "sls" / "rumen.json"], []),
+    "sls-synth-generic": ([DATA / "sls" / "synth-generic.json"], ["--trace-type", "synth"]),
+    "sls-synth-stream": ([DATA / "sls" / "synth-stream.json"], ["--nm-resource", "memory_mb=8192,cpu=8"]),
     "openb": (OPENB, []),
     "google2011": ([GOOGLE], []),
 }
-TASKS = {"swim": 11, "swim-input-paths": 5, "sls": 10, "openb": 4, "google2011": 5}
+TASKS = {"swim": 11, "swim-input-paths": 5, "sls": 10, "openb": 4, "google2011": 5,
+         "sls-rumen": 4, "sls-synth-generic": 12, "sls-synth-stream": 4}   # Rumen 2+1+1, SYNTH 3x(3+1), 2x2
 
 
 @pytest.mark.parametrize("fmt", list(CASES))

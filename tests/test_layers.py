@@ -92,17 +92,8 @@ SOURCES, IMPORTS, HEAVY_AT_TOP = collect()
 # Violations being removed on the open branches of the layout change (issue 13); each
 # entry is "importer -> imported".  This set only shrinks, and goes when it is empty.
 KNOWN = {
-    "test_failures_protocol.py -> test_replay_protocol",
-    "rayrm.nodes.host -> rayrm.rm.runtime.actor",
     "rayrm.rm.runtime.driver -> rayrm.nodes.placement",
-    "rayrm.rm.runtime.driver -> rayrm.rm.core.faults",
-    "rayrm.rm.runtime.driver -> rayrm.rm.core.policies",
-    "rayrm.rm.runtime.driver -> rayrm.rm.runtime.native -> rayrm.rm.runtime.driver",
-    "rayrm.rm.runtime.driver -> rayrm.rm.service.protocol",
     "rayrm.rm.runtime.driver -> rayrm.rm.sim.engine",
-    "rayrm.rm.runtime.native -> rayrm.rm.runtime.driver",
-    "rayrm.rm.runtime.native -> rayrm.rm.runtime.native_log -> rayrm.rm.runtime.native",
-    "rayrm.rm.runtime.native_log -> rayrm.rm.runtime.native",
     "rayrm.traces.generate -> rayrm.traces.google_workload",
     "rayrm.traces.importers.common -> rayrm.rm.core.config",
     "rayrm.traces.importers.swim -> rayrm.rm.core.config",

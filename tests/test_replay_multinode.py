@@ -22,7 +22,8 @@ from samples import SMALL, small_config  # noqa: E402
 
 from rayrm.rm.runs.check import check_run  # noqa: E402
 from rayrm.rm.runtime.native import POOL_LABEL, ray_start_args  # noqa: E402
-from rayrm.rm.runtime.driver import SYSTEM_CONFIG, replay  # noqa: E402
+from rayrm.rm.runtime.driver import replay  # noqa: E402
+from rayrm.rm.runtime.session import SYSTEM_CONFIG  # noqa: E402
 from rayrm.rm.runs.reader import RunDir  # noqa: E402
 
 SMALL_STORE = 80 * 1024 * 1024
@@ -55,6 +56,20 @@ def test_nms_spread_over_both_ray_nodes_and_invariants_hold(two_nodes, tmp_path,
     assert len(set(where.values())) == 2 and summary["ray_nodes"] == 2
     assert where["a1"] == where["a2"] == ssd_node              # label disk=ssd matches
     assert where["b1"] != ssd_node and where["b2"] != ssd_node
+    assert summary["tasks"]["finished"] == 30 and summary["tasks_finished_twice"] == 0
+
+
+def test_am_hosts_spread_over_both_ray_nodes_and_each_app_names_its_own(two_nodes, tmp_path):
+    """Both Ray nodes have a CPU, so there are two AM hosts, one on each; j1 (submitted
+    first) is dealt to am-0 on the head, j2 to am-1 on the worker (round-robin by submit)."""
+    summary = replay(config(), out=tmp_path, progress=False)
+    assert check_run(tmp_path).ok
+    placed = summary["am_host_ray_nodes"]
+    assert summary["am_hosts"] == 2 and len(set(placed.values())) == 2
+    run = RunDir(tmp_path)
+    hosts = run.events[run.events.kind == "am_host"].set_index("app").detail.to_dict()
+    assert hosts == {"j1": f"AM host am-0 on Ray node {placed['am-0']}",
+                     "j2": f"AM host am-1 on Ray node {placed['am-1']}"}
     assert summary["tasks"]["finished"] == 30 and summary["tasks_finished_twice"] == 0
 
 

@@ -23,6 +23,9 @@ import argparse
 import json
 import sys
 
+from rayrm.rm.core.config import load_config
+from rayrm.rm.core.errors import InputError
+
 DEFAULT_INSTANCES = 60
 
 
@@ -41,8 +44,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rayrm.rm.core.errors import InputError
-
     if args.config or args.app:
         if not (args.config and args.app):
             raise InputError("what-if mode needs both --config and --app", field="--config")
@@ -51,8 +52,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--simulate needs --config and --app", field="--simulate")
     if args.instances < 0:
         raise InputError(f"must be >= 0, got {args.instances}", field="--instances")
-    from rayrm.rm.offline.audit.search import POLICIES, run_audit
-    from rayrm.rm.offline.audit.instances import paper_instances, random_instances
+    # Deferred here and below: the audit modules import scipy and highspy (slow for `rayrm --help`).
+    from rayrm.rm.offline.audit.instances import paper_instances, random_instances  # noqa: PLC0415
+    from rayrm.rm.offline.audit.search import POLICIES, run_audit  # noqa: PLC0415
 
     policies = _policies(args.policies, POLICIES)
     instances = paper_instances() + random_instances(args.instances, args.seed)
@@ -65,8 +67,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _policies(text: str | None, default) -> tuple[str, ...]:
-    from rayrm.rm.core.errors import InputError
-
     if not text:
         return tuple(default)
     names = tuple(p.strip() for p in text.split(",") if p.strip())
@@ -77,7 +77,7 @@ def _policies(text: str | None, default) -> tuple[str, ...]:
 
 
 def format_audit(result: dict, papers: int, randoms: int, seed: int) -> str:
-    from rayrm.rm.offline.audit.search import PROPERTIES
+    from rayrm.rm.offline.audit.search import PROPERTIES  # noqa: PLC0415
 
     policies = list(result["policies"])
     lines = [f"Property audit of offline (divisible) allocations: {papers} paper instances "
@@ -106,10 +106,8 @@ def format_audit(result: dict, papers: int, randoms: int, seed: int) -> str:
 
 
 def _what_if(args: argparse.Namespace) -> int:
-    from rayrm.rm.offline.audit.whatif import WHATIF_POLICIES, simulate_lies, what_if
-    from rayrm.rm.core.config import load_config
-
-    from rayrm.rm.offline.filling import resolve_policy
+    from rayrm.rm.offline.audit.whatif import WHATIF_POLICIES, simulate_lies, what_if  # noqa: PLC0415
+    from rayrm.rm.offline.filling import resolve_policy  # noqa: PLC0415
 
     config = load_config(args.config)
     policies = tuple(p.strip() for p in (args.policies or ",".join(WHATIF_POLICIES)).split(",") if p.strip())

@@ -16,6 +16,8 @@ import argparse
 import json
 import sys
 
+from rayrm.rm.core.config import load_config
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", metavar="CONFIG", help="experiment config (YAML)")
@@ -26,8 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rayrm.rm.core.config import load_config
-    from rayrm.rm.offline.filling import Problem, progressive_filling, resolve_policy
+    # Deferred: filling imports scipy and highspy, too slow for `rayrm --help`.
+    from rayrm.rm.offline.filling import Problem, progressive_filling, resolve_policy  # noqa: PLC0415
 
     config = load_config(args.config)
     policy, resource = resolve_policy(args.policy or config.policy, args.resource)

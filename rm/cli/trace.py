@@ -20,6 +20,10 @@ import argparse
 import importlib
 import sys
 
+from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.policies import POLICY_NAMES
+from rayrm.traces.importers.common import SkipReport, write_config
+
 FORMATS = ("swim", "sls", "openb", "google2011")   # modules in traces/importers/
 
 
@@ -72,11 +76,6 @@ def _unavailable(reason: str) -> int:
 
 
 def _run_import(args: argparse.Namespace) -> int:
-    from rayrm.traces.importers.common import SkipReport, write_config  # noqa: PLC0415
-
-    from rayrm.rm.core.errors import InputError  # noqa: PLC0415
-    from rayrm.rm.core.policies import POLICY_NAMES  # noqa: PLC0415
-
     if args.policy not in POLICY_NAMES and args.policy != "ray-native":
         raise InputError(f"unknown policy '{args.policy}' (choose from {', '.join(POLICY_NAMES)})",
                          field="--policy")

@@ -59,6 +59,8 @@ class CheckResult:
     tasks_missing: int = 0
     finished_twice: int = 0
     unexpected_attempts: int = 0
+    interrupted: str = ""              # a partial run: why it stopped ('' for a whole run)
+    jobs_unfinished: int = 0           # jobs it left unfinished (not required to be complete)
     attempts_by_status: dict[str, int] = field(default_factory=dict)
     reruns: int = 0
     examples: dict[str, list[str]] = field(default_factory=dict)
@@ -81,8 +83,11 @@ class CheckResult:
                                               *self.VIOLATIONS)} | {"ok": self.ok}
 
     def report(self) -> str:
-        lines = [f"{self.run}",
-                 f"  tasks checked          {self.tasks}  ({self.jobs_accepted} accepted jobs, "
+        lines = [f"{self.run}"]
+        if self.interrupted:
+            lines.append(f"  partial run ({self.interrupted}): {self.jobs_unfinished} unfinished jobs "
+                         f"checked for what ran, not for completeness")
+        lines += [f"  tasks checked          {self.tasks}  ({self.jobs_accepted} accepted jobs, "
                  f"{self.jobs_rejected} rejected)",
                  f"  attempts checked       {self.attempts}  ("
                  + ", ".join(f"{n} {k}" for k, n in sorted(self.attempts_by_status.items()))
@@ -109,6 +114,12 @@ def check_run(path: str | Path) -> CheckResult:
     result = CheckResult(str(path))
     accepted = jobs[jobs["status"] != "rejected"]
     result.jobs_accepted, result.jobs_rejected = len(accepted), len(jobs) - len(accepted)
+    summary = run.summary if (run.path / "summary.json").exists() else {}
+    if summary.get("interrupted"):
+        # a run stopped early (Ctrl-C, SIGTERM, --until): what ran must be right, and the
+        # jobs it did not finish are not required to have every task
+        result.interrupted = str(summary.get("interrupt_reason") or "interrupted")
+        result.jobs_unfinished = int((accepted["status"] == "unfinished").sum())
     result.tasks = int(accepted["num_tasks"].sum())
     result.attempts = len(tasks)
     result.attempts_by_status = {str(k): int(v) for k, v in tasks["status"].value_counts().items()}
@@ -121,13 +132,17 @@ def check_run(path: str | Path) -> CheckResult:
     key = codes.astype(np.int64) * width + (task - low)
     _, per_task = np.unique(key, return_counts=True)
     result.reruns = int((per_task > 1).sum())
-    _check_exactly_once(accepted, jobs, tasks, codes, apps, (key, width, low), result)
+    _check_exactly_once(accepted, jobs, tasks, codes, apps, (key, width, low), result,
+                        required=accepted[accepted["status"] != "unfinished"] if result.interrupted else accepted)
     _check_constraints(run, jobs, tasks, codes, apps, result)
     _check_capacity(nodes, jobs, tasks, codes, apps, dims, result)
     return result
 
 
-def _check_exactly_once(accepted, jobs, tasks, codes, apps, keyed, result: CheckResult) -> None:
+def _check_exactly_once(accepted, jobs, tasks, codes, apps, keyed, result: CheckResult, required) -> None:
+    """Every task of the ``required`` jobs (all accepted ones, or of an interrupted run
+    those not marked unfinished) finished exactly once; no attempt of a task a job does
+    not have."""
     key, width, low = keyed
     size = dict(zip(accepted["app"], accepted["num_tasks"]))
     known = np.array([size.get(a, -1) for a in apps], dtype=np.int64)[codes] if len(apps) \
@@ -147,14 +162,15 @@ def _check_exactly_once(accepted, jobs, tasks, codes, apps, keyed, result: Check
     result.finished_twice = len(twice)
     for k in twice[:MAX_EXAMPLES]:
         result.note("finished_twice", f"{apps[keys[k] // width]} task {keys[k] % width + low} finished {counts[k]} times")
-    result.tasks_missing = result.tasks - len(keys)
+    have = np.bincount(keys // width, minlength=len(apps))
+    code_of = {a: i for i, a in enumerate(apps)}
+    need = dict(zip(required["app"], required["num_tasks"]))
+    missing = {app: int(n) - (int(have[code_of[app]]) if app in code_of else 0) for app, n in need.items()}
+    result.tasks_missing = sum(m for m in missing.values() if m > 0)
     if result.tasks_missing:
-        have = np.bincount(keys // width, minlength=len(apps))
-        code_of = {a: i for i, a in enumerate(apps)}
-        for app, n in size.items():
-            got = int(have[code_of[app]]) if app in code_of else 0
-            if got < n:
-                result.note("tasks_missing", f"{app}: {n - got} of {n} tasks never finished")
+        for app, m in missing.items():
+            if m > 0:
+                result.note("tasks_missing", f"{app}: {m} of {need[app]} tasks never finished")
                 if len(result.examples["tasks_missing"]) >= MAX_EXAMPLES:
                     break
 

@@ -1,5 +1,9 @@
 """Importers for public trace formats: one module per format (see ``rm/cli/trace.py``).
 
-Each module exposes ``add_arguments(parser)`` (its INPUT positional and options),
+Each format module exposes ``add_arguments(parser)`` (its INPUT positional and options),
 ``load(args, report) -> ImportResult`` and a plain-Python ``import_<format>(...)``.
+``rumen`` and ``synth`` are not formats of their own: they turn Rumen job histories and
+SYNTH specs into SLS job objects for ``sls``, as Hadoop's SLS takes all three.
+``common`` holds what they share (skip report, tables, JSON streams, the config writer).
+Importers import only ``rayrm.rm.core`` and each other, downwards: sls -> rumen, synth -> common.
 """

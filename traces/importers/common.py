@@ -32,6 +32,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import yaml
 
+from rayrm.rm.core.config import load_config, write_job_table
 from rayrm.rm.core.jobs import JobSpec
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import NodeSpec, Resources
@@ -155,11 +156,20 @@ class SkipReport:
 # ----- JSON streams and amounts --------------------------------------------------------
 
 def json_stream(path: str | Path):
-    """(line, object) for each top-level JSON value (a stream of objects or one array)."""
+    """(line, value) for each top-level JSON value: a stream of objects (Rumen, SLS) or one array.
+
+    Hadoop's readers (Jackson) are lenient where Python's ``json`` is not, and real files
+    use it: Rumen job histories may open with a ``/* licence */`` block and SYNTH specs
+    are written with ``//`` comments and trailing commas, as SLS's own documentation
+    shows.  Comments outside strings become blank space and a comma before ``}`` or ``]``
+    is dropped (:func:`lenient_json`); line numbers stay those of the file.
+    """
     try:
-        text = Path(path).read_text()
+        text = lenient_json(Path(path).read_text())
     except OSError as e:
         raise InputError(f"cannot read: {e.strerror}", file=str(path)) from None
+    except UnicodeDecodeError:
+        raise InputError("not a text file (cannot decode it)", file=str(path)) from None
     decoder = json.JSONDecoder()
     pos, line, n = 0, 1, len(text)
     in_array = False
@@ -169,7 +179,7 @@ def json_stream(path: str | Path):
             pos += 1
         if pos >= n:
             return
-        if not in_array and text[pos] == "[" and line == 1 and not text[:pos].strip():
+        if not in_array and text[pos] == "[" and not text[:pos].strip():
             in_array, pos = True, pos + 1
             continue
         if in_array and text[pos] == "]":
@@ -183,6 +193,20 @@ def json_stream(path: str | Path):
         line += text.count("\n", pos, end)
         pos = end
 
+
+_STRING = r'"(?:[^"\\\n]|\\.)*"'
+_COMMENTS = re.compile(_STRING + r"|//[^\n]*|/\*[\s\S]*?\*/")
+_TRAILING_COMMAS = re.compile(_STRING + r"|,(?=\s*[}\]])")
+
+
+def lenient_json(text: str) -> str:
+    """``text`` with comments blanked (newlines kept) and trailing commas removed; strings untouched."""
+    if "/" in text:
+        text = _COMMENTS.sub(lambda m: m.group() if m.group().startswith('"')
+                             else "\n" * m.group().count("\n"), text)
+    if "," in text:
+        text = _TRAILING_COMMAS.sub(lambda m: m.group() if m.group().startswith('"') else "", text)
+    return text
 
 
 def amount(value) -> float | None:
@@ -409,8 +433,6 @@ def write_config(path: str | Path, result: ImportResult, *, name: str | None = N
     ``rayrm simulate`` is raised here instead).  With ``report``, a trace that yields no
     job or node is an error that names the rules and checks that left out which rows.
     """
-    from rayrm.rm.core.config import load_config, write_job_table  # noqa: PLC0415
-
     path = Path(path)
     why = report.why() if report is not None else "see the skip report"
     if not result.nodes:

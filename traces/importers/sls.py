@@ -1,6 +1,13 @@
-"""Hadoop Scheduler Load Simulator (SLS) traces as a rayrm config.
+"""Hadoop Scheduler Load Simulator (SLS) inputs as a rayrm config: SLS JSON, Rumen and SYNTH.
 
-Inputs follow hadoop-sls (``SLSConfiguration``, ``AMDefinitionSLS``,
+SLS takes three trace types (``--trace-type``); each FILE's type is told from its
+first JSON value unless given: a Rumen job history (``jobID``, ``mapTasks``: see
+``rumen.py``), a SYNTH workload spec (``workloads``: see ``synth.py``) or SLS's own
+JSON (``job.tasks``, ``num.nodes``).  Rumen jobs and SYNTH draws become SLS job
+objects, so every type is grouped and mapped by the rules below.  JSON comments
+and trailing commas are tolerated, as Hadoop's readers do.
+
+SLS JSON follows hadoop-sls (``SLSConfiguration``, ``AMDefinitionSLS``,
 ``TaskContainerDefinition``, ``SLSUtils``):
 
 * **Jobs file(s)** — a stream of JSON objects (or one JSON array), one per job:
@@ -20,8 +27,10 @@ Mapping and assumptions:
   ``yarn.io/gpu`` -> ``gpu``, any other name with non-word characters as ``_``.
   Unset amounts take SLS's defaults: containers ``cpu:1;memory_mb:1024``
   (``yarn.sls.container.*``), nodes ``cpu:10;memory_mb:10240`` (``yarn.sls.nm.*``).
-* Without a node file the nodes are the hosts the tasks name (``/rack/host``),
-  plus generated ``node<k>`` up to ``num.nodes`` when a header gives it.
+* Without a node file the nodes are the hosts the tasks name (``/rack/host``; for
+  Rumen the successful attempts' ``hostName``), plus generated ``node<k>`` up to
+  ``num.nodes`` when a header gives it, plus a SYNTH spec's ``num_nodes`` nodes.
+  Nodes without a capacity get ``--nm-resource`` (SLS's ``yarn.sls.nm.*``).
 * Nodes get ``rack`` and, per label L, ``label.L: yes``.  A label expression
   ``L`` (or ``L1 && L2``) becomes ``label.L exists`` (and ...); YARN puts a job
   without one in the default partition, so it gets ``label.X not exists`` for
@@ -62,15 +71,26 @@ from rayrm.rm.core.constraints import Clause, Constraint
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
 from rayrm.traces.importers.common import ImportResult, SkipReport, amount, json_stream, parse_resources, token
+from rayrm.traces.importers.rumen import is_rumen, rumen_to_sls
+from rayrm.traces.importers.synth import is_synth, synth_to_sls
 
-HELP = "Hadoop Scheduler Load Simulator JSON jobs (+ SLS node file, queue weights)"
+HELP = "Hadoop Scheduler Load Simulator inputs: SLS JSON jobs, Rumen job histories, SYNTH specs"
+TRACE_TYPES = ("auto", "rumen", "sls", "synth")
+NM_DEFAULT = "cpu:10;memory_mb:10240"             # yarn.sls.nm.vcores / yarn.sls.nm.memory.mb
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("inputs", nargs="+", metavar="JOBS_JSON", help="SLS jobs file(s)")
+    parser.add_argument("inputs", nargs="+", metavar="FILE", help="SLS jobs, Rumen or SYNTH file(s)")
+    parser.add_argument("--trace-type", choices=TRACE_TYPES, default="auto",
+                        help="the files' type (default auto: told from each file's content)")
     parser.add_argument("--nodes", metavar="JSON", help="SLS node (topology) file")
-    parser.add_argument("--node-capacity", default="cpu:10;memory_mb:10240",
-                        help="capacity of a node that does not give one (SLS default)")
+    parser.add_argument("--nm-resource", metavar="memory_mb=M,cpu=V",
+                        help="capacity of a node that does not give one (default memory_mb=10240,cpu=10, "
+                             "SLS's yarn.sls.nm.*); same as --node-capacity")
+    parser.add_argument("--node-capacity", default=None, metavar="cpu:V;memory_mb:M",
+                        help="capacity of a node that does not give one (SLS default cpu:10;memory_mb:10240)")
+    parser.add_argument("--synth-time-unit", choices=("ms", "s"), default="ms",
+                        help="unit of SYNTH task times (default ms, as SLS runs them)")
     parser.add_argument("--container-default", default="cpu:1;memory_mb:1024",
                         help="demand of a task that does not give one (SLS default)")
     parser.add_argument("--queue-weights", metavar="Q=W,...", help="queue weights, e.g. a=2,b=1")
@@ -84,9 +104,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def load(args: argparse.Namespace, report: SkipReport) -> ImportResult:
     weights = queue_weights(args.queue_weights, args.queue_file)
-    return import_sls(args.inputs, report, nodes_file=args.nodes, node_capacity=args.node_capacity,
+    if args.nm_resource and args.node_capacity:
+        raise InputError("give --nm-resource or --node-capacity, not both", field="--nm-resource")
+    capacity = nm_resource(args.nm_resource) if args.nm_resource else (args.node_capacity or NM_DEFAULT)
+    return import_sls(args.inputs, report, nodes_file=args.nodes, node_capacity=capacity,
                       container_default=args.container_default, weights=weights,
-                      shared_labels=args.shared_labels, pin_hosts=args.pin_hosts)
+                      shared_labels=args.shared_labels, pin_hosts=args.pin_hosts,
+                      trace_type=args.trace_type, synth_time_unit=args.synth_time_unit)
+
+
+def nm_resource(text: str) -> str:
+    """``memory_mb=8192,cpu=8`` (SLS names memory-mb and vcores too) as a resource literal."""
+    parts = []
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        name, eq, value = item.partition("=")
+        if not eq or amount(value.strip()) is None:
+            raise InputError(f"write memory_mb=8192,cpu=8, got {item!r}", field="--nm-resource")
+        parts.append(f"{resource_name(name.strip())}:{value.strip()}")
+    if not parts:
+        raise InputError("write memory_mb=8192,cpu=8", field="--nm-resource")
+    return ";".join(parts)
 
 
 # ----- SLS job objects into task groups ------------------------------------------------
@@ -157,25 +194,72 @@ def split_host(text) -> tuple[str, str] | None:
     return token("/".join(parts[:-1]) or "default-rack"), token(parts[-1])
 
 
-def read_jobs(inputs: list, report: SkipReport, default_demand: Resources) -> ParsedJobs:
+def read_records(inputs: list, report: SkipReport, trace_type: str = "auto",
+                 synth_time_unit: str = "ms") -> tuple[list[tuple[str, int, object]], list[tuple[str, str]]]:
+    """Every file as SLS (file, line, value) records, plus the nodes SYNTH specs ask for.
+
+    A file's type is ``trace_type`` or, with ``auto``, told from its first value.
+    Rumen jobs of all files are converted together (one time baseline).
+    """
+    records: list[tuple[str, int, object]] = []
+    rumen: list[tuple[str, int, dict]] = []
+    synth_nodes: list[tuple[str, str]] = []
+    for path in inputs:
+        values = list(json_stream(path))
+        kind = trace_type if trace_type != "auto" else detect_type(values, str(path))
+        if kind == "sls":
+            records += [(str(path), line, obj) for line, obj in values]
+        elif kind == "rumen":
+            for line, obj in values:
+                if isinstance(obj, dict):
+                    rumen.append((str(path), line, obj))
+                else:
+                    report.skip("not a JSON object", file=path, row=line)
+        else:
+            for line, obj in values:
+                if not is_synth(obj):
+                    raise InputError("not a SYNTH spec (an object with workloads)", file=str(path), row=line)
+                jobs, nodes = synth_to_sls(obj, str(path), time_unit=synth_time_unit)
+                records += [(str(path), line, job) for job in jobs]
+                synth_nodes += [n for n in nodes if n not in synth_nodes]
+    records += rumen_to_sls(rumen, report)
+    return records, synth_nodes
+
+
+def detect_type(values: list, path: str) -> str:
+    """``rumen``, ``synth`` or ``sls`` from a file's first JSON value."""
+    if not values:
+        raise InputError("holds no JSON value", file=path)
+    line, first = values[0]
+    if is_rumen(first):
+        return "rumen"
+    if is_synth(first):
+        return "synth"
+    if isinstance(first, dict) and ({"job.tasks", "num.nodes", "num.racks"} & set(first)):
+        return "sls"
+    raise InputError("cannot tell the trace type: Rumen jobs have jobID and mapTasks, SLS jobs job.tasks, "
+                     "SYNTH specs workloads (give --trace-type)", file=path, row=line)
+
+
+def read_jobs(records, report: SkipReport, default_demand: Resources) -> ParsedJobs:
+    """SLS job objects into jobs of task groups; ``num.nodes`` headers size the cluster."""
     out = ParsedJobs([])
     index = 0
-    for path in inputs:
-        for line, obj in json_stream(path):
-            if not isinstance(obj, dict):
-                report.skip("not a JSON object", file=path, row=line)
-                continue
-            if "job.tasks" not in obj and ("num.nodes" in obj or "num.racks" in obj):
-                n = amount(obj.get("num.nodes", 0))
-                if n is None or n != int(n):
-                    report.skip("not a whole number", file=path, row=line, field="num.nodes")
-                else:
-                    out.num_nodes = max(out.num_nodes, int(n))
-                continue
-            job = _read_job(obj, str(path), line, index, report, default_demand)
-            index += 1
-            if job is not None:
-                out.jobs.append(job)
+    for path, line, obj in records:
+        if not isinstance(obj, dict):
+            report.skip("not a JSON object", file=path, row=line)
+            continue
+        if "job.tasks" not in obj and ("num.nodes" in obj or "num.racks" in obj):
+            n = amount(obj.get("num.nodes", 0))
+            if n is None or n != int(n):
+                report.skip("not a whole number", file=path, row=line, field="num.nodes")
+            else:
+                out.num_nodes = max(out.num_nodes, int(n))
+            continue
+        job = _read_job(obj, str(path), line, index, report, default_demand)
+        index += 1
+        if job is not None:
+            out.jobs.append(job)
     return out
 
 
@@ -370,9 +454,11 @@ def label_constraint(expr, exclusive: set[str], shared: bool) -> Constraint | No
     return Constraint(tuple(Clause(f"label.{x}", "exists") for x in labels))
 
 
-def import_sls(inputs, report: SkipReport, *, nodes_file=None, node_capacity="cpu:10;memory_mb:10240",
+def import_sls(inputs, report: SkipReport, *, nodes_file=None, node_capacity=NM_DEFAULT,
                container_default="cpu:1;memory_mb:1024", weights=None, shared_labels=False,
-               pin_hosts=False) -> ImportResult:
+               pin_hosts=False, trace_type="auto", synth_time_unit="ms") -> ImportResult:
+    if trace_type not in TRACE_TYPES:
+        raise InputError(f"choose from {', '.join(TRACE_TYPES)}, got {trace_type!r}", field="--trace-type")
     default_cap = parse_resources(node_capacity, "--node-capacity")
     default_demand = parse_resources(container_default, "--container-default")
     inputs = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
@@ -381,13 +467,16 @@ def import_sls(inputs, report: SkipReport, *, nodes_file=None, node_capacity="cp
         nodes, exclusive = read_nodes(nodes_file, default_cap, report)
     else:
         nodes = []
-    parsed = read_jobs(inputs, report, default_demand)
+    records, synth_nodes = read_records(inputs, report, trace_type, synth_time_unit)
+    parsed = read_jobs(records, report, default_demand)
     if not nodes_file:
         hosts: dict[str, str] = {}
         for job in parsed.jobs:
             for group in job.groups:
                 for rack, host in group.hosts:
                     hosts.setdefault(host, rack)
+        for rack, host in synth_nodes:
+            hosts.setdefault(host, rack)
         nodes = [NodeSpec(h, default_cap, {"rack": r}) for h, r in hosts.items()]
         k = 0
         while len(nodes) < parsed.num_nodes:
@@ -395,12 +484,13 @@ def import_sls(inputs, report: SkipReport, *, nodes_file=None, node_capacity="cp
             if f"node{k}" not in hosts:
                 nodes.append(NodeSpec(f"node{k}", default_cap, {"rack": "default-rack"}))
         if not nodes:
-            raise InputError("no nodes: give an SLS node file (--nodes) or container.host in the tasks",
-                             file=str(inputs[0]))
+            skipped = f" ({report.why()})" if report.skipped else ""
+            raise InputError("no nodes: give an SLS node file (--nodes), container.host in the tasks, "
+                             f"hostName in Rumen attempts or num_nodes in a SYNTH spec{skipped}", file=str(inputs[0]))
     jobs = build_jobs(parsed, {n.name for n in nodes}, exclusive, weights or {}, report,
                       shared_labels=shared_labels, pin_hosts=pin_hosts)
     names = ", ".join(Path(p).name for p in inputs)
-    return ImportResult(nodes, jobs, description=f"SLS jobs {names} (rayrm trace import sls)")
+    return ImportResult(nodes, jobs, description=f"SLS inputs {names} (rayrm trace import sls)")
 
 
 def build_jobs(parsed: ParsedJobs, node_names: set[str], exclusive: set[str], weights: dict,

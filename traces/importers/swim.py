@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from rayrm.rm.core.config import node_group
 from rayrm.rm.core.jobs import Durations, JobSpec
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import AppSpec, NodeSpec
@@ -81,7 +82,6 @@ def load(args: argparse.Namespace, report: SkipReport) -> ImportResult:
 
 def cluster_from_file(path: str | Path) -> tuple[list[NodeSpec], list[dict]]:
     """``cluster.nodes`` (expanded) and ``cluster.events`` (as written) of a rayrm config."""
-    from rayrm.rm.core.config import node_group  # noqa: PLC0415
     try:
         doc = yaml.safe_load(Path(path).read_text())
     except OSError as e:
