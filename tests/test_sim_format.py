@@ -68,7 +68,8 @@ def test_batches_write_the_rows_the_whole_run_holds(tmp_path, monkeypatch):
     for key in ("makespan", "jobs", "tasks", "task_queueing_delay", "utilization", "job_completion_time"):
         assert summary[key] == whole[key], key
     for table in ("shares", "events"):
-        assert (tmp_path / "memory" / f"{table}.csv").read_text() == (tmp_path / "streamed" / f"{table}.csv").read_text()
+        memory_rows, streamed_rows = ((tmp_path / d / f"{table}.csv").read_text() for d in ("memory", "streamed"))
+        assert memory_rows == streamed_rows
     mem, st = ((tmp_path / d / "tasks.csv").read_text().splitlines() for d in ("memory", "streamed"))
     assert mem[0] == st[0] and sorted(mem[1:]) == sorted(st[1:]) and mem != st
 
