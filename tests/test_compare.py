@@ -128,7 +128,11 @@ def test_compare_both_modes_side_by_side(local_ray, tmp_path, capsys):
     for r in ("r1", "r2"):
         summary = pd.read_json(out / "ray" / f"seeddefault-{r}" / "fifo" / "summary.json", typ="series")
         assert summary["mode"] == "ray"
+    # The two replays of TSF against each other: every difference within 5 s.
+    noise = pd.read_csv(out / "ray" / "replay_noise.csv")
+    assert len(noise) == 1 and noise.loc[0, "equal"] == 1
     printed = capsys.readouterr().out
+    assert "ray noise, tsf against itself over 1 pair(s) of repeats" in printed
     assert "simulator and Ray side by side, tolerance ±5 s (--tolerance) in both:" in printed
     assert "every conclusion agrees" in printed
     # Without --tolerance the replays set it: their p99 latency or one heartbeat (1 s), whichever is larger.
