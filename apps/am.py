@@ -45,7 +45,7 @@ import ray
 from rayrm.rm.core.model import AppSpec
 from rayrm.rm.service.protocol import (FENCED, FINISHED, NORMAL, RESYNC, SHUTDOWN, AllocateRequest, AppRegistered,
                          AppRegistration, ContainerLaunch)
-from rayrm.rm.service.client import call_with_retry
+from rayrm.rm.service.client import RMClient
 
 # AM states: waiting (not submitted) -> registering -> active -> done; rejected; failed
 # (the RM gave up); crashed / fenced (waiting for the RM's next attempt) -> launching.
@@ -101,21 +101,16 @@ class ApplicationMasterHost:
 
     def __init__(self, host_id: str, rm, nm_hosts: dict, jobs: list[AMJob], *, time_scale: float,
                  interval_wall: float, payload: str = "sleep"):
-        self.host_id, self.rm, self.nm_hosts = host_id, rm, nm_hosts
+        self.host_id, self.rm_handle, self.nm_hosts = host_id, rm, nm_hosts
+        self.rm = RMClient(rm, host_id)
         self.time_scale, self.interval, self.payload = time_scale, interval_wall, payload
         self.ams = {j.spec.app_id: _AM(j) for j in sorted(jobs, key=lambda j: (j.spec.submit, j.spec.app_id))}
-        self._rid = 0
         self.start_wall = 0.0
-        self.calls = 0
         self.crashes = 0
+        self.delivery: list[float] = []      # wall seconds, allocation (NODE_UPDATE) -> this AM got it
+        self.ray_node = ray.get_runtime_context().get_node_id()
         self.error: BaseException | None = None
         self._wake: asyncio.Event | None = None
-
-    async def _call(self, method: str, payload, *extra):
-        """One RM call with the next request id, retried with the same id while the RM restarts."""
-        self._rid += 1
-        self.calls += 1
-        return await call_with_retry(getattr(self.rm, method), self.host_id, self._rid, payload, *extra)
 
     async def run(self, start_wall: float) -> dict:
         """Run every AM to the end; returns per-app outcomes."""
@@ -154,7 +149,7 @@ class ApplicationMasterHost:
         return self.ams.get(am.app) is am
 
     async def _register(self, ams: list[_AM]) -> None:
-        answers = await self._call("register_apps", [AppRegistration(am.job.spec, am.attempt) for am in ams])
+        answers = await self.rm.register_apps([AppRegistration(am.job.spec, am.attempt, self.ray_node) for am in ams])
         for am, ans in zip(ams, answers):
             if not self._current(am):
                 continue
@@ -173,7 +168,9 @@ class ApplicationMasterHost:
                     for am in active]
         for am in active:
             am.releases = []
-        responses = await self._call("allocate", requests, wait)
+        responses = await self.rm.allocate(requests, wait)
+        got = time.time()
+        self.delivery.extend(got - a.allocated for resp in responses for a in resp.allocated)
         launches: dict[str, list[ContainerLaunch]] = defaultdict(list)
         for am, req, resp in zip(active, requests, responses):
             if not self._current(am):
@@ -204,7 +201,7 @@ class ApplicationMasterHost:
         done = [am for am in active if self._current(am) and am.state == "active"
                 and len(am.finished) == am.job.spec.num_tasks]
         if done:
-            actions = await self._call("finish_apps", [(am.app, am.attempt) for am in done])
+            actions = await self.rm.finish_apps([(am.app, am.attempt) for am in done])
             for am, action in zip(done, actions):
                 if not self._current(am):
                     continue
@@ -275,15 +272,19 @@ class ApplicationMasterHost:
         if self._wake is not None:
             self._wake.set()
 
+    async def outcome_now(self) -> dict:
+        """``outcome()`` while ``run`` still goes on (the driver interrupted the replay)."""
+        return self.outcome()
+
     def outcome(self) -> dict:
         """Per app: final state, attempt, tasks finished, attempts launched, duplicate finishes."""
         apps = {am.app: {"state": am.state, "attempt": am.attempt, "finished": len(am.finished),
                          "tasks": am.job.spec.num_tasks, "attempts": am.attempts,
                          "duplicates": am.duplicates, "reason": am.reason}
                 for am in self.ams.values()}
-        return {"apps": apps, "calls": self.calls, "crashes": self.crashes}
+        return {"apps": apps, "calls": self.rm.calls, "crashes": self.crashes, "delivery": list(self.delivery)}
 
     async def ready(self) -> bool:
         """Before t = 0: one call to every NM host and the RM, so no first call pays for a connection."""
-        await asyncio.gather(self.rm.progress.remote(), *(h.health.remote() for h in self.nm_hosts.values()))
+        await asyncio.gather(self.rm_handle.progress.remote(), *(h.health.remote() for h in self.nm_hosts.values()))
         return True

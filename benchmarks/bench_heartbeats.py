@@ -32,9 +32,10 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as Aff
 
 from rayrm.nodes.host import NodeManagerHost
 from rayrm.nodes.placement import alive_ray_nodes, place_nodes
-from rayrm.rm.runtime.actor import NAMESPACE, RM_NAME, ResourceManager
+from rayrm.rm.runtime.actor import ResourceManager
+from rayrm.rm.service.protocol import NAMESPACE, RM_NAME
 from rayrm.rm.core.model import NodeSpec, Resources
-from rayrm.rm.runtime.driver import connect
+from rayrm.rm.runtime.session import connect
 
 
 def main() -> None:

@@ -47,7 +47,8 @@ def run_two_nodes(config: Path, fault: str, scale: float, out: Path) -> None:
     import ray  # noqa: PLC0415
     from ray.cluster_utils import Cluster  # noqa: PLC0415
 
-    from rayrm.rm.runtime.driver import SYSTEM_CONFIG, replay  # noqa: PLC0415
+    from rayrm.rm.runtime.driver import replay  # noqa: PLC0415
+    from rayrm.rm.runtime.session import SYSTEM_CONFIG  # noqa: PLC0415
     store = 80 * 1024 * 1024
     cluster = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "object_store_memory": store, "include_dashboard": False, "_system_config": SYSTEM_CONFIG})

@@ -44,11 +44,10 @@ import ray
 
 from rayrm.nodes.executors import Launcher
 from rayrm.nodes.nm import NodeManagerState
-from rayrm.rm.runtime.actor import NAMESPACE
 from rayrm.rm.core.model import NodeSpec
-from rayrm.rm.service.protocol import (COMPLETE, FAILED, FINISHED, KILLED, NORMAL, RESYNC, RUNNING, ContainerLaunch,
-                         ContainerStatus, NodeHeartbeat, token_valid)
-from rayrm.rm.service.client import call_with_retry
+from rayrm.rm.service.client import RMClient
+from rayrm.rm.service.protocol import (COMPLETE, FAILED, FINISHED, KILLED, NAMESPACE, NORMAL, RESYNC, RUNNING,
+                                      ContainerLaunch, ContainerStatus, NodeHeartbeat, token_valid)
 
 
 @ray.remote(num_cpus=0, max_concurrency=10_000)
@@ -63,7 +62,8 @@ class NodeManagerHost:
         # among its constructor arguments makes Ray warn that a restart may fail).
         if isinstance(rm, str):
             rm = ray.get_actor(rm, namespace=NAMESPACE)
-        self.host_id, self.rm, self.ray_node = host_id, rm, ray_node
+        self.host_id, self.ray_node = host_id, ray_node
+        self.rm = RMClient(rm, host_id)
         self.secret = secret
         self._events = sorted(events, key=lambda e: e[0])   # (trace time, join|leave, name, spec)
         self.interval = interval_wall
@@ -76,7 +76,6 @@ class NodeManagerHost:
         self._heap = [(nm.due, name) for name, nm in self.nms.items()]
         heapq.heapify(self._heap)
         self.launcher = Launcher(executor, ray_node, container_actor)
-        self._rid = 0
         self._oob: set[str] = set()
         self._wake: asyncio.Event | None = None
         self._loop_task: asyncio.Task | None = None
@@ -107,21 +106,12 @@ class NodeManagerHost:
     async def _register(self, nms: list[NodeManagerState]) -> None:
         """RegisterNodeManager for ``nms``; an NM the RM refuses stops."""
         regs = [nm.registration(self.ray_node) for nm in nms]
-        actions = await self._call("register_nodes", regs)
+        actions = await self.rm.register_nodes(regs)
         for nm, reg, action in zip(nms, regs, actions):
             told = {s.container for s in reg.running}
             nm.new = [s for s in nm.new if s.container not in told]
             if action != NORMAL:
                 nm.alive = False
-
-    async def _rm_retry(self, method: str, *args):
-        """An RM call without a request id (idempotent by itself), retried while the RM restarts."""
-        return await call_with_retry(getattr(self.rm, method), *args)
-
-    async def _call(self, method: str, payload, *extra):
-        """One RM call with the next request id, retried with the same id while the RM restarts."""
-        self._rid += 1
-        return await call_with_retry(getattr(self.rm, method), self.host_id, self._rid, payload, *extra)
 
     async def _heartbeat_loop(self) -> None:
         try:
@@ -170,29 +160,38 @@ class NodeManagerHost:
                 heapq.heappush(heap, (nxt, name))
 
     async def _beat(self, names: list[str], due: dict[str, float]) -> None:
-        beats, sent_by = [], []
+        """One node_heartbeat call for ``names``: NMs with something to report as
+        NodeHeartbeats, the idle ones as bare names (the RM answers those only when it
+        has something for them)."""
+        beats, sent_by, idle = [], {}, []
         for name in names:
             nm = self.nms[name]
+            sent_by[name] = nm
+            if not nm.new and not nm.unacked and not nm.refused:
+                idle.append(name)
+                continue
             statuses = [s for s in nm.new if s.container not in nm.unacked] + list(nm.unacked.values())
             beats.append(NodeHeartbeat(name, tuple(statuses), tuple(nm.refused)))
             nm.refused = []
-            sent_by.append(nm)
         sent = time.time()
-        self.stats["sent"] += len(beats)
+        self.stats["sent"] += len(names)
         self.stats["batches"] += 1
         self.stats["oob"] += len(names) - len(due)
-        responses = await self._call("node_heartbeat", beats)
+        responses = await self.rm.node_heartbeat(beats, tuple(idle), min(due.values(), default=0.0))
         got = time.time()
-        self.stats["answered"] += len(responses)
+        self.stats["answered"] += len(names)
         if self.keep_samples:
             self.rtt.append(got - sent)
             self.lag.extend(got - t for t in due.values())
+        reported = {b.node: {s.container for s in b.statuses if s.state == RUNNING} for b in beats}
         resync = []
-        for beat, nm, resp in zip(beats, sent_by, responses):
-            if not nm.alive or self.nms.get(nm.spec.name) is not nm:
+        for resp in responses:
+            nm = sent_by.get(resp.node)
+            if nm is None or not nm.alive or self.nms.get(nm.spec.name) is not nm:
                 continue                                   # crashed or restarted meanwhile
-            reported = {s.container for s in beat.statuses if s.state == RUNNING}
-            nm.new = [s for s in nm.new if s.container not in reported and s.container not in nm.unacked]
+            told = reported.get(resp.node, ())
+            if told:
+                nm.new = [s for s in nm.new if s.container not in told and s.container not in nm.unacked]
             for cid in resp.ack:
                 nm.unacked.pop(cid, None)
             for cid in resp.cleanup:
@@ -220,7 +219,7 @@ class NodeManagerHost:
             if kind == "join":
                 await self._join(spec)
             elif await self.kill_nm(name):             # leave: the RM declares it lost now
-                await self._rm_retry("lose_node", name, "left the cluster")
+                await self.rm.lose_node(name, "left the cluster")
 
     async def _join(self, spec: NodeSpec) -> None:
         """An NM starts (joins, or restarts empty) and registers."""

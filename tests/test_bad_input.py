@@ -14,18 +14,11 @@ import csv
 
 import pytest
 import yaml
+from samples import BASE, REASONS, REJECTS
 
 from rayrm.rm.cli.main import main
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.faults import check_cluster, parse_fault, parse_faults
-
-BASE = {
-    "name": "base",
-    "cluster": {"nodes": [{"name": "n{i}", "count": 2, "capacity": {"cpu": 2, "memory_mb": 2048},
-                           "attributes": {"disk": "ssd"}}]},
-    "workload": {"jobs": [{"id": "ok", "submit": 0, "tasks": 4, "demand": {"cpu": 1, "memory_mb": 512},
-                           "duration": 2}]},
-}
 
 
 def with_job(**fields) -> dict:
@@ -139,13 +132,6 @@ def test_fault_specs_read_back():
     assert parse_fault("kill-ray-node:1@30").index == 1
 
 
-REJECTS = dict(BASE, workload={"jobs": BASE["workload"]["jobs"] + [
-    {"id": "gpu", "tasks": 1, "demand": {"cpu": 1, "gpu": 1}, "duration": 2},
-    {"id": "nomatch", "tasks": 1, "demand": {"cpu": 1}, "duration": 2, "constraint": "disk == hdd"},
-    {"id": "huge", "tasks": 1, "demand": {"cpu": 4}, "duration": 2}]})
-REASONS = {"gpu": "demand names resource gpu that no node has",
-           "nomatch": "no node matches constraint 'disk == hdd'",
-           "huge": "demand cpu:4 exceeds every eligible node (2 match the constraint)"}
 
 
 def test_jobs_no_node_can_run_are_rejected_and_the_rest_runs_in_the_simulator(tmp_path, capsys):

@@ -1,179 +1,70 @@
 """Failures and fencing in the RM's protocol state, without Ray (rm/service/state.py, rm/service/store.py).
 
-Cluster (as test_replay_protocol): n1 <cpu:2; memory_mb:2048>, n2 <cpu:1; memory_mb:1024>;
-app "a" has 4 tasks of <cpu:1; memory_mb:512>, so 3 run at once (2 on n1, 1 on n2).
-
-``Cluster`` below plays one NM host and one AM host against the state: each step
-the AM asks for its unplaced tasks and starts what it gets, and the NMs report
-RUNNING, then COMPLETE once a container has run ``DURATION`` seconds.  Calls can
-go through a ``StateStore`` journal, so a "restart" rebuilds the state from disk.
+The cluster, app and driver are tests/harness.py's: n1 <cpu:2; memory_mb:2048>, n2
+<cpu:1; memory_mb:1024>; app "a" has 4 tasks of <cpu:1; memory_mb:512>, so 3 run at
+once (2 on n1, 1 on n2); each ``step`` is one second and a task runs ``DURATION`` = 2 s.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import pickle
+import struct
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
-from test_replay_protocol import APP, NODES
+import pytest
+
+from harness import APP, NODES, SECRET, Harness, digest, kinds
 
 from rayrm.rm.core.model import AppSpec, Resources
-from rayrm.rm.service.protocol import (COMPLETE, FENCED, FINISHED, LOST, NORMAL, RESYNC, RUNNING, SHUTDOWN, AllocateRequest,
-                         AppRegistration, ContainerLaunch, ContainerStatus, NodeHeartbeat, NodeRegistration,
-                         container_token, token_valid)
-from rayrm.rm.service.store import StateStore, read_journal, replay_records
+from rayrm.rm.service.protocol import (COMPLETE, FENCED, FINISHED, LOST, NORMAL, RESYNC, RUNNING, SHUTDOWN,
+                                      AllocateRequest, AppRegistration, Call, ContainerLaunch, ContainerStatus,
+                                      NodeHeartbeat, NodeRegistration, container_token, token_valid)
 from rayrm.rm.service.records import RELEASED
-from rayrm.rm.service.state import ResourceManagerState
-
-DURATION = 2.0
-SECRET = b"0123456789abcdef"
-
-
-class Cluster:
-    """One NM host ("nm") and one AM host ("am") driving the state; optionally journaled."""
-
-    def __init__(self, store: StateStore | None = None, apps=(APP,), max_attempts: int = 2):
-        self.store = store
-        self.rm = ResourceManagerState(dims=("cpu", "memory_mb"), nodes=NODES, policy="tsf",
-                                       policy_name="tsf", time_scale=1.0, max_attempts=max_attempts,
-                                       secret=SECRET)
-        if store is not None:
-            store.snapshot(self.rm)
-        self.now, self.rid = 0.0, {"nm": 0, "am": 0, "driver": 0}
-        self.apps = {a.app_id: a for a in apps}
-        self.attempt = {a: 1 for a in self.apps}
-        self.unplaced = {a.app_id: list(range(a.num_tasks)) for a in apps}
-        self.running: dict[int, tuple[str, int, str, float]] = {}     # container -> app, task, node, t0
-        self.reported: set[int] = set()
-        self.unacked: dict[int, ContainerStatus] = {}
-        self.finished = {a: set() for a in self.apps}
-        self.call("nm", "register_nodes", [NodeRegistration(n.name, dict(n.capacity), dict(n.attributes),
-                                                              "ray-a", 0) for n in NODES])
-        self.apply("start_clock", 0.0)
-        self.call("am", "register_apps", [AppRegistration(a) for a in apps])
-        self.call("am", "allocate", [AllocateRequest(a, 1, len(self.unplaced[a])) for a in self.apps])
-
-    def apply(self, method, *args):
-        out = getattr(self.rm, method)(self.now, *args)
-        if self.store is not None:
-            self.store.append(method, self.now, args)
-        return out
-
-    def call(self, caller, method, payload, *, again: bool = False):
-        if not again:
-            self.rid[caller] += 1
-        return self.apply(method, caller, self.rid[caller], payload)
-
-    def restart(self) -> None:
-        """The RM dies and comes back from its snapshot and journal."""
-        self.store.close()
-        store = StateStore(self.store.dir)
-        state, records = store.load()
-        replay_records(state, records)
-        self.rm, self.store = state, store
-        self.apply("recovered", "test", 0.0)
-
-    def statuses(self) -> list[ContainerStatus]:
-        out = list(self.unacked.values())
-        for cid, (app, task, node, t0) in self.running.items():
-            if cid not in self.reported:
-                out.append(ContainerStatus(cid, app, task, 0, node, RUNNING, t0))
-        return out
-
-    def step(self, dt: float = 1.0) -> None:
-        self.now += dt
-        for cid, (app, task, node, t0) in list(self.running.items()):
-            if self.now - t0 >= DURATION:
-                del self.running[cid]
-                self.unacked[cid] = ContainerStatus(cid, app, task, 0, node, COMPLETE, t0, t0, self.now, FINISHED)
-        sts = self.statuses()
-        answers = self.call("nm", "node_heartbeat", [NodeHeartbeat(n.name, tuple(s for s in sts if s.node == n.name))
-                                                      for n in NODES])
-        if any(r.action == RESYNC for r in answers):
-            self.call("nm", "register_nodes", [NodeRegistration(
-                n.name, dict(n.capacity), dict(n.attributes), "ray-a", 0,
-                tuple(s for s in self.statuses() if s.node == n.name) + tuple(
-                    ContainerStatus(c, a, t, 0, nd, RUNNING, t0) for c, (a, t, nd, t0) in self.running.items()
-                    if nd == n.name and c in self.reported)) for n in NODES])
-            return
-        self.reported |= {s.container for s in sts if s.state == RUNNING}
-        for r in answers:
-            for cid in r.ack:
-                self.unacked.pop(cid, None)
-        reqs = [AllocateRequest(a, self.attempt[a], len(self.unplaced[a])) for a in self.apps]
-        for resp in self.call("am", "allocate", reqs):
-            if resp.action == RESYNC:
-                self.call("am", "register_apps", [AppRegistration(self.apps[resp.app], self.attempt[resp.app])])
-                continue
-            for st in resp.completed:
-                if st.exit == FINISHED:
-                    self.finished[st.app].add(st.task)
-                else:
-                    self.unplaced[st.app].insert(0, st.task)
-            for a in resp.allocated:
-                task = self.unplaced[a.app].pop(0)
-                self.running[a.container] = (a.app, task, a.node, self.now)
-
-    def run(self, until: float) -> None:
-        while self.now < until:
-            self.step()
-
-
-def digest(rm: ResourceManagerState) -> str:
-    """Everything observable about the state, hashed: containers, apps, the run log, answers."""
-    view = (sorted((c.container, c.app, c.node, c.state, c.task, c.attempt) for c in rm.containers.values()),
-            sorted((a, r.attempt, sorted(r.finished_tasks), r.done) for a, r in rm.apps.items()),
-            sorted(map(tuple, rm.log.tasks.values())), list(rm.log.events), rm.allocations,
-            sorted((k, repr(v)) for k, v in rm._responses.items()))
-    return hashlib.sha256(repr(view).encode()).hexdigest()
-
-
-def kinds(rm, kind: str) -> list[tuple]:
-    return [e for e in rm.log.events if e[2] == kind]
-
+from rayrm.rm.service.store import JournalError, StateStore, read_journal, replay_records
 
 # ----- fencing ------------------------------------------------------------------
 
 def test_an_am_cannot_release_another_apps_container():
     other = AppSpec("b", Resources.parse("cpu:1;memory_mb:512"), num_tasks=2)
-    c = Cluster(apps=(APP, other))
+    c = Harness(apps=(APP, other))
     c.step()
     theirs = next(cid for cid, (app, *_) in c.running.items() if app == "b")
-    c.call("am", "allocate", [AllocateRequest("a", 1, 0, releases=(theirs,))])
+    c.call("am", Call.ALLOCATE, [AllocateRequest("a", 1, 0, releases=(theirs,))])
     assert c.rm.containers[theirs].state != RELEASED          # untouched
     assert [e[5] for e in kinds(c.rm, "refused")] == [theirs]
 
 
 def test_only_the_current_attempt_may_allocate_finish_or_register():
-    c = Cluster()
+    c = Harness()
     c.step()
-    assert c.call("am", "allocate", [AllocateRequest("a", 2, 1)])[0].action == FENCED
-    assert c.call("am", "finish_apps", [("a", 2)]) == [FENCED]
-    reg = c.call("am", "register_apps", [AppRegistration(APP, 3)])[0]
+    assert c.call("am", Call.ALLOCATE, [AllocateRequest("a", 2, 1)])[0].action == FENCED
+    assert c.call("am", Call.FINISH_APPS, [("a", 2)]) == [FENCED]
+    reg = c.call("am", Call.REGISTER_APPS, [AppRegistration(APP, 3)])[0]
     assert not reg.accepted and reg.action == FENCED
     assert len(kinds(c.rm, "fenced")) == 3 and c.rm.refused == 3
 
 
 def test_an_nm_host_may_not_speak_for_a_node_another_host_runs():
-    c = Cluster()
+    c = Harness()
     c.step()
-    beat = c.apply("node_heartbeat", "intruder", 1, [NodeHeartbeat("n1")])
+    beat = c.apply(Call.NODE_HEARTBEAT, "intruder", 1, [NodeHeartbeat("n1")])
     assert beat[0].action == FENCED
-    reg = c.apply("register_nodes", "intruder", 2, [NodeRegistration("n1", {"cpu": 2}, {}, "ray-b", 0)])
+    reg = c.apply(Call.REGISTER_NODES, "intruder", 2, [NodeRegistration("n1", {"cpu": 2}, {}, "ray-b", 0)])
     assert reg == [FENCED] and c.rm.nodes["n1"].host == "nm"
     assert len(kinds(c.rm, "refused")) == 2
 
 
 def test_an_nm_may_report_only_containers_it_runs():
-    c = Cluster()
+    c = Harness()
     c.step()
     cid, (app, task, node, t0) = next(iter(c.running.items()))
     other = "n2" if node == "n1" else "n1"
     forged = ContainerStatus(cid, app, task, 0, other, COMPLETE, t0, t0, c.now, FINISHED)
-    answers = c.call("nm", "node_heartbeat", [NodeHeartbeat(other, (forged,))])
+    answers = c.call("nm", Call.NODE_HEARTBEAT, [NodeHeartbeat(other, (forged,))])
     assert c.rm.finished == 0 and answers[0].ack == (cid,)         # acknowledged, not applied
     assert kinds(c.rm, "refused")[0][6] == other
 
@@ -187,37 +78,37 @@ def test_container_tokens_bind_container_app_and_node():
                    ContainerLaunch(8, "a", 0, 0, "n1", 1.0, token=token),      # another container
                    ContainerLaunch(7, "a", 0, 0, "n1", 1.0, token="")):
         assert not token_valid(SECRET, forged)
-    c = Cluster()
-    c.call("nm", "node_heartbeat", [NodeHeartbeat(n.name) for n in NODES])
-    got = c.call("am", "allocate", [AllocateRequest("a", 1, 4)])[0].allocated
+    c = Harness()
+    c.call("nm", Call.NODE_HEARTBEAT, [NodeHeartbeat(n.name) for n in NODES])
+    got = c.call("am", Call.ALLOCATE, [AllocateRequest("a", 1, 4)])[0].allocated
     assert len(got) == 3
     assert all(a.token == container_token(SECRET, a.container, "a", a.node) for a in got)
-    c.call("nm", "node_heartbeat", [NodeHeartbeat("n1", (), ((99, "a", "invalid container token"),))])
+    c.call("nm", Call.NODE_HEARTBEAT, [NodeHeartbeat("n1", (), ((99, "a", "invalid container token"),))])
     assert kinds(c.rm, "refused")[-1][7] == "launch refused by the NM: invalid container token"
 
 
 # ----- NodeManager loss -----------------------------------------------------------
 
 def test_a_lost_node_that_comes_back_has_its_old_containers_killed():
-    c = Cluster()
+    c = Harness()
     c.step()
     on_n2 = [cid for cid, (_, _, node, _) in c.running.items() if node == "n2"]
     c.step()                                                    # RUNNING reported
-    c.apply("lose_node", "n2", "test")
+    c.apply(Call.LOSE_NODE, "n2", "test")
     assert c.rm.containers[on_n2[0]].state == COMPLETE
     # n2 was only partitioned: it registers again still running the old container
     zombie = ContainerStatus(on_n2[0], "a", c.running[on_n2[0]][1], 0, "n2", RUNNING, 1.0)
-    c.call("nm", "register_nodes", [NodeRegistration("n2", {"cpu": 1, "memory_mb": 1024}, {}, "ray-a", 0,
+    c.call("nm", Call.REGISTER_NODES, [NodeRegistration("n2", {"cpu": 1, "memory_mb": 1024}, {}, "ray-a", 0,
                                                        (zombie,))])
     assert c.rm.nodes["n2"].cleanup == on_n2                  # killed at its next heartbeat
     assert kinds(c.rm, "node_lost") and kinds(c.rm, "node_join")[-1][6] == "n2"
 
 
 def test_lost_tasks_are_asked_again_and_every_task_finishes_once():
-    c = Cluster()
+    c = Harness()
     c.step()
     c.step()
-    c.apply("lose_node", "n1", "test")
+    c.apply(Call.LOSE_NODE, "n1", "test")
     c.running = {k: v for k, v in c.running.items() if v[2] != "n1"}   # died with the node
     c.run(until=20)
     assert c.finished["a"] == {0, 1, 2, 3} and c.rm.duplicate_finishes == 0
@@ -228,7 +119,7 @@ def test_lost_tasks_are_asked_again_and_every_task_finishes_once():
 # ----- ApplicationMaster failure -----------------------------------------------------
 
 def test_a_failed_attempt_keeps_finished_tasks_and_running_containers():
-    c = Cluster()
+    c = Harness()
     c.step()                                   # t=1: tasks 0-2 placed and started
     c.step()                                   # t=2: RUNNING reported
     c.step()                                   # t=3: 0-2 COMPLETE; task 3 placed and started
@@ -237,47 +128,47 @@ def test_a_failed_attempt_keeps_finished_tasks_and_running_containers():
     assert sum(1 for x in running.values() if x.state == RUNNING) == 1
     # the AM dies; at t=20 the RM expires attempt 1 and launches attempt 2
     c.now = 20.0
-    assert c.apply("expire_apps", 10.0) == ["a"]
+    assert c.apply(Call.EXPIRE_APPS, 10.0) == ["a"]
     assert c.rm.pending_launches() == [("am", "a", 2)]
-    answer = c.call("am", "register_apps", [AppRegistration(APP, 2)])[0]
+    answer = c.call("am", Call.REGISTER_APPS, [AppRegistration(APP, 2)])[0]
     # tasks 0-2 finished and are never run again; task 3's container is handed over
     assert answer.accepted and answer.attempt == 2
     assert answer.finished_tasks == (0, 1, 2) and [s.task for s in answer.running] == [3]
     assert [e[2] for e in c.rm.log.events[-3:]] == ["am_expired", "am_launch", "am_registered"]
-    assert c.call("am", "allocate", [AllocateRequest("a", 1, 0)])[0].action == FENCED
+    assert c.call("am", Call.ALLOCATE, [AllocateRequest("a", 1, 0)])[0].action == FENCED
 
 
 def test_containers_acquired_but_never_started_are_released_when_the_attempt_fails():
-    c = Cluster()
-    c.call("am", "allocate", [AllocateRequest("a", 1, 4)])
-    c.call("nm", "node_heartbeat", [NodeHeartbeat(n.name) for n in NODES])
-    got = c.call("am", "allocate", [AllocateRequest("a", 1, 4)])[0].allocated   # ACQUIRED, never launched
+    c = Harness()
+    c.call("am", Call.ALLOCATE, [AllocateRequest("a", 1, 4)])
+    c.call("nm", Call.NODE_HEARTBEAT, [NodeHeartbeat(n.name) for n in NODES])
+    got = c.call("am", Call.ALLOCATE, [AllocateRequest("a", 1, 4)])[0].allocated   # ACQUIRED, never launched
     c.now = 20.0
-    c.apply("expire_apps", 10.0)
+    c.apply(Call.EXPIRE_APPS, 10.0)
     assert all(c.rm.containers[a.container].state == RELEASED for a in got)
     assert sorted(c.rm.nodes["n1"].cleanup + c.rm.nodes["n2"].cleanup) == sorted(a.container for a in got)
     assert c.rm.scheduler.cluster.containers == {}             # their resources are back
 
 
 def test_after_max_attempts_the_app_fails_and_its_containers_are_killed():
-    c = Cluster(max_attempts=2)
+    c = Harness(max_attempts=2)
     c.step()
     c.step()
     c.now = 20.0
-    c.apply("expire_apps", 10.0)                               # attempt 1 fails -> attempt 2
+    c.apply(Call.EXPIRE_APPS, 10.0)                               # attempt 1 fails -> attempt 2
     c.now = 40.0
-    c.apply("expire_apps", 10.0)                               # attempt 2 never registered
+    c.apply(Call.EXPIRE_APPS, 10.0)                               # attempt 2 never registered
     assert c.rm.apps["a"].done and c.rm.log.jobs["a"]["status"] == "failed"
     assert "2 of 2 attempts failed" in c.rm.log.jobs["a"]["reason"]
     assert c.rm.failed_apps() == [("am", "a")]
-    assert c.call("am", "allocate", [AllocateRequest("a", 2, 0)])[0].action == SHUTDOWN
+    assert c.call("am", Call.ALLOCATE, [AllocateRequest("a", 2, 0)])[0].action == SHUTDOWN
     assert sorted(c.rm.nodes["n1"].cleanup + c.rm.nodes["n2"].cleanup) == sorted(c.running)
 
 
 # ----- ResourceManager restart -------------------------------------------------------
 
 def test_the_rm_rebuilds_its_state_from_snapshot_and_journal(tmp_path):
-    c = Cluster(StateStore(tmp_path))
+    c = Harness(StateStore(tmp_path))
     c.run(until=3)
     c.store.snapshot(c.rm)                     # a snapshot in the middle, then more journal
     c.run(until=5)
@@ -289,22 +180,22 @@ def test_the_rm_rebuilds_its_state_from_snapshot_and_journal(tmp_path):
 
 
 def test_a_call_retried_across_a_restart_gets_the_same_answer_and_allocates_nothing(tmp_path):
-    c = Cluster(StateStore(tmp_path))
+    c = Harness(StateStore(tmp_path))
     c.step()
-    c.call("nm", "node_heartbeat", [NodeHeartbeat(n.name) for n in NODES])
-    first = c.call("am", "allocate", [AllocateRequest("a", 1, 4)])
+    c.call("nm", Call.NODE_HEARTBEAT, [NodeHeartbeat(n.name) for n in NODES])
+    first = c.call("am", Call.ALLOCATE, [AllocateRequest("a", 1, 4)])
     allocations = c.rm.allocations
     c.restart()
-    again = c.call("am", "allocate", [AllocateRequest("a", 1, 4)], again=True)   # the answer was lost
+    again = c.call("am", Call.ALLOCATE, [AllocateRequest("a", 1, 4)], again=True)   # the answer was lost
     assert again == first and c.rm.allocations == allocations
 
 
 def test_after_a_restart_nms_and_ams_resync_and_the_run_completes(tmp_path):
-    c = Cluster(StateStore(tmp_path))
+    c = Harness(StateStore(tmp_path))
     c.run(until=3)
     c.restart()
     assert kinds(c.rm, "rm_recovered")
-    answers = c.call("nm", "node_heartbeat", [NodeHeartbeat(n.name) for n in NODES])
+    answers = c.call("nm", Call.NODE_HEARTBEAT, [NodeHeartbeat(n.name) for n in NODES])
     assert {r.action for r in answers} == {RESYNC}
     c.rid["nm"] -= 1                           # the host re-sends in step(): same request id
     c.run(until=20)
@@ -315,7 +206,7 @@ def test_after_a_restart_nms_and_ams_resync_and_the_run_completes(tmp_path):
 
 
 def test_a_container_its_nm_no_longer_reports_after_a_restart_is_lost(tmp_path):
-    c = Cluster(StateStore(tmp_path))
+    c = Harness(StateStore(tmp_path))
     c.step()
     c.step()
     c.restart()
@@ -328,7 +219,7 @@ def test_a_container_its_nm_no_longer_reports_after_a_restart_is_lost(tmp_path):
 
 
 def test_a_torn_journal_tail_is_ignored(tmp_path):
-    c = Cluster(StateStore(tmp_path))
+    c = Harness(StateStore(tmp_path))
     c.run(until=3)
     path = c.store.journal_path(c.store.generation)
     whole = list(read_journal(path))
@@ -341,7 +232,7 @@ _REBUILD = """
 import hashlib, sys
 sys.path.insert(0, {tests!r})
 from rayrm.rm.service.store import StateStore, replay_records
-from test_failures_protocol import digest
+from harness import digest
 state, records = StateStore({path!r}).load()
 replay_records(state, records)
 print(digest(state))
@@ -350,7 +241,7 @@ print(digest(state))
 
 def test_recovery_does_not_depend_on_the_process_hash_seed(tmp_path):
     """A restarted actor is another process, with another string hash seed."""
-    c = Cluster(StateStore(tmp_path))
+    c = Harness(StateStore(tmp_path))
     c.run(until=6)
     code = _REBUILD.format(tests=str(Path(__file__).parent), path=str(tmp_path))
     for seed in ("1", "2"):
@@ -360,14 +251,42 @@ def test_recovery_does_not_depend_on_the_process_hash_seed(tmp_path):
 
 
 def test_the_state_pickles_without_deprecated_counters():
-    pickle.dumps(Cluster().rm)
+    pickle.dumps(Harness().rm)
 
 
 def test_an_am_finishing_right_after_a_restart_is_not_sent_back_to_register(tmp_path):
-    c = Cluster(StateStore(tmp_path))
+    c = Harness(StateStore(tmp_path))
     c.run(until=8)                             # every task finished; the AM is about to finish
     assert c.finished["a"] == {0, 1, 2, 3}
     c.restart()                                # ... when the RM restarts: its finish is the first call
-    assert c.call("am", "finish_apps", [("a", 1)]) == [NORMAL]
+    assert c.call("am", Call.FINISH_APPS, [("a", 1)]) == [NORMAL]
     assert c.rm.log.jobs["a"]["status"] == "finished"
     assert not c.rm._resync_apps
+
+
+def test_a_journal_record_naming_an_unknown_call_is_a_clear_error(tmp_path):
+    c = Harness(StateStore(tmp_path))
+    c.store.append(Call.FAULT, 1.0, ("driver", 1, "kill-nm:n1@1", "n1", ""))
+    path = c.store.journal_path(c.store.generation)
+    body = pickle.dumps(("grant_everything", 2.0, ()))              # a call this version lacks
+    with open(path, "ab") as fh:
+        fh.write(struct.pack("<II", len(body), zlib.crc32(body)) + body)
+    state, records = StateStore(tmp_path).load()
+    with pytest.raises(JournalError, match=r"journal record \d+: unknown call 'grant_everything'"):
+        replay_records(state, records)
+
+
+def test_a_background_snapshot_is_written_by_a_child_while_the_journal_goes_on(tmp_path):
+    c = Harness(StateStore(tmp_path))
+    c.run(until=3)
+    assert c.store.snapshot(c.rm, background=True) == 0      # forked: the RM goes on at once
+    c.run(until=5)                                            # these calls go to journal g+1
+    # until the child has written the snapshot, recovery replays journal g and g+1
+    assert c.store.journal_path(1).exists() and c.store.journal_path(2).exists()
+    size, seconds = c.store.poll(wait=True)
+    assert size == c.store.snapshot_path.stat().st_size > 0 and seconds >= 0
+    assert not c.store.journal_path(1).exists()              # covered by snapshot 2: dropped
+    before = digest(c.rm)
+    state, records = StateStore(tmp_path).load()
+    replay_records(state, records)
+    assert digest(state) == before

@@ -16,7 +16,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from test_replay import CONFIG, config  # noqa: E402
+from samples import SMALL, small_config  # noqa: E402
 
 from rayrm.rm.runs.check import check_run  # noqa: E402
 from rayrm.rm.core.errors import InputError  # noqa: E402
@@ -31,7 +31,7 @@ def events(run: RunDir, kind: str):
 
 
 def run_with(tmp_path, fault: str, **run_settings):
-    cfg = config(run=dict(CONFIG["run"], **run_settings)) if run_settings else config()
+    cfg = small_config(run=dict(SMALL["run"], **run_settings)) if run_settings else small_config()
     summary = replay(cfg, out=tmp_path, faults=[fault], progress=False)
     result = check_run(tmp_path)
     assert result.ok, result.report()
@@ -99,4 +99,4 @@ def test_the_rm_restarts_recovers_and_resyncs_without_losing_work(local_ray, tmp
 
 def test_kill_ray_node_needs_a_multi_node_cluster(local_ray, tmp_path):
     with pytest.raises(InputError, match="needs a multi-node Ray cluster"):
-        replay(config(), out=tmp_path, faults=["kill-ray-node:1@3"], progress=False)
+        replay(small_config(), out=tmp_path, faults=["kill-ray-node:1@3"], progress=False)

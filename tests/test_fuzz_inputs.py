@@ -1,6 +1,6 @@
 """Fuzzing the loaders: every input either loads or raises InputError — never anything else.
 
-DESIGN.md principle 5: bad input gets one clear line naming the file, row and field.
+docs/design.md principle 5: bad input gets one clear line naming the file, row and field.
 Hypothesis feeds rm.config.parse_config random YAML-shaped trees and mutations of a
 valid config, load_config random bytes and YAML-ish text, read_job_table random
 CSVs, and Constraint.parse random strings.  The budget is 200 examples per test

@@ -7,37 +7,15 @@ j1 (20 tasks of <1 cpu, 512 MB>, anywhere) arrives at 0; j2 (10 tasks of <0.5 cp
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 ray = pytest.importorskip("ray")
 
+from samples import SMALL, small_config  # noqa: E402
+
 from rayrm.rm.runs.check import check_run  # noqa: E402
-from rayrm.rm.core.config import parse_config  # noqa: E402
 from rayrm.rm.runtime.driver import replay  # noqa: E402
 from rayrm.rm.runs.reader import RunDir  # noqa: E402
-
-CONFIG = {
-    "name": "small",
-    "cluster": {"nodes": [
-        {"name": "a{i}", "count": 2, "capacity": {"cpu": 2, "memory_mb": 2048}, "attributes": {"disk": "ssd"}},
-        {"name": "b{i}", "count": 2, "capacity": {"cpu": 1, "memory_mb": 2048}}]},
-    "workload": {"jobs": [
-        {"id": "j1", "submit": 0, "tasks": 20, "demand": {"cpu": 1, "memory_mb": 512},
-         "duration": {"mean": 5, "jitter": 0.2}},
-        {"id": "j2", "submit": 2, "tasks": 10, "demand": {"cpu": 0.5, "memory_mb": 512},
-         "duration": 4, "constraint": "disk == ssd"}]},
-    "policy": "tsf",
-    "run": {"seed": 3, "time_scale": 0.05},
-}
-
-
-def config(**changes):
-    doc = json.loads(json.dumps(CONFIG))
-    for key, value in changes.items():
-        doc[key] = value
-    return parse_config(doc)
 
 
 def finished_once(run: RunDir) -> bool:
@@ -47,7 +25,7 @@ def finished_once(run: RunDir) -> bool:
 
 @pytest.mark.parametrize("policy, executor", [("tsf", "actor"), ("drf", "task")])
 def test_replay_holds_every_invariant(local_ray, tmp_path, policy, executor):
-    summary = replay(config(), policy=policy, out=tmp_path, executor=executor, progress=False)
+    summary = replay(small_config(), policy=policy, out=tmp_path, executor=executor, progress=False)
     result = check_run(tmp_path)
     assert result.ok, result.report()
     run = RunDir(tmp_path)
@@ -62,9 +40,9 @@ def test_replay_holds_every_invariant(local_ray, tmp_path, policy, executor):
 
 
 def test_a_job_no_node_can_run_is_rejected_and_the_rest_runs(local_ray, tmp_path):
-    jobs = CONFIG["workload"]["jobs"] + [
+    jobs = SMALL["workload"]["jobs"] + [
         {"id": "j3", "submit": 1, "tasks": 2, "demand": {"cpu": 8, "memory_mb": 512}, "duration": 1}]
-    summary = replay(config(workload={"jobs": jobs}), out=tmp_path, progress=False)
+    summary = replay(small_config(workload={"jobs": jobs}), out=tmp_path, progress=False)
     jobs_csv = RunDir(tmp_path).jobs.set_index("app")
     assert jobs_csv.at["j3", "status"] == "rejected"
     assert "exceeds every eligible node" in jobs_csv.at["j3", "reason"]
@@ -74,10 +52,10 @@ def test_a_job_no_node_can_run_is_rejected_and_the_rest_runs(local_ray, tmp_path
 
 def test_nodes_leaving_and_joining_mid_replay(local_ray, tmp_path):
     """b1 leaves at t=3 (its containers are lost and asked again); c1 joins at t=6."""
-    cluster = dict(CONFIG["cluster"], events=[
+    cluster = dict(SMALL["cluster"], events=[
         {"time": 3, "leave": "b1"},
         {"time": 6, "join": {"name": "c1", "capacity": {"cpu": 2, "memory_mb": 2048}}}])
-    summary = replay(config(cluster=cluster), out=tmp_path, progress=False)
+    summary = replay(small_config(cluster=cluster), out=tmp_path, progress=False)
     assert check_run(tmp_path).ok
     run = RunDir(tmp_path)
     assert "c1" in set(run.nodes.node) and "c1" in set(run.tasks.node)
@@ -94,7 +72,7 @@ def test_replay_tracks_the_simulator_on_the_same_seed(local_ray, tmp_path):
     and each container pays a few milliseconds of protocol between its predecessor
     ending and it starting (tens of ms of trace time at this scale).
     """
-    summary = replay(config(), out=tmp_path, twin=True, progress=False)
+    summary = replay(small_config(), out=tmp_path, twin=True, progress=False)
     ratios = summary["twin"]["completion_time_ratio"]
     assert set(ratios) == {"j1", "j2"}
     assert all(0.8 < r < 1.25 for r in ratios.values()), ratios
@@ -122,7 +100,7 @@ def test_the_replay_cli_rejects_jobs_no_node_can_run_with_the_reason(local_ray, 
     resource no node has, a constraint no node matches, a demand above every eligible
     node — each rejected with its reason in jobs.csv — and the rest runs."""
     import yaml
-    from test_bad_input import REASONS, REJECTS
+    from samples import REASONS, REJECTS
 
     from rayrm.rm.cli.main import main
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(dict(REJECTS, run={"time_scale": 0.05})))

@@ -18,11 +18,12 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from ray.cluster_utils import Cluster  # noqa: E402
-from test_replay import CONFIG, config  # noqa: E402
+from samples import SMALL, small_config  # noqa: E402
 
 from rayrm.rm.runs.check import check_run  # noqa: E402
 from rayrm.rm.runtime.native import POOL_LABEL, ray_start_args  # noqa: E402
-from rayrm.rm.runtime.driver import SYSTEM_CONFIG, replay  # noqa: E402
+from rayrm.rm.runtime.driver import replay  # noqa: E402
+from rayrm.rm.runtime.session import SYSTEM_CONFIG  # noqa: E402
 from rayrm.rm.runs.reader import RunDir  # noqa: E402
 
 SMALL_STORE = 80 * 1024 * 1024
@@ -30,7 +31,7 @@ SMALL_STORE = 80 * 1024 * 1024
 
 @pytest.fixture(scope="module")
 def two_nodes():
-    head, worker = ray_start_args(config())
+    head, worker = ray_start_args(small_config())
     cluster = Cluster(initialize_head=True, head_node_args={
         **head, "num_cpus": 1, "object_store_memory": SMALL_STORE, "include_dashboard": False,
         "_system_config": SYSTEM_CONFIG})
@@ -48,7 +49,7 @@ def two_nodes():
 @pytest.mark.parametrize("executor", ["task", "actor"])
 def test_nms_spread_over_both_ray_nodes_and_invariants_hold(two_nodes, tmp_path, executor):
     ssd_node = two_nodes
-    summary = replay(config(), out=tmp_path, executor=executor, progress=False)
+    summary = replay(small_config(), out=tmp_path, executor=executor, progress=False)
     assert check_run(tmp_path).ok
     run = RunDir(tmp_path)
     where = dict(zip(run.nodes.node, run.nodes.ray_node))
@@ -58,8 +59,22 @@ def test_nms_spread_over_both_ray_nodes_and_invariants_hold(two_nodes, tmp_path,
     assert summary["tasks"]["finished"] == 30 and summary["tasks_finished_twice"] == 0
 
 
+def test_am_hosts_spread_over_both_ray_nodes_and_each_app_names_its_own(two_nodes, tmp_path):
+    """Both Ray nodes have a CPU, so there are two AM hosts, one on each; j1 (submitted
+    first) is dealt to am-0 on the head, j2 to am-1 on the worker (round-robin by submit)."""
+    summary = replay(config(), out=tmp_path, progress=False)
+    assert check_run(tmp_path).ok
+    placed = summary["am_host_ray_nodes"]
+    assert summary["am_hosts"] == 2 and len(set(placed.values())) == 2
+    run = RunDir(tmp_path)
+    hosts = run.events[run.events.kind == "am_host"].set_index("app").detail.to_dict()
+    assert hosts == {"j1": f"AM host am-0 on Ray node {placed['am-0']}",
+                     "j2": f"AM host am-1 on Ray node {placed['am-1']}"}
+    assert summary["tasks"]["finished"] == 30 and summary["tasks_finished_twice"] == 0
+
+
 def test_ray_native_runs_the_trace_on_rays_scheduler(two_nodes, tmp_path):
-    summary = replay(config(), policy="ray-native", out=tmp_path, progress=False)
+    summary = replay(small_config(), policy="ray-native", out=tmp_path, progress=False)
     result = check_run(tmp_path)
     # Ray packs per pool, not per machine: a start no single node could hold is an
     # over-allocation on the trace's nodes, and the run counts it as a packing overflow.
@@ -81,9 +96,9 @@ def test_losing_a_ray_node_mid_replay_loses_its_nms_and_the_tasks_rerun(two_node
     ssd_node = two_nodes
     # Slower than the other tests (4 wall seconds per 20 trace seconds, j1's tasks 10 s), so
     # the raylet's death, its workers exiting and NM expiry all happen mid-replay.
-    jobs = [dict(CONFIG["workload"]["jobs"][0], duration={"mean": 10, "jitter": 0.2}),
-            CONFIG["workload"]["jobs"][1]]
-    summary = replay(config(workload={"jobs": jobs}), out=tmp_path, time_scale=0.2,
+    jobs = [dict(SMALL["workload"]["jobs"][0], duration={"mean": 10, "jitter": 0.2}),
+            SMALL["workload"]["jobs"][1]]
+    summary = replay(small_config(workload={"jobs": jobs}), out=tmp_path, time_scale=0.2,
                      faults=["kill-ray-node:1@5"], progress=False)
     result = check_run(tmp_path)
     assert result.ok, result.report()

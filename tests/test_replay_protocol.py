@@ -1,64 +1,27 @@
 """The replay's YARN-style protocol, driven without Ray (rm/service/state.py), plus NM placement.
 
-Cluster used throughout: n1 <cpu:2; memory_mb:2048>, n2 <cpu:1; memory_mb:1024; disk=ssd>.
-An app of <cpu:1; memory_mb:512> tasks fits 2 on n1 and 1 on n2: 3 at once.
+The cluster and app are tests/harness.py's: n1 <cpu:2; memory_mb:2048>, n2 <cpu:1;
+memory_mb:1024; disk=ssd>; app "a" of 4 <cpu:1; memory_mb:512> tasks fits 2 on n1 and
+1 on n2: 3 at once.
 """
 
 from __future__ import annotations
 
 import pytest
+from harness import APP, Harness, complete, running
 
 from rayrm.nodes.executors import choose_executor, peak_containers
 from rayrm.nodes.placement import RayNode, place_nodes
 from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
-from rayrm.rm.service.protocol import (COMPLETE, FENCED, FINISHED, LOST, RESYNC, RUNNING, AllocateRequest,
-                         AppRegistration, ContainerStatus, NodeHeartbeat, NodeRegistration)
-from rayrm.rm.service.state import ResourceManagerState
-
-NODES = [NodeSpec("n1", Resources.parse("cpu:2;memory_mb:2048")),
-         NodeSpec("n2", Resources.parse("cpu:1;memory_mb:1024"), {"disk": "ssd"})]
-APP = AppSpec("a", Resources.parse("cpu:1;memory_mb:512"), num_tasks=4)
-
-
-class Driver:
-    """One NM host ("nm") and one AM host ("am") talking to the state, with request ids."""
-
-    def __init__(self, policy: str = "tsf"):
-        self.rm = ResourceManagerState(dims=("cpu", "memory_mb"), nodes=NODES, policy=policy,
-                                       policy_name=policy, time_scale=1.0)
-        self.rid = {"nm": 0, "am": 0}
-        self.now = 0.0
-        self.call("nm", self.rm.register_nodes, [NodeRegistration(
-            n.name, dict(n.capacity), dict(n.attributes), "ray-a", 0) for n in NODES])
-        self.rm.start_clock(0.0, 0.0)
-
-    def call(self, caller, method, payload, *, again: bool = False):
-        if not again:
-            self.rid[caller] += 1
-        return method(self.now, caller, self.rid[caller], payload)
-
-    def beat(self, statuses=(), node="n1", **kw):
-        beats = [NodeHeartbeat(n, tuple(s for s in statuses if s.node == n)) for n in ("n1", "n2")]
-        return self.call("nm", self.rm.node_heartbeat, beats, **kw)
-
-    def allocate(self, ask, releases=(), attempt=1, **kw):
-        return self.call("am", self.rm.allocate, [AllocateRequest("a", attempt, ask, tuple(releases))], **kw)[0]
-
-
-def running(alloc, task, t):
-    return ContainerStatus(alloc.container, alloc.app, task, 0, alloc.node, RUNNING, t)
-
-
-def complete(alloc, task, t0, t1, exit_=FINISHED):
-    return ContainerStatus(alloc.container, alloc.app, task, 0, alloc.node, COMPLETE, t0, t0, t1, exit_)
-
+from rayrm.rm.service.protocol import FENCED, LOST, RESYNC, RUNNING, AppRegistration, Call, ContainerStatus, NodeHeartbeat
 
 @pytest.fixture
 def d():
-    drv = Driver()
-    assert drv.call("am", drv.rm.register_apps, [AppRegistration(APP)])[0].accepted
-    return drv
+    """The harness with app "a" registered (accepted) and nothing asked yet."""
+    h = Harness(ask=False)
+    assert h.rm.apps["a"].spec == APP
+    return h
 
 
 def test_allocations_wait_for_a_node_heartbeat_then_the_next_allocate(d):
@@ -112,7 +75,7 @@ def test_fencing_refuses_foreign_containers_and_stale_attempts(d):
     a = d.allocate(1).allocated[0]
     other = "n2" if a.node == "n1" else "n1"
     forged = ContainerStatus(a.container, "a", 0, 0, other, RUNNING, 1.0)
-    resp = d.call("nm", d.rm.node_heartbeat, [NodeHeartbeat(other, (forged,))])
+    resp = d.call("nm", Call.NODE_HEARTBEAT, [NodeHeartbeat(other, (forged,))])
     assert resp[0].cleanup == (a.container,)       # an NM may report only its own containers
     assert d.rm.refused == 1
     assert d.allocate(0, attempt=2).action == FENCED
@@ -135,13 +98,13 @@ def test_a_lost_node_reports_its_containers_lost_and_the_am_asks_again(d):
 
 def test_silent_nodes_expire(d):
     d.now = 10.0
-    d.call("nm", d.rm.node_heartbeat, [NodeHeartbeat("n1")])
+    d.call("nm", Call.NODE_HEARTBEAT, [NodeHeartbeat("n1")])
     assert d.rm.expire_nodes(10.5, expiry_wall=5.0) == ["n2"]
 
 
 def test_an_app_no_node_can_run_is_rejected_with_the_reason(d):
     huge = AppSpec("huge", Resources.parse("cpu:4;memory_mb:512"), num_tasks=1)
-    answer = d.call("am", d.rm.register_apps, [AppRegistration(huge)])[0]
+    answer = d.call("am", Call.REGISTER_APPS, [AppRegistration(huge)])[0]
     assert not answer.accepted and "exceeds every eligible node" in answer.reason
     assert d.rm.log.jobs["huge"]["status"] == "rejected"
 
@@ -195,3 +158,12 @@ def test_replay_plan_places_nms_and_their_later_joins():
     # w1: a1, a2 hold 4 tasks each (<0.5 cpu, 512 MB>), s1 2 more: 10 > 4 workers per CPU
     assert plan.peaks == {"w1": 10, "head": 4} and plan.executor == "actor"
     assert plan.warm == {"w1": 4, "head": 4}
+
+
+def test_idle_nms_beat_as_bare_names_and_are_answered_only_when_needed(d):
+    d.allocate(4)
+    resp = d.call("nm", Call.NODE_HEARTBEAT, [], ("n1", "n2"))   # nothing to report: no answers
+    assert resp == [] and d.rm.heartbeats == 2 and d.rm.allocations == 3   # yet NODE_UPDATE ran
+    d.rm.lose_node(d.now, "n2")
+    resp = d.call("nm", Call.NODE_HEARTBEAT, [], ("n1", "n2"))
+    assert [(r.node, r.action) for r in resp] == [("n2", RESYNC)]          # n2 must register again

@@ -23,6 +23,7 @@ import pytest
 
 from rayrm.rm.cli.main import main
 from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
+from rayrm.rm.runs import metrics as M
 from rayrm.rm.runs.report import build_report, write_report
 from rayrm.rm.runs.log import RunLog
 
@@ -43,9 +44,10 @@ DRF = ([("a", 0, 0, 0, 0, 10, "finished"), ("a", 1, 0, 0, 10, 20, "finished"),
           ("b", 10, 0, 0, 2, 44, "finished")])
 
 
-def write_run(path, policy, attempts, apps=APPS):
-    """A run directory as a driver would log it, share rows included (n_i changes)."""
-    log = RunLog(("cpu", "memory_mb"), mode="sim", policy=policy, name="hand")
+def write_run(path, policy, attempts, apps=APPS, mode="sim", **extra):
+    """A run directory as a driver would log it, share rows included (n_i changes);
+    ``extra`` goes to summary.json (a replay's scheduling_latency, a launch_jitter)."""
+    log = RunLog(("cpu", "memory_mb"), mode=mode, policy=policy, name="hand")
     log.add_node(NODE, 0.0)
     events = []
     for app, task, attempt, submit, start, finish, status in attempts:
@@ -68,8 +70,13 @@ def write_run(path, policy, attempts, apps=APPS):
         n, d = running[app], apps[app].demand
         log.share(t, app, (n / H[app], n * max(d["cpu"] / 32, d["memory_mb"] / 32768),
                            n * d["cpu"] / 32, n * d["memory_mb"] / 32768), n)
-    log.write(path)
+    log.write(path, **extra)
     return path
+
+
+def latency(p99: float) -> dict:
+    """summary.json's scheduling_latency of a replay whose p99 allocation-to-running is ``p99`` trace s."""
+    return {"scheduling_latency": {"allocation_to_running_trace_s": {"p50": p99 / 4, "p99": p99}}}
 
 
 @pytest.fixture
@@ -182,3 +189,114 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     assert len(err) == 2
     assert "missing: is not a run directory" in err[0]
     assert "field '--window': needs T1 > T0" in err[1]
+
+
+# ----- the noise floor (issue 16) ------------------------------------------------------
+# Per task D_DRF − D_TSF: a/1 +10, c/0 +1, b/10 −1, the other 11 tasks 0.
+# Per job C_DRF − C_TSF: a +10 (20 − 10), c 0, b +4 (44 − 40).
+
+def test_exact_simulations_have_tolerance_zero(runs):
+    rep = build_report(runs)
+    assert rep.tables["tolerance"] == {"seconds": 0.0, "source": "exact simulation"}
+    bins = {b["bin"]: b for b in rep.tables["job_speedup_by_size"]["drf"]}
+    # <= 10: a faster (+10), c equal (0); 11-100: b faster (+4).
+    assert (bins["<=10"]["faster"], bins["<=10"]["equal"], bins["<=10"]["slower"]) == (1, 1, 0)
+    assert (bins["11-100"]["faster"], bins["11-100"]["equal"]) == (1, 0)
+
+
+def test_a_replay_counts_its_p99_latency_as_equal(tmp_path):
+    tsf = write_run(tmp_path / "tsf", "tsf", TSF, mode="ray", **latency(1.5))
+    drf = write_run(tmp_path / "drf", "drf", DRF, mode="ray", **latency(1.2))
+    rep = build_report([tsf, drf])
+    # The larger p99, 1.5 s, beats one default heartbeat (1 s).
+    assert rep.tables["tolerance"] == {"seconds": 1.5, "source": "replay p99 allocation-to-running latency"}
+    # c/0 (+1) and b/10 (−1) are within ±1.5 s: equal.  Shortened a/1 only: 1/14; equal 13/14.
+    v = rep.tables["task_speedup"]["drf"]
+    assert (v["shortened"], v["equal"], v["lengthened"]) == (pytest.approx(1 / 14), pytest.approx(13 / 14), 0)
+    # Jobs differ by 10 and 4 s, beyond 1.5: the Fig. 10 means stay 0.25 and 4/44.
+    bins = {b["bin"]: b for b in rep.tables["job_speedup_by_size"]["drf"]}
+    assert bins["<=10"]["mean_speedup"] == pytest.approx(0.25)
+    assert bins["11-100"]["mean_speedup"] == pytest.approx(4 / 44)
+
+
+def test_one_heartbeat_is_the_floor_of_a_replay(tmp_path):
+    tsf = write_run(tmp_path / "tsf", "tsf", TSF, mode="ray", **latency(0.4))
+    drf = write_run(tmp_path / "drf", "drf", DRF, mode="ray", **latency(0.3))
+    rep = build_report([tsf, drf])
+    # p99 0.4 s < the default heartbeat 1 s: tolerance 1 s, and |±1| <= 1 is equal.
+    assert rep.tables["tolerance"] == {"seconds": 1.0, "source": "one default heartbeat interval"}
+    assert rep.tables["task_speedup"]["drf"]["equal"] == pytest.approx(13 / 14)
+    # A heartbeat the caller knows (the config's) wins over the default.
+    assert M.noise_tolerance([tsf, drf], heartbeat=2.0) == M.Tolerance(2.0, "one heartbeat interval")
+
+
+def test_a_jittered_simulation_uses_its_jitter(tmp_path):
+    tsf = write_run(tmp_path / "tsf", "tsf", TSF, launch_jitter=0.5)
+    drf = write_run(tmp_path / "drf", "drf", DRF)
+    rep = build_report([tsf, drf])
+    assert rep.tables["tolerance"] == {"seconds": 0.5, "source": "launch jitter 0.5 s"}
+    # ±1 s is beyond 0.5: the exact counts 2/14, 11/14, 1/14 stand.
+    v = rep.tables["task_speedup"]["drf"]
+    assert (v["shortened"], v["equal"], v["lengthened"]) == tuple(pytest.approx(x) for x in (2 / 14, 11 / 14, 1 / 14))
+
+
+def test_tolerance_override_reaches_jobs_tasks_and_the_page(runs, capsys):
+    assert main(["report", str(runs[0]), str(runs[1]), "--tolerance", "5"]) == 0
+    tables = json.loads((runs[0] / "report" / "tables.json").read_text())
+    assert tables["tolerance"] == {"seconds": 5.0, "source": "--tolerance"}
+    # Tasks: only a/1 (+10) is beyond 5 s -> 1/14 shortened, 13/14 equal.
+    assert tables["task_speedup"]["drf"]["equal"] == pytest.approx(13 / 14)
+    # Jobs: b's +4 s is within 5 -> speedup 0, counted equal; a's +10 stays (0.5).
+    bins = {b["bin"]: b for b in tables["job_speedup_by_size"]["drf"]}
+    assert (bins["11-100"]["mean_speedup"], bins["11-100"]["equal"], bins["11-100"]["faster"]) == (0, 1, 0)
+    assert bins["<=10"]["mean_speedup"] == pytest.approx(0.25)
+    page = (runs[0] / "report" / "index.html").read_text()
+    assert "tolerance ±5 s (--tolerance)" in page
+    assert "comparisons against TSF: tolerance ±5 s (--tolerance)" in capsys.readouterr().out
+    assert main(["report", str(runs[0]), "--tolerance", "-1"]) == 2
+
+
+# DRF replayed on Ray, worse for c and better for b than the simulated DRF:
+#   c/0 starts at 8 (delay 3) and ends at 10 (C_c = 5); b's tasks end at 38 (C_b = 38).
+DRF_RAY = ([("a", 0, 0, 0, 0, 10, "finished"), ("a", 1, 0, 0, 10, 20, "finished"),
+            ("c", 0, 0, 5, 8, 10, "finished")]
+           + [("b", k, 0, 0, 0, 38, "finished") for k in range(10) if k != 3]
+           + [("b", 3, 0, 0, 0, 5, "lost"), ("b", 3, 1, 5, 7, 38, "finished"),
+              ("b", 10, 0, 0, 2, 38, "finished")])
+
+
+@pytest.fixture
+def both_modes(tmp_path):
+    return [write_run(tmp_path / "sim" / "tsf", "tsf", TSF), write_run(tmp_path / "sim" / "drf", "drf", DRF),
+            write_run(tmp_path / "ray" / "tsf", "tsf", TSF, mode="ray", **latency(1.5)),
+            write_run(tmp_path / "ray" / "drf", "drf", DRF_RAY, mode="ray", **latency(1.2))]
+
+
+def test_simulator_against_ray_flags_what_differs(both_modes, tmp_path, capsys):
+    assert main(["report", *map(str, both_modes), "--out", str(tmp_path / "page")]) == 0
+    rep = build_report(both_modes)
+    assert rep.labels == ["tsf (sim)", "drf (sim)", "tsf (ray)", "drf (ray)"]
+    # Each DRF run is compared with the TSF run of its own mode.
+    assert rep.tables["task_speedup"]["drf (sim)"]["baseline"] == "tsf (sim)"
+    assert rep.tables["task_speedup"]["drf (ray)"]["baseline"] == "tsf (ray)"
+    rows = {r["label"]: r for r in rep.sim_vs_ray["drf"]}
+    # One tolerance, 1.5 s, for both.  Simulator: shortened a/1 -> 1/14, equal 13/14.
+    # Ray: a/1 (+10) and c/0 (3 − 0 = +3) -> 2/14, equal 12/14: 7.1 points apart.
+    assert rows["tsf shortens"]["sim"] == pytest.approx(1 / 14)
+    assert rows["tsf shortens"]["ray"] == pytest.approx(2 / 14)
+    assert rows["tsf shortens"]["differs"] == "moves +7.1 pts"
+    assert rows["equal"]["differs"] == "moves -7.1 pts"
+    assert rows["lengthens"]["differs"] == ""
+    # <= 10: sim (a 0.5 + c 0)/2 = 0.25; Ray (a 0.5 + c (5 − 3)/5 = 0.4)/2 = 0.45: same sign.
+    assert (rows["job speedup <=10"]["sim"], rows["job speedup <=10"]["ray"]) == (
+        pytest.approx(0.25), pytest.approx(0.45))
+    assert rows["job speedup <=10"]["differs"] == ""
+    # 11-100: sim (44 − 40)/44 > 0; Ray (38 − 40)/38 = −0.0526 < 0: the sign differs.
+    assert rows["job speedup 11-100"]["ray"] == pytest.approx(-2 / 38)
+    assert rows["job speedup 11-100"]["differs"] == "sign differs"
+    page = (tmp_path / "page" / "index.html").read_text()
+    assert "Simulator against Ray" in page and "<img src='sim_vs_ray.png'>" in page
+    assert "<td>sign differs</td>" in page
+    assert (tmp_path / "page" / "sim_vs_ray.png").read_bytes()[:4] == b"\x89PNG"
+    out = capsys.readouterr().out
+    assert "TSF vs drf, simulator against Ray: differs on tsf shortens (moves +7.1 pts)" in out

@@ -13,6 +13,8 @@ from collections import defaultdict
 import pandas as pd
 import pytest
 
+from samples import MIXED, job
+
 from rayrm.rm.core.config import parse_config
 from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.errors import InputError
@@ -22,43 +24,6 @@ from rayrm.rm.sim.engine import Simulation, simulate
 EPS = 1e-6
 
 
-def node(name, cpu, mem, **attrs):
-    return {"name": name, "capacity": {"cpu": cpu, "memory_mb": mem}, "attributes": attrs}
-
-
-def job(id, submit, tasks, cpu, mem, duration, constraint=""):
-    return {"id": id, "submit": submit, "tasks": tasks, "demand": {"cpu": cpu, "memory_mb": mem},
-            "duration": duration, "constraint": constraint}
-
-
-# Three racks of different shapes, a node joining at 20 s, b2 away from 30 s to 60 s,
-# c2 leaving for good at 45 s; jobs with every kind of constraint and duration.
-MIXED = {
-    "name": "mixed",
-    "cluster": {
-        "nodes": [{"name": "a{i}", "count": 4, "capacity": {"cpu": 4, "memory_mb": 8192},
-                   "attributes": {"rack": "a", "gpu": "no"}},
-                  {"name": "b{i}", "count": 4, "capacity": {"cpu": 8, "memory_mb": 4096},
-                   "attributes": {"rack": "b", "gpu": "no"}},
-                  {"name": "c{i}", "count": 2, "capacity": {"cpu": 2, "memory_mb": 16384},
-                   "attributes": {"rack": "c", "gpu": "yes"}}],
-        "events": [{"time": 20, "join": node("d1", 6, 6144, rack="d")},
-                   {"time": 30, "leave": "b2"},
-                   {"time": 45, "leave": "c2"},
-                   {"time": 60, "join": node("b2", 8, 4096, rack="b", gpu="no")}],
-    },
-    "workload": {"jobs": [
-        job("web", 0, 40, 1, 1024, {"mean": 12, "jitter": 0.3}),
-        job("etl", 0, 60, 2, 2048, {"dist": "exponential", "mean": 9}, "rack == a"),
-        job("ml", 5, 12, 1, 4096, {"dist": "lognormal", "mean": 20, "sigma": 0.5}, "gpu == yes"),
-        job("batch", 10, 50, 0.5, 512, {"dist": "pareto", "alpha": 1.9, "mean": 6}, "rack in (a, b)"),
-        job("pinned", 12, 8, 1, 1024, [3, 0, 7, 1, 9, 2, 0, 4], "node in (a1, b2, c1)"),
-        job("wide", 25, 30, 3, 1024, 10, "rack != c"),
-        job("late", 70, 20, 1, 512, {"mean": 5, "jitter": 0.1}),
-        job("huge", 3, 2, 64, 1024, 5),                              # fits no node: rejected
-    ]},
-    "run": {"seed": 7},
-}
 
 
 def run_dir(tmp_path, doc, policy="tsf", seed=None):
@@ -290,7 +255,7 @@ def test_compare_tabulates_tsf_against_fifo(tmp_path):
     B 0; both in the <=10 bin: mean −0.25.
     """
     import yaml
-    from rayrm.rm.runs.compare import compare
+    from rayrm.rm.cli.compare import compare
     path = tmp_path / "two.yaml"
     path.write_text(yaml.safe_dump(TWO_JOBS))
     table = compare(path, ["tsf", "fifo"], tmp_path / "cmp", log=lambda *a: None)
@@ -308,7 +273,7 @@ def test_compare_tabulates_tsf_against_fifo(tmp_path):
 
 def test_compare_ray_mode_without_the_replay_is_one_input_error(tmp_path, monkeypatch):
     import sys
-    from rayrm.rm.runs.compare import run_policies
+    from rayrm.rm.cli.compare import run_policies
     monkeypatch.setitem(sys.modules, "rayrm.rm.runtime.driver", None)       # import rm.replay -> ImportError
     with pytest.raises(InputError, match="--mode ray needs the Ray replay"):
         run_policies("unused.yaml", ["tsf"], tmp_path, mode="ray")

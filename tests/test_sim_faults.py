@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 import yaml
-from test_sim import MIXED
+from samples import MIXED
 
 from rayrm.rm.runs.check import check_run
 from rayrm.rm.cli.main import main

@@ -41,6 +41,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--load", type=float, default=1.0,
                         help="offered CPU work / (cluster cores x span) (default 1.0)")
     parser.add_argument("--span", type=float, default=3600.0, help="arrival window in seconds (default 3600)")
+    parser.add_argument("--max-duration", type=float, metavar="S",
+                        help="truncate task durations at S seconds (default: none; the Pareto tail "
+                             "otherwise gives a few tasks of tens of hours)")
     parser.add_argument("-o", "--output", required=True, metavar="CONFIG", help="YAML config to write")
 
 
@@ -48,7 +51,7 @@ def run(args) -> int:
     from rayrm.traces.google_workload import format_stats, write_google  # noqa: PLC0415
 
     stats = write_google(args.output, args.nodes, args.jobs, args.tasks, args.seed,
-                         load=args.load, span=args.span)
+                         load=args.load, span=args.span, max_duration=args.max_duration)
     csv_name = Path(args.output).with_name(Path(args.output).stem + ".jobs.csv")
     print(f"wrote {args.output} ({stats['nodes']} nodes) and {csv_name} "
           f"({stats['jobs']} jobs, {stats['tasks']} tasks)")

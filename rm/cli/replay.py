@@ -6,6 +6,9 @@ With no ``--address`` it starts a local Ray; ``--address ADDR`` (or ``auto``) jo
 a cluster started with ``ray start``.  Prints the jobs' completion times and the
 scheduling latency; the run directory goes to ``--out``.  ``--fault SPEC`` (repeatable,
 besides the config's ``faults:``) injects failures; ``rm/core/faults.py`` lists the kinds.
+At scale the console shows at most 20 job rows (with ``--twin`` the worst ratios); the
+rest is in jobs.csv.  ``--until T`` stops at trace time T and writes what ran; so do
+Ctrl-C and SIGTERM (exit status 130 / 143).
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--fault", action="append", default=[], metavar="SPEC",
                         help="inject a fault at trace time T (repeatable): kill-nm:NODE@T, kill-nm-host:I@T, "
                              "kill-am:APP@T, kill-rm@T, kill-ray-node:I@T (see rm/core/faults.py)")
+    parser.add_argument("--until", type=float, metavar="T",
+                        help="stop at trace time T and write what ran (jobs not done are 'unfinished')")
     parser.add_argument("--out", metavar="DIR", help="run directory (default: runs/<config>-<policy>-ray)")
     parser.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
 
@@ -64,17 +69,25 @@ def run(args) -> int:
     out = args.out or str(Path("runs") / f"{cfg.name}-{policy}-ray")
     summary = replay(cfg, policy=policy, out=out, time_scale=args.time_scale, address=args.address,
                      executor=args.executor, payload=args.payload, twin=args.twin, seed=args.seed,
-                     progress=False if args.no_progress else None, faults=args.fault)
+                     progress=False if args.no_progress else None, faults=args.fault, until=args.until)
     print(format_summary(summary, out))
-    return 0
+    reason = summary.get("interrupt_reason", "")
+    return 130 if reason.startswith("SIGINT") else 143 if reason.startswith("SIGTERM") else 0
+
+
+#: at most this many job rows on the console; the rest is in jobs.csv
+MAX_JOB_ROWS = 20
 
 
 def format_summary(summary: dict, out: str) -> str:
-    """A few lines: policy, executor, makespan, jobs, latency, twin ratios."""
+    """A few lines: policy, executor, makespan, at most ``MAX_JOB_ROWS`` jobs (with a twin,
+    the worst ratios to the jittered simulator's median), latency, pace, twin ratios."""
     import csv  # noqa: PLC0415
     lines = [f"replay of {summary.get('name')} under {summary.get('policy')}: "
              f"makespan {summary.get('makespan', 0):.1f}s (trace), wall {summary.get('wall_seconds')}s, "
              f"time scale {summary.get('time_scale')}, executor {summary.get('executor', '-')}"]
+    if summary.get("interrupted"):
+        lines.append(f"  INTERRUPTED ({summary.get('interrupt_reason')}): jobs not done are marked unfinished")
     jobs_csv = Path(out) / "jobs.csv"
     twin = summary.get("twin") or {}
     ratios = twin.get("completion_time_ratio", {})
@@ -82,15 +95,37 @@ def format_summary(summary: dict, out: str) -> str:
     ranges, to_median = spread.get("ratio_range", {}), spread.get("ratio_to_median", {})
     if jobs_csv.exists():
         with open(jobs_csv, newline="") as fh:
-            for row in csv.DictReader(fh):
-                ct = row.get("completion_time") or "-"
-                extra = f"  vs simulator x{ratios[row['app']]:.3f}" if row["app"] in ratios else ""
-                if row["app"] in ranges:
-                    low, high = ranges[row["app"]]
-                    extra += f" (jittered simulator x{low:.3f}-x{high:.3f}"
-                    extra += f", x{to_median[row['app']]:.3f} its median)" if row["app"] in to_median else ")"
-                lines.append(f"  {row['app']:<12} {row['status']:<9} tasks {row['num_tasks']:>6}  "
-                             f"completion {ct:>10}{extra}")
+            rows = list(csv.DictReader(fh))
+        if len(rows) > MAX_JOB_ROWS:
+            worst = to_median or ratios
+            rows.sort(key=lambda r: -abs(worst.get(r["app"], 1.0) - 1.0))
+            what = "worst ratios to the jittered simulator's median" if to_median else \
+                "worst ratios to the simulator" if ratios else "first"
+            lines.append(f"  {len(rows)} jobs; the {MAX_JOB_ROWS} {what} (all in {jobs_csv}):")
+            rows = rows[:MAX_JOB_ROWS]
+        for row in rows:
+            ct = row.get("completion_time") or "-"
+            extra = f"  vs simulator x{ratios[row['app']]:.3f}" if row["app"] in ratios else ""
+            if row["app"] in ranges:
+                low, high = ranges[row["app"]]
+                extra += f" (jittered simulator x{low:.3f}-x{high:.3f}"
+                extra += f", x{to_median[row['app']]:.3f} its median)" if row["app"] in to_median else ")"
+            lines.append(f"  {row['app']:<12} {row['status']:<9} tasks {row['num_tasks']:>6}  "
+                         f"completion {ct:>10}{extra}")
+    if twin.get("makespan_ratio") is not None:
+        line = f"  makespan vs simulator x{twin['makespan_ratio']:.4f}"
+        if to_median:
+            within = twin.get("within_median", {})
+            line += (f"; {within.get('fraction', 0):.1%} of jobs within max(5%, 2 heartbeats) of the "
+                     f"jittered simulator's median" if within else "")
+        lines.append(line)
+    pace = summary.get("pace") or {}
+    if pace:
+        lag = pace.get("lag_wall_s", {})
+        verdict = "kept pace" if pace.get("kept_pace") else \
+            f"FELL BEHIND (try --time-scale {pace.get('suggested_time_scale')})"
+        lines.append(f"  pace: {verdict}; lag p50 {lag.get('p50', 0):.3f}s p99 {lag.get('p99', 0):.3f}s "
+                     f"max {lag.get('max', 0):.3f}s wall; behind {pace.get('behind_fraction', 0):.1%} of the run")
     lat = (summary.get("scheduling_latency") or {}).get("allocation_to_running_ms") or {}
     if lat:
         lines.append(f"  allocation-to-running latency: p50 {lat['p50']} ms, p99 {lat['p99']} ms")

@@ -1,9 +1,12 @@
-"""``rayrm simulate CONFIG [--policy P] [--seed N] [--launch-jitter X] [--fault SPEC]... [--out DIR]``:
-the discrete-event simulator.
+"""``rayrm simulate CONFIG [--policy P] [--seed N] [--launch-jitter X] [--fault SPEC]... [--out DIR]
+[--format auto|csv|parquet]``: the discrete-event simulator.
 
 Replays the config's trace under one policy on a virtual clock (``rayrm.rm.sim.engine``), writes
 the run directory (default ``runs/<config name>-<policy>-sim``) and prints a short
-summary: makespan, jobs finished and rejected, delay percentiles, wall time.
+summary: makespan, jobs finished and rejected, delay percentiles, wall time.  The run
+directory is written as the run goes; its tasks, shares and events are CSV, or Parquet
+with ``--format parquet`` (by default above a million tasks; ``rayrm.rm.runs.schema``).
+On a stderr that is not a terminal, a plain progress line comes every ten seconds.
 ``--fault SPEC`` (repeatable, besides the config's ``faults:``) simulates failures as
 ``rayrm replay`` injects them (``rayrm.rm.sim.faults``); a fault on Ray processes or nodes,
 which a simulation does not have, is recorded and reported on stderr, not simulated.
@@ -30,7 +33,10 @@ def add_arguments(parser) -> None:
                         help="simulate a fault at trace time T (repeatable): kill-nm:NODE@T, kill-am:APP@T, "
                              "kill-rm@T; kill-nm-host and kill-ray-node are recorded, not simulated "
                              "(see rm/sim/faults.py)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.add_argument("--format", choices=("auto", "csv", "parquet"), default="auto",
+                        help="tasks, shares and events as CSV or Parquet (default auto: Parquet above "
+                             "a million tasks)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress on stderr")
 
 
 def run(args) -> int:
@@ -45,7 +51,8 @@ def run(args) -> int:
     out = args.out or str(Path("runs") / f"{cfg.name}-{policy}-sim")
     summary = simulate(cfg, policy=policy, seed=args.seed, out=out,
                        progress=False if args.no_progress else None,
-                       launch_jitter=args.launch_jitter, jitter_seed=args.jitter_seed, faults=args.fault)
+                       launch_jitter=args.launch_jitter, jitter_seed=args.jitter_seed, faults=args.fault,
+                       fmt=args.format)
     for spec, reason in (summary.get("faults") or {}).get("not_simulated", {}).items():
         print(f"rayrm simulate: fault {spec} not simulated: {reason}", file=sys.stderr)
     print(format_summary(summary, out, total=time.perf_counter() - started))

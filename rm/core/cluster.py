@@ -96,7 +96,7 @@ class ClusterState:
         self.node_index: dict[str, int] = {}
         self.apps: dict[str, AppState] = {}
         self.containers: dict[int, Container] = {}
-        self._container_app: dict[int, AppState] = {}
+        self._container_app: dict[int, tuple[AppState, NodeState]] = {}   # id -> (app, node)
         self._next_container = itertools.count(1)
         self._app_seq = itertools.count()
         self.total = tuple(0.0 for _ in self.dims)
@@ -106,6 +106,10 @@ class ClusterState:
         self._match_cache: dict[str, np.ndarray] = {}  # constraint text -> node matches
         self._clause_cache: dict = {}                    # Clause -> node matches
         self._arrays: tuple[np.ndarray, np.ndarray] | None = None  # (capacity, alive)
+        # (constraint text, demand) -> (eligible bytes, count, h^c); dropped with _arrays:
+        # a trace's jobs repeat a few hundred shapes, and each costs numpy work over every node
+        self._elig_cache: dict[tuple, tuple[bytes, int, float]] = {}
+        self._demand_cache: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         #: nodes x dims copy of every node's free vector, kept only when asked for (best
         #: fit compares all nodes at once; other policies never read it)
         self.free_matrix: np.ndarray | None = (
@@ -139,6 +143,8 @@ class ClusterState:
         self._match_cache.clear()
         self._clause_cache.clear()
         self._arrays = None
+        self._elig_cache.clear()
+        self._demand_cache.clear()
         if self.free_matrix is not None:
             if node.index == len(self.free_matrix):
                 self.free_matrix = np.vstack([self.free_matrix, [node.free]])
@@ -157,6 +163,8 @@ class ClusterState:
             self.release(c.container_id)
         node.alive = False
         self._arrays = None
+        self._elig_cache.clear()
+        self._demand_cache.clear()
         self._count_type(node, -1)
         self._refresh()
         return lost
@@ -204,18 +212,25 @@ class ClusterState:
 
     def _eligibility(self, spec: AppSpec, demand: tuple[float, ...]) -> np.ndarray:
         """Live nodes whose attributes satisfy the constraint and whose capacity holds one task."""
-        cap, alive = self._node_arrays()
-        fits = (cap + EPS >= np.asarray(demand)).all(axis=1)
-        return self.constraint_matches(spec.constraint) & alive & fits
+        return self.constraint_matches(spec.constraint) & self._per_demand(demand)[0]
+
+    def _per_demand(self, demand: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """(live nodes that hold one task of ``demand``, ``_tasks_per_node``), cached per
+        demand vector until a node joins or leaves (a trace repeats a few demand shapes)."""
+        hit = self._demand_cache.get(demand)
+        if hit is None:
+            cap, alive = self._node_arrays()
+            fits = (cap + EPS >= np.asarray(demand)).all(axis=1) & alive
+            k = len(self.dims)
+            real = np.asarray(demand[:k])
+            used = real > 0
+            per = np.floor((cap[:, :k][:, used] / real[used]).min(axis=1) + EPS)
+            hit = self._demand_cache[demand] = (fits, np.where(alive, per, 0.0))
+        return hit
 
     def _tasks_per_node(self, demand: tuple[float, ...]) -> np.ndarray:
         """floor(min_{r: d_r>0} C_mr / d_r) for every node (0 for dead ones)."""
-        cap, alive = self._node_arrays()
-        k = len(self.dims)
-        real = np.asarray(demand[:k])
-        used = real > 0
-        per = np.floor((cap[:, :k][:, used] / real[used]).min(axis=1) + EPS)
-        return np.where(alive, per, 0.0)
+        return self._per_demand(demand)[1]
 
     def h_unconstrained(self, demand: tuple[float, ...]) -> float:
         """h_i: tasks of ``demand`` the whole live cluster holds with constraints removed.
@@ -231,7 +246,7 @@ class ClusterState:
 
     def h_constrained(self, app: AppState) -> float:
         """h_i^c: the same sum over only the nodes the app may use (constrained CDRF)."""
-        elig = np.frombuffer(app.eligible, dtype=np.uint8).astype(bool)
+        elig = np.frombuffer(app.eligible, dtype=np.uint8).view(bool)
         return float(self._tasks_per_node(app.demand)[elig].sum())
 
     def _refresh(self) -> None:
@@ -241,11 +256,19 @@ class ClusterState:
             self._set_eligibility(app)
 
     def _set_eligibility(self, app: AppState) -> None:
-        mask = self._eligibility(app.spec, app.demand)
-        app.eligible = bytearray(mask.astype(np.uint8).tobytes())
-        app.eligible_count = int(mask.sum())
+        key = (str(app.spec.constraint), app.demand)
+        hit = self._elig_cache.get(key)
+        if hit is None:
+            mask = self._eligibility(app.spec, app.demand)
+            app.eligible = bytearray(mask.view(np.uint8).tobytes())
+            hit = (bytes(app.eligible), int(np.count_nonzero(mask)),
+                   float(self._tasks_per_node(app.demand)[mask].sum()))
+            self._elig_cache[key] = hit
+        else:
+            app.eligible = bytearray(hit[0])
+        app.eligible_count = hit[1]
         app.h = self.h_unconstrained(app.demand)
-        app.h_c = self.h_constrained(app)
+        app.h_c = hit[2]
 
     # ----- apps ----------------------------------------------------------------
 
@@ -275,7 +298,7 @@ class ClusterState:
     def remove_app(self, app_id: str) -> list[Container]:
         """An app leaves; its remaining containers are released and returned."""
         app = self.apps[app_id]
-        left = [c for cid, c in self.containers.items() if self._container_app[cid] is app]
+        left = [c for cid, c in self.containers.items() if self._container_app[cid][0] is app]
         for c in left:
             self.release(c.container_id)
         del self.apps[app_id]
@@ -298,7 +321,7 @@ class ClusterState:
         cid = next(self._next_container)
         c = Container(cid, app.app_id, task, node.name)
         self.containers[cid] = c
-        self._container_app[cid] = app
+        self._container_app[cid] = (app, node)
         node.containers.add(cid)
         app.running += 1
         app.on_node[node.index] = app.on_node.get(node.index, 0) + 1
@@ -308,9 +331,8 @@ class ClusterState:
 
     def release(self, container_id: int) -> tuple[AppState, NodeState]:
         """A container ends (finished, killed or lost): its resources return to its node."""
-        c = self.containers.pop(container_id)
-        app = self._container_app.pop(container_id)
-        node = self.nodes[self.node_index[c.node]]
+        del self.containers[container_id]
+        app, node = self._container_app.pop(container_id)
         node.containers.discard(container_id)
         free, cap = node.free, node.capacity
         for i, d in enumerate(app.demand):
@@ -326,5 +348,8 @@ class ClusterState:
             del app.on_node[node.index]
         return app, node
 
+    def node_of(self, container_id: int) -> NodeState:
+        return self._container_app[container_id][1]
+
     def app_of(self, container_id: int) -> AppState:
-        return self._container_app[container_id]
+        return self._container_app[container_id][0]

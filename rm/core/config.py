@@ -48,9 +48,17 @@ _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 from rayrm.rm.core.jobs import JobSpec, parse_durations
 from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.faults import parse_faults
 from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
+from rayrm.rm.core.policies import POLICY_NAMES
 
 MAX_GROUP = 1_000_000          # nodes in one cluster.nodes group
+
+#: an NM (or AM) is declared lost after nm_expiry (am_expiry) heartbeats, but never sooner
+#: than this (wall seconds): at small time scales ten heartbeats are a fraction of a
+#: second, shorter than a busy machine may take to schedule a process.  The replay's RM
+#: and the simulator's fault model both apply it.
+MIN_EXPIRY_WALL = 1.0
 
 RUN_DEFAULTS: dict[str, Any] = {
     "seed": 1,
@@ -352,7 +360,6 @@ def parse_config(doc: Any, path: Path | None = None) -> ExperimentConfig:
             ids.add(j.job_id)
 
         policy = str(doc.get("policy", "tsf"))
-        from rayrm.rm.core.policies import POLICY_NAMES  # noqa: PLC0415 (keeps config importable alone)
         if policy not in POLICY_NAMES and policy != "ray-native":
             raise InputError(f"unknown policy '{policy}' (choose from {', '.join(POLICY_NAMES)})",
                              field="policy")
@@ -367,7 +374,6 @@ def parse_config(doc: Any, path: Path | None = None) -> ExperimentConfig:
         for k in ("seed", "nm_expiry", "am_expiry", "max_attempts", "slots_per_node"):
             run[k] = _integer(run[k], f"run.{k}", minimum=0 if k == "seed" else 1)
         faults = [str(f) for f in _list(doc.get("faults"), "faults")]
-        from rayrm.rm.core.faults import parse_faults  # noqa: PLC0415
         parse_faults(faults, {n.name for n in nodes} | {e.node for e in events if e.spec is not None},
                      {j.job_id for j in jobs}, where="faults")
         return ExperimentConfig(str(doc.get("name") or (path.stem if path else "experiment")),

@@ -17,6 +17,10 @@
     kill-ray-node:I@T      Ray node I (0 is the driver's node, which cannot be killed) loses
                            its raylet: every NM host there dies and its NMs are lost;
                            needs a multi-node cluster (--address, or ray.cluster_utils)
+    stall-rm:SECONDS@T     the ResourceManager's loop blocks for SECONDS wall seconds (a long
+                           GC pause, a slow disk); calls queue meanwhile.  The RM counts
+                           only silence it could have heard, so no NM is lost and no AM
+                           expires because of it (rm/service/liveness.py)
 
 T is in trace seconds (a number >= 0).  ``parse_fault`` checks the form;
 ``check_targets`` that NODE and APP exist in the config; the replay checks
@@ -34,9 +38,16 @@ from rayrm.rm.core.errors import InputError
 
 #: kind -> what its target names (None: no target)
 KINDS = {"kill-nm": "NODE", "kill-nm-host": "INDEX", "kill-am": "APP", "kill-rm": None,
-         "kill-ray-node": "INDEX"}
+         "kill-ray-node": "INDEX", "stall-rm": "SECONDS"}
 EXAMPLE = "e.g. kill-nm:n30@60, kill-am:job2@50, kill-rm@100, kill-ray-node:1@30"
 _FORM = re.compile(r"^(?P<kind>[a-z-]+)(?::(?P<target>[^@]*))?@(?P<time>.*)$")
+
+
+def _positive_number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text)) and float(text) > 0
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -51,6 +62,10 @@ class Fault:
     @property
     def index(self) -> int:
         return int(self.target)
+
+    @property
+    def seconds(self) -> float:
+        return float(self.target)
 
 
 def parse_fault(text: str) -> Fault:
@@ -69,6 +84,8 @@ def parse_fault(text: str) -> Fault:
         raise InputError(f"fault {spec!r}: {kind} needs a {want} (write {kind}:{want}@T)")
     if want == "INDEX" and not target.isdigit():
         raise InputError(f"fault {spec!r}: the {kind} index must be a whole number >= 0, got {target!r}")
+    if want == "SECONDS" and not _positive_number(target):
+        raise InputError(f"fault {spec!r}: {kind} needs a positive number of wall seconds, got {target!r}")
     try:
         t = float(when)
     except ValueError:

@@ -14,7 +14,9 @@ Duration forms (YAML value, or the CSV cell in brackets):
 * ``{dist: lognormal, mean: M, sigma: S}`` — the underlying normal has σ = S and
   μ = ln M − S²/2, so the mean is M (``lognormal:M:S``);
 * ``{dist: pareto, alpha: A, mean: M}`` — Pareto with shape A > 1 and scale
-  x_m = M(A−1)/A, so the mean is M (choosy-paper §6.2 uses A ≈ 1.9) (``pareto:A:M``).
+  x_m = M(A−1)/A, so the mean is M (choosy-paper §6.2 uses A ≈ 1.9) (``pareto:A:M``);
+  with ``max: S`` each draw is truncated at S seconds, min(x, S), and the mean is
+  below M (``pareto:A:M:S``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class Durations:
     sigma: float = 0.0
     alpha: float = 0.0
     values: tuple[float, ...] = ()
+    max: float = 0.0                 # pareto only: truncate each draw at this (0: no bound)
 
     def draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
         if self.dist == "fixed":
@@ -56,7 +59,8 @@ class Durations:
             return rng.lognormal(mu, self.sigma, n)
         if self.dist == "pareto":
             xm = self.mean * (self.alpha - 1) / self.alpha
-            return xm * (1 + rng.pareto(self.alpha, n))
+            drawn = xm * (1 + rng.pareto(self.alpha, n))
+            return np.minimum(drawn, self.max) if self.max > 0 else drawn
         raise AssertionError(self.dist)
 
     def to_cell(self) -> str:
@@ -71,7 +75,7 @@ class Durations:
             return f"exponential:{self.mean:g}"
         if self.dist == "lognormal":
             return f"lognormal:{self.mean:g}:{self.sigma:g}"
-        return f"pareto:{self.alpha:g}:{self.mean:g}"
+        return f"pareto:{self.alpha:g}:{self.mean:g}" + (f":{self.max:g}" if self.max > 0 else "")
 
 
 def _positive(value: Any, what: str, allow_zero: bool = False) -> float:
@@ -113,7 +117,8 @@ def parse_durations(value: Any, num_tasks: int | None = None) -> Durations:
                              f"(choose from fixed, uniform, exponential, lognormal, pareto)")
         need = {"fixed": {"mean"}, "uniform": {"mean", "jitter"}, "exponential": {"mean"},
                 "lognormal": {"mean", "sigma"}, "pareto": {"mean", "alpha"}}[dist]
-        missing, extra = need - set(spec), set(spec) - need
+        optional = {"max"} if dist == "pareto" else set()
+        missing, extra = need - set(spec), set(spec) - need - optional
         if missing:
             raise InputError(f"duration '{dist}' needs {', '.join(sorted(missing))}")
         if extra:
@@ -132,6 +137,8 @@ def _from_cell(head: str, args: list[str]) -> Durations:
     nums = [float(a) for a in args]
     keys = {"uniform": ("mean", "jitter"), "exponential": ("mean",),
             "lognormal": ("mean", "sigma"), "pareto": ("alpha", "mean")}.get(head)
+    if head == "pareto" and len(nums) == 3:
+        keys = ("alpha", "mean", "max")
     if keys is None or len(nums) != len(keys):
         raise ValueError(head)
     return parse_durations({"dist": head, **dict(zip(keys, nums))})

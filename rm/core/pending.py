@@ -8,9 +8,11 @@ bitsets over app *slots*:
 
     fit(node m, free F) = pending ∧ eligible_m ∧ ⋀_r {slots with d_r ≤ F_r + EPS}
 
-``eligible_m`` is kept per node; for each resource dimension the distinct demand
-values are kept sorted with the prefix unions of their slots, so the last term is
-one bisection and one lookup per dimension.
+``eligible_m`` is kept per node, as a row of a nodes × slots bit matrix (numpy, so
+that an arriving app sets its bit on every eligible node in one operation) read
+into a Python integer when a node's row has changed; for each resource dimension
+the distinct demand values are kept sorted with the prefix unions of their slots,
+so the last term is one bisection and one lookup per dimension.
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ class _Dimension:
         return self.prefix[k - 1] if k else 0
 
 
+_NONE = np.zeros(0, dtype=np.intp)
+
+
 class PendingIndex:
     """Slots are never reused until a compaction: removing an app only clears its pending
     bit (its other bits are masked by it), so an app costs one pass over its eligible
@@ -59,12 +64,15 @@ class PendingIndex:
 
     def _reset(self) -> None:
         self._dims = [_Dimension() for _ in range(self.width)]
-        self._elig: list[int] = [0] * self._n_nodes   # node -> slots that may use it
+        # node -> slots that may use it: bit (slot & 7) of byte (slot >> 3) of row node
+        self._bits = np.zeros((self._n_nodes, 128), dtype=np.uint8)
+        self._elig: list[int] = [0] * self._n_nodes   # the rows as integers, when fresh
+        self._stale = np.zeros(self._n_nodes, dtype=bool)
         self._pending = 0                             # slots with tasks waiting
         self._slot: dict[str, int] = {}
         self._ids: list[str | None] = []              # slot -> app id (None: removed)
         self._demand: list[tuple] = []                # slot -> demand vector
-        self._nodes_of: list[list[int]] = []          # slot -> nodes it is eligible on
+        self._nodes_of: list[np.ndarray] = []         # slot -> nodes it is eligible on
         self._dead = 0
 
     def add(self, app_id: str, demand: tuple, eligible: bytearray) -> None:
@@ -73,7 +81,7 @@ class PendingIndex:
         slot = len(self._ids)
         self._ids.append(app_id)
         self._demand.append(tuple(demand))
-        self._nodes_of.append([])
+        self._nodes_of.append(_NONE)
         self._slot[app_id] = slot
         bit = 1 << slot
         for dim, value in zip(self._dims, demand):
@@ -93,24 +101,34 @@ class PendingIndex:
             bit = 1 << slot
             for dim, value in zip(self._dims, demand):
                 dim.add(value, bit)
-            for m in nodes:
-                self._elig[m] |= bit
+            self._set_bits(slot, nodes, True)
             if pending:
                 self._pending |= bit
 
     def set_eligible(self, app_id: str, eligible: bytearray) -> None:
         slot = self._slot[app_id]
-        bit = 1 << slot
-        elig = self._elig
-        if len(eligible) > len(elig):
-            elig.extend([0] * (len(eligible) - len(elig)))
-            self._n_nodes = len(elig)
-        for m in self._nodes_of[slot]:
-            elig[m] &= ~bit
-        nodes = np.flatnonzero(np.frombuffer(eligible, dtype=np.uint8)).tolist()
-        for m in nodes:
-            elig[m] |= bit
+        if len(eligible) > self._n_nodes:
+            grow = len(eligible) - self._n_nodes
+            self._bits = np.vstack([self._bits, np.zeros((grow, self._bits.shape[1]), dtype=np.uint8)])
+            self._elig.extend([0] * grow)
+            self._stale = np.concatenate([self._stale, np.zeros(grow, dtype=bool)])
+            self._n_nodes = len(eligible)
+        self._set_bits(slot, self._nodes_of[slot], False)
+        nodes = np.flatnonzero(np.frombuffer(eligible, dtype=np.uint8))
+        self._set_bits(slot, nodes, True)
         self._nodes_of[slot] = nodes
+
+    def _set_bits(self, slot: int, nodes: np.ndarray, on: bool) -> None:
+        column, bit = slot >> 3, np.uint8(1 << (slot & 7))
+        if column >= self._bits.shape[1]:
+            wider = np.zeros((self._n_nodes, max(2 * self._bits.shape[1], column + 1)), dtype=np.uint8)
+            wider[:, :self._bits.shape[1]] = self._bits
+            self._bits = wider
+        if on:
+            self._bits[nodes, column] |= bit
+        else:
+            self._bits[nodes, column] &= ~bit
+        self._stale[nodes] = True
 
     def remove(self, app_id: str) -> None:
         slot = self._slot.pop(app_id)
@@ -123,6 +141,9 @@ class PendingIndex:
         self._pending = self._pending | bit if pending else self._pending & ~bit
 
     def _mask(self, node: int, free) -> int:
+        if self._stale[node]:
+            self._elig[node] = int.from_bytes(self._bits[node].tobytes(), "little")
+            self._stale[node] = False
         cand = self._pending & self._elig[node]
         for dim, f in zip(self._dims, free):
             if not cand:

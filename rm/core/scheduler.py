@@ -117,14 +117,16 @@ class OnlineScheduler:
 
     def release(self, container_id: int) -> Container:
         """A container ended; its node is offered again at the next ``schedule``."""
-        container = self.cluster.containers[container_id]
-        m = self.cluster.node_index[container.node]
+        cluster = self.cluster
+        container = cluster.containers[container_id]
+        node = cluster.node_of(container_id)
+        m = node.index
         if m not in self._dirty:        # first release since the last schedule(): keep its proof
-            self._proof[m] = tuple(self.cluster.nodes[m].free)
-        app, node = self.cluster.release(container_id)
+            self._proof[m] = tuple(node.free)
+        app, node = cluster.release(container_id)
         self._rekey(app)
         if node.alive:
-            self._dirty.add(node.index)
+            self._dirty.add(m)
         return container
 
     def finish_app(self, app_id: str) -> list[Container]:
@@ -278,14 +280,22 @@ class OnlineScheduler:
         main = self._order
         if order is not main:
             del order[bisect_left(order, app.entry)]
-        del main[bisect_left(main, app.entry)]       # pending > 0: the app is in the order
+        i = bisect_left(main, app.entry)            # pending > 0: the app is in the order
         app.pending -= 1
         self._set_key(app)
         if app.pending > 0:
-            insort(main, app.entry)
+            # An entry still between its neighbours keeps its place (the usual case: the key
+            # grows by one unit and the app stays ahead of the next one).
+            entry = app.entry
+            if (i + 1 < len(main) and main[i + 1] < entry) or (i > 0 and entry < main[i - 1]):
+                del main[i]
+                insort(main, entry)
+            else:
+                main[i] = entry
             if order is not main:
                 insort(order, app.entry)
         else:
+            del main[i]
             self._index.set_pending(app.app_id, False)
         return container
 

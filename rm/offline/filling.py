@@ -75,6 +75,7 @@ import numpy as np
 
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import AppSpec, NodeSpec
+from rayrm.rm.core.policies.base import resource_index
 from rayrm.rm.offline.lp import Filling
 
 POLICIES = ("tsf", "cdrf", "drfh", "cmmf", "pm-drf", "drf")
@@ -187,7 +188,6 @@ def share_per_task(problem: Problem, policy: str, resource: str | None = None) -
 
 def resource_column(problem: Problem, resource: str | None) -> int:
     """Index of the named resource; ``memory`` also finds ``memory_mb`` or ``mem``."""
-    from rayrm.rm.core.policies.base import resource_index  # noqa: PLC0415
     try:
         return resource_index(problem.dims, resource or "cpu")
     except KeyError as e:

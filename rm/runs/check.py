@@ -1,6 +1,6 @@
 """``rayrm check``: a run directory's invariants, verified from the directory alone.
 
-DESIGN.md's three invariants, for the simulator and the Ray replay alike:
+docs/design.md's three invariants, for the simulator and the Ray replay alike:
 
 1. **No node is ever over-allocated.**  Per node, sweep the attempts of tasks.csv in
    time order — +d_i at ``start``, −d_i at ``finish`` (an attempt still ``running``
@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.errors import InputError
@@ -58,6 +59,8 @@ class CheckResult:
     tasks_missing: int = 0
     finished_twice: int = 0
     unexpected_attempts: int = 0
+    interrupted: str = ""              # a partial run: why it stopped ('' for a whole run)
+    jobs_unfinished: int = 0           # jobs it left unfinished (not required to be complete)
     attempts_by_status: dict[str, int] = field(default_factory=dict)
     reruns: int = 0
     examples: dict[str, list[str]] = field(default_factory=dict)
@@ -80,8 +83,11 @@ class CheckResult:
                                               *self.VIOLATIONS)} | {"ok": self.ok}
 
     def report(self) -> str:
-        lines = [f"{self.run}",
-                 f"  tasks checked          {self.tasks}  ({self.jobs_accepted} accepted jobs, "
+        lines = [f"{self.run}"]
+        if self.interrupted:
+            lines.append(f"  partial run ({self.interrupted}): {self.jobs_unfinished} unfinished jobs "
+                         f"checked for what ran, not for completeness")
+        lines += [f"  tasks checked          {self.tasks}  ({self.jobs_accepted} accepted jobs, "
                  f"{self.jobs_rejected} rejected)",
                  f"  attempts checked       {self.attempts}  ("
                  + ", ".join(f"{n} {k}" for k, n in sorted(self.attempts_by_status.items()))
@@ -98,48 +104,79 @@ class CheckResult:
 
 
 def check_run(path: str | Path) -> CheckResult:
-    """Check one run directory; raises InputError when it cannot be read."""
+    """Check one run directory; raises InputError when it cannot be read.
+
+    Columnar throughout (apps and nodes as integer codes, no loop over rows in Python),
+    so a run of tens of millions of attempts checks in minutes.
+    """
     run = RunDir(path)
     nodes, jobs, tasks, dims = run.nodes, run.jobs, run.tasks, run.dims
     result = CheckResult(str(path))
     accepted = jobs[jobs["status"] != "rejected"]
     result.jobs_accepted, result.jobs_rejected = len(accepted), len(jobs) - len(accepted)
+    summary = run.summary if (run.path / "summary.json").exists() else {}
+    if summary.get("interrupted"):
+        # a run stopped early (Ctrl-C, SIGTERM, --until): what ran must be right, and the
+        # jobs it did not finish are not required to have every task
+        result.interrupted = str(summary.get("interrupt_reason") or "interrupted")
+        result.jobs_unfinished = int((accepted["status"] == "unfinished").sum())
     result.tasks = int(accepted["num_tasks"].sum())
     result.attempts = len(tasks)
     result.attempts_by_status = {str(k): int(v) for k, v in tasks["status"].value_counts().items()}
-    per_task = tasks.groupby(["app", "task"]).size()
+    # apps as codes in sorted order, so that (app, task) keys sort as groupby sorts them
+    codes, apps = pd.factorize(tasks["app"], sort=True)
+    task = tasks["task"].to_numpy(dtype=np.int64)
+    # one integer per (app, task): app code × width + task − lowest task index
+    low = int(min(task.min(initial=0), 0))
+    width = int(task.max(initial=0)) - low + 1
+    key = codes.astype(np.int64) * width + (task - low)
+    _, per_task = np.unique(key, return_counts=True)
     result.reruns = int((per_task > 1).sum())
-    _check_exactly_once(accepted, jobs, tasks, result)
-    _check_constraints(run, jobs, tasks, result)
-    _check_capacity(nodes, jobs, tasks, dims, result)
+    _check_exactly_once(accepted, jobs, tasks, codes, apps, (key, width, low), result,
+                        required=accepted[accepted["status"] != "unfinished"] if result.interrupted else accepted)
+    _check_constraints(run, jobs, tasks, codes, apps, result)
+    _check_capacity(nodes, jobs, tasks, codes, apps, dims, result)
     return result
 
 
-def _check_exactly_once(accepted, jobs, tasks, result: CheckResult) -> None:
+def _check_exactly_once(accepted, jobs, tasks, codes, apps, keyed, result: CheckResult, required) -> None:
+    """Every task of the ``required`` jobs (all accepted ones, or of an interrupted run
+    those not marked unfinished) finished exactly once; no attempt of a task a job does
+    not have."""
+    key, width, low = keyed
     size = dict(zip(accepted["app"], accepted["num_tasks"]))
-    known = np.array([size.get(a, -1) for a in tasks["app"]], dtype=np.int64)
-    in_range = (tasks["task"].to_numpy() >= 0) & (tasks["task"].to_numpy() < known)
+    known = np.array([size.get(a, -1) for a in apps], dtype=np.int64)[codes] if len(apps) \
+        else np.zeros(0, dtype=np.int64)
+    task = tasks["task"].to_numpy(dtype=np.int64)
+    in_range = (task >= 0) & (task < known)
+    all_apps = set(jobs["app"])
     for row in tasks[~in_range].head(MAX_EXAMPLES).itertuples(index=False):
-        why = ("its job is rejected" if row.app in set(jobs["app"]) else "its job is not in jobs.csv") \
+        why = ("its job is rejected" if row.app in all_apps else "its job is not in jobs.csv") \
             if row.app not in size else f"the job has {size[row.app]} tasks"
         result.note("unexpected_attempts", f"{row.app} task {row.task} attempt {row.attempt}: {why}")
     result.unexpected_attempts = int((~in_range).sum())
-    done = tasks[in_range & (tasks["status"] == "finished").to_numpy()]
-    counts = done.groupby(["app", "task"]).size()
-    result.finished_twice = int((counts > 1).sum())
-    for (app, task), n in counts[counts > 1].head(MAX_EXAMPLES).items():
-        result.note("finished_twice", f"{app} task {task} finished {n} times")
-    result.tasks_missing = result.tasks - len(counts)
+    done = in_range & (tasks["status"] == "finished").to_numpy()
+    # finished (app, task) keys, sorted by app, then task
+    keys, counts = np.unique(key[done], return_counts=True)
+    twice = np.flatnonzero(counts > 1)
+    result.finished_twice = len(twice)
+    for k in twice[:MAX_EXAMPLES]:
+        result.note("finished_twice", f"{apps[keys[k] // width]} task {keys[k] % width + low} finished {counts[k]} times")
+    have = np.bincount(keys // width, minlength=len(apps))
+    code_of = {a: i for i, a in enumerate(apps)}
+    need = dict(zip(required["app"], required["num_tasks"]))
+    missing = {app: int(n) - (int(have[code_of[app]]) if app in code_of else 0) for app, n in need.items()}
+    result.tasks_missing = sum(m for m in missing.values() if m > 0)
     if result.tasks_missing:
-        have = counts.groupby(level=0).size()
-        for app, n in size.items():
-            if have.get(app, 0) < n:
-                result.note("tasks_missing", f"{app}: {n - have.get(app, 0)} of {n} tasks never finished")
+        for app, m in missing.items():
+            if m > 0:
+                result.note("tasks_missing", f"{app}: {m} of {need[app]} tasks never finished")
                 if len(result.examples["tasks_missing"]) >= MAX_EXAMPLES:
                     break
 
 
-def _check_constraints(run: RunDir, jobs, tasks, result: CheckResult) -> None:
+def _check_constraints(run: RunDir, jobs, tasks, codes, apps, result: CheckResult) -> None:
+    """Each distinct (app, node) pair is judged once; rows take their pair's verdict."""
     attributes = run.node_attributes()
     parsed: dict[str, Constraint] = {}
     for i, text in enumerate(jobs["constraint"]):
@@ -149,12 +186,17 @@ def _check_constraints(run: RunDir, jobs, tasks, result: CheckResult) -> None:
             except InputError as e:
                 raise e.at(file=str(run.path / "jobs.csv"), row=i + 2, field="constraint") from None
     constraint_of = dict(zip(jobs["app"], jobs["constraint"]))
+    node_codes, node_names = pd.factorize(tasks["node"])
+    pair = codes.astype(np.int64) * max(len(node_names), 1) + node_codes
+    pairs, inverse = np.unique(pair, return_inverse=True)
     verdict: dict[tuple[str, str], str] = {}
-    pairs = tasks[["app", "node"]].to_numpy()
-    for app, node in pairs:
+    reasons = []
+    for p in pairs.tolist():
+        app, node = apps[p // max(len(node_names), 1)], node_names[p % max(len(node_names), 1)]
         text = constraint_of.get(app)
         if text is None:
-            continue                       # counted as unexpected already
+            reasons.append("")             # counted as unexpected already
+            continue
         key = (text, node)
         if key not in verdict:
             if node not in attributes:
@@ -163,33 +205,50 @@ def _check_constraints(run: RunDir, jobs, tasks, result: CheckResult) -> None:
                 verdict[key] = f"'{text}' does not hold there"
             else:
                 verdict[key] = ""
-        if verdict[key]:
-            result.constraint_violations += 1
-            result.note("constraint_violations", f"{app} ran on {node}: {verdict[key]}")
+        reasons.append(verdict[key])
+    bad_pair = np.array([bool(r) for r in reasons], dtype=bool)
+    bad = bad_pair[inverse.reshape(-1)] if len(pairs) else np.zeros(0, dtype=bool)
+    result.constraint_violations = int(bad.sum())
+    for i in np.flatnonzero(bad)[:MAX_EXAMPLES]:
+        j = int(inverse.reshape(-1)[i])
+        result.note("constraint_violations",
+                    f"{apps[codes[i]]} ran on {node_names[node_codes[i]]}: {reasons[j]}")
 
 
-def _check_capacity(nodes, jobs, tasks, dims, result: CheckResult) -> None:
+def _check_capacity(nodes, jobs, tasks, codes, apps, dims, result: CheckResult) -> None:
     demand_cols = sorted({c[len("demand."):] for c in jobs.columns if c.startswith("demand.")} | set(dims))
     cap = {n: np.array([row.get(d, 0.0) if d in dims else 0.0 for d in demand_cols], dtype=float)
            for n, row in zip(nodes["node"], nodes.to_dict("records"))}
     demand = {a: np.array([row.get(f"demand.{d}", 0.0) for d in demand_cols], dtype=float)
               for a, row in zip(jobs["app"], jobs.to_dict("records"))}
-    started = tasks[tasks["start"].notna() & tasks["app"].isin(demand) & tasks["node"].isin(cap)]
-    for node, group in started.groupby("node", sort=False):
-        start = group["start"].to_numpy()
-        finish = np.maximum(np.nan_to_num(group["finish"].to_numpy(), nan=np.inf), start)
-        d = np.stack([demand[a] for a in group["app"]])
+    # demand per app code; apps jobs.csv does not list are left out, as nodes it does not list
+    known_app = np.array([a in demand for a in apps], dtype=bool)
+    per_app = np.array([demand.get(a, np.zeros(len(demand_cols))) for a in apps],
+                       dtype=float).reshape(len(apps), len(demand_cols))
+    start_all = tasks["start"].to_numpy(dtype=float)
+    keep = ~np.isnan(start_all) & (known_app[codes] if len(apps) else np.zeros(0, dtype=bool)) \
+        & tasks["node"].isin(cap).to_numpy()
+    rows = np.flatnonzero(keep)
+    node_codes, node_names = pd.factorize(tasks["node"].iloc[rows])
+    order = np.argsort(node_codes, kind="stable")      # each node's rows, in file order
+    bounds = np.searchsorted(node_codes[order], np.arange(len(node_names) + 1))
+    finish_all = tasks["finish"].to_numpy(dtype=float)
+    for k, node in enumerate(node_names):
+        idx = rows[order[bounds[k]:bounds[k + 1]]]
+        start = start_all[idx]
+        finish = np.maximum(np.nan_to_num(finish_all[idx], nan=np.inf), start)
+        d = per_app[codes[idx]]
         times = np.concatenate([finish, start])
         kind = np.concatenate([np.zeros(len(start)), np.ones(len(start))])    # 0 release, 1 start
         delta = np.concatenate([-d, d])
-        order = np.lexsort((kind, times))
-        used = np.cumsum(delta[order], axis=0)
-        running = np.cumsum(np.where(kind[order] == 1, 1, -1))
+        sweep = np.lexsort((kind, times))
+        used = np.cumsum(delta[sweep], axis=0)
+        running = np.cumsum(np.where(kind[sweep] == 1, 1, -1))
         limit = cap[node] * (1 + REL_TOL) + PER_CONTAINER_TOL * running[:, None]
-        over = (used > limit).any(axis=1) & (kind[order] == 1)
+        over = (used > limit).any(axis=1) & (kind[sweep] == 1)
         result.over_allocations += int(over.sum())
-        for k in np.flatnonzero(over)[:MAX_EXAMPLES]:
-            r = int(np.argmax(used[k] - limit[k]))
+        for j in np.flatnonzero(over)[:MAX_EXAMPLES]:
+            r = int(np.argmax(used[j] - limit[j]))
             result.note("over_allocations",
-                        f"{node} at t={times[order][k]:g}: {demand_cols[r]} {used[k, r]:g} "
+                        f"{node} at t={times[sweep][j]:g}: {demand_cols[r]} {used[j, r]:g} "
                         f"in use of {cap[node][r]:g}")

@@ -1,6 +1,6 @@
 """Metrics of tsf-paper §VI from run directories (pandas), for simulated and Ray runs alike.
 
-Everything here reads the run directory alone (``rayrm.rm.runs.reader.RunDir``; DESIGN.md
+Everything here reads the run directory alone (``rayrm.rm.runs.reader.RunDir``; docs/design.md
 principle 3), so ``rayrm compare``, ``rayrm report`` and the tests share one
 definition of each number.  Every function takes a ``RunDir`` or a path.
 
@@ -14,6 +14,13 @@ Per run
 * ``share_timeline``      the same step functions as a time × app table
 * ``utilization``         U_r(t) = Σ_{attempts running at t} d_{app,r} / Σ_m C_{m,r}
 * ``run_summary``         makespan and the percentiles above, one flat dict
+
+The noise floor of a comparison (issue 16)
+
+* ``launch_noise``        per run: 0 for an exact simulation, the launch jitter of a jittered
+  one, max(p99 allocation-to-running latency in trace s, one heartbeat) for a Ray replay
+* ``noise_tolerance``     the largest of the runs' (or ``--tolerance``): differences within
+  ±tolerance count as equal in every better/equal/worse count, speedup bin and CDF below
 
 TSF against another policy P on the same trace and seed
 
@@ -29,17 +36,19 @@ TSF against another policy P on the same trace and seed
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from rayrm.rm.core.config import RUN_DEFAULTS
 from rayrm.rm.runs.reader import RunDir
 
 SIZE_BINS = ((1, 10, "<=10"), (11, 100, "11-100"), (101, 500, "101-500"), (501, math.inf, ">500"))
 SHARE_KINDS = ("task_share", "dominant_share", "cpu_share", "mem_share")
 PERCENTILES = (50, 90, 99)
-#: delays closer than this (seconds) count as equal; run directories keep 6 decimals
+#: times closer than this (seconds) are equal even at tolerance 0: run directories keep 6 decimals
 TIME_TOLERANCE = 1e-6
 
 RunLike = RunDir | str | Path
@@ -178,6 +187,68 @@ def run_summary(run: RunLike) -> dict:
     return row
 
 
+# ----- the noise floor of a comparison ----------------------------------------------
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Differences of at most ``seconds`` (trace seconds) count as equal; ``source`` says why."""
+
+    seconds: float
+    source: str
+
+    def header(self) -> str:
+        """How a table states it: 'tolerance ±1.2 s (…)'."""
+        return f"tolerance ±{self.seconds:.3g} s ({self.source})"
+
+
+def launch_noise(run: RunLike, heartbeat: float | None = None) -> tuple[float, str]:
+    """Trace seconds by which a task's start moves in this run for reasons other than the
+    policy, and where that figure comes from.
+
+    * an exact simulation: 0 (every start is an event of the model);
+    * a simulation with launch jitter X: X (starts move by U(0, X) after allocation);
+    * a Ray replay: max(p99 of its allocation-to-running latency in trace seconds, one
+      heartbeat interval) — the scheduler runs on node heartbeats (YARN NODE_UPDATE), so
+      a container allocated in either of two runs may wait up to one heartbeat for its
+      turn, and then the launch latency, neither of which the policy decides.
+
+    The heartbeat interval comes from summary.json (``heartbeat_interval``), else
+    ``heartbeat``, else the config default ``run.heartbeat_interval``.
+    """
+    s = as_run(run).summary
+    if s.get("mode", "sim") == "sim":
+        jitter = float(s.get("launch_jitter") or 0.0)
+        return (jitter, f"launch jitter {jitter:g} s") if jitter > 0 else (0.0, "exact simulation")
+    lat = ((s.get("scheduling_latency") or {}).get("allocation_to_running_trace_s") or {}).get("p99")
+    beat = s.get("heartbeat_interval", heartbeat)
+    beat_text = "heartbeat" if beat is not None else "default heartbeat"
+    beat = float(RUN_DEFAULTS["heartbeat_interval"] if beat is None else beat)
+    if lat is not None and float(lat) > beat:
+        return float(lat), "replay p99 allocation-to-running latency"
+    return beat, f"one {beat_text} interval"
+
+
+def noise_tolerance(runs, heartbeat: float | None = None, override: float | None = None) -> Tolerance:
+    """The tolerance of a comparison of ``runs``: ``override`` when given, else the largest
+    ``launch_noise`` of the runs (issue 16: the larger p99 of the runs' allocation-to-running
+    latency, or one heartbeat, whichever is larger; 0 between exact simulations)."""
+    if override is not None:
+        if not override >= 0:
+            raise ValueError(f"a tolerance must be >= 0 seconds, got {override}")
+        return Tolerance(float(override), "--tolerance")
+    noise = [launch_noise(r, heartbeat) for r in runs]
+    if not noise:
+        return Tolerance(0.0, "exact simulation")
+    return Tolerance(*max(noise, key=lambda n: n[0]))
+
+
+def denoise(differences, tol: float) -> np.ndarray:
+    """The differences with every one within ±tol (and ±TIME_TOLERANCE, the 6-decimal
+    rounding of a run directory) set to exactly 0: a difference counts only beyond the noise."""
+    v = np.asarray(differences, dtype=float)
+    return np.where(np.abs(v) <= max(float(tol), TIME_TOLERANCE), 0.0, v)
+
+
 # ----- TSF against another policy ---------------------------------------------------
 
 def size_bin(num_tasks: int) -> str:
@@ -185,32 +256,38 @@ def size_bin(num_tasks: int) -> str:
     return next(label for lo, hi, label in SIZE_BINS if lo <= num_tasks <= hi)
 
 
-def job_speedups(tsf: RunLike, other: RunLike) -> pd.DataFrame:
+def job_speedups(tsf: RunLike, other: RunLike, tol: float = 0.0) -> pd.DataFrame:
     """Per job finished in both runs: num_tasks, bin, speedup_s = C_P − C_TSF, speedup = that / C_P.
 
     tsf-paper §VI-B2: "per-job speedup is ... the difference between its completion
     time using an alternative algorithm and TSF"; the relative form is what "10%
-    faster" means.  Positive: TSF finished the job sooner.
+    faster" means.  Positive: TSF finished the job sooner.  A difference within ±tol
+    seconds is noise and counts as 0 (``denoise``); ``raw_speedup_s`` keeps it.
     """
     a, b = job_times(tsf), job_times(other)
     both = a.merge(b, left_index=True, right_index=True, how="inner", suffixes=("", "_p"))
     both = both.dropna(subset=["completion_time", "completion_time_p"])
     cp = both["completion_time_p"]
+    raw = cp - both["completion_time"]
     out = pd.DataFrame({"num_tasks": both["num_tasks"].astype(int),
-                        "tsf": both["completion_time"], "other": cp,
-                        "speedup_s": cp - both["completion_time"]})
+                        "tsf": both["completion_time"], "other": cp, "raw_speedup_s": raw,
+                        "speedup_s": denoise(raw, tol)})
     out["speedup"] = np.where(cp > 0, out["speedup_s"] / cp.where(cp > 0, 1.0), 0.0)
     out["bin"] = [size_bin(int(n)) for n in out["num_tasks"]]
     return out
 
 
 def speedup_by_size(speedups: pd.DataFrame) -> pd.DataFrame:
-    """bin -> jobs, mean/std (ddof 0) of relative speedup and of speedup in seconds (Fig. 10)."""
+    """bin -> jobs; jobs TSF finishes sooner / equally / later (beyond the tolerance
+    ``job_speedups`` applied); mean/std (ddof 0) of relative speedup and of speedup in
+    seconds (Fig. 10)."""
     rows = []
     for _, _, label in SIZE_BINS:
         g = speedups[speedups["bin"] == label]
         n = len(g)
         rows.append({"bin": label, "jobs": n,
+                     "faster": int((g["speedup_s"] > 0).sum()), "equal": int((g["speedup_s"] == 0).sum()),
+                     "slower": int((g["speedup_s"] < 0).sum()),
                      "mean_speedup": float(g["speedup"].mean()) if n else math.nan,
                      "std_speedup": float(g["speedup"].std(ddof=0)) if n else math.nan,
                      "mean_speedup_s": float(g["speedup_s"].mean()) if n else math.nan,
@@ -218,37 +295,46 @@ def speedup_by_size(speedups: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("bin")
 
 
-def task_speedups(tsf: RunLike, other: RunLike) -> pd.Series:
-    """(app, task) -> D_P − D_TSF, the reduction of task queueing delay by TSF (Fig. 11b)."""
+def task_speedups(tsf: RunLike, other: RunLike, tol: float = 0.0) -> pd.Series:
+    """(app, task) -> D_P − D_TSF, the reduction of task queueing delay by TSF (Fig. 11b),
+    0 where it is within ±tol seconds (``denoise``)."""
     a, b = task_queueing_delay(tsf), task_queueing_delay(other)
     both = pd.concat([a.rename("tsf"), b.rename("other")], axis=1, join="inner")
-    return (both["other"] - both["tsf"]).rename("speedup")
+    return pd.Series(denoise(both["other"] - both["tsf"], tol), index=both.index, name="speedup")
 
 
-def task_speedup_fractions(speedups: pd.Series, tol: float = TIME_TOLERANCE) -> dict[str, float]:
-    """Fractions of tasks whose queueing delay TSF shortens (> tol), leaves equal, lengthens."""
-    v = speedups.to_numpy(dtype=float)
+def task_speedup_fractions(speedups: pd.Series, tol: float = 0.0) -> dict[str, float]:
+    """Fractions of tasks whose queueing delay TSF shortens (by more than tol), leaves
+    equal (within ±tol), lengthens (by more than tol)."""
+    v = denoise(speedups.to_numpy(dtype=float), tol)
     n = len(v)
     if not n:
         return {"tasks": 0, "shortened": math.nan, "equal": math.nan, "lengthened": math.nan}
-    return {"tasks": n, "shortened": float((v > tol).sum() / n), "equal": float((abs(v) <= tol).sum() / n),
-            "lengthened": float((v < -tol).sum() / n)}
+    return {"tasks": n, "shortened": float((v > 0).sum() / n), "equal": float((v == 0).sum() / n),
+            "lengthened": float((v < 0).sum() / n)}
 
 
-def comparison_table(runs: dict[str, RunLike], baseline: str = "tsf") -> pd.DataFrame:
+def comparison_table(runs: dict[str, RunLike], baseline: str = "tsf",
+                     tol: Tolerance | None = None) -> pd.DataFrame:
     """One row per policy (the dict's keys): ``run_summary`` plus, against ``baseline``,
-    the per-task speedup fractions and the mean relative per-job speedup per size bin."""
+    the per-task speedup fractions and the mean relative per-job speedup per size bin,
+    differences within the tolerance (default ``noise_tolerance`` of the runs) counting
+    as equal.  The tolerance is in ``table.attrs['tolerance']`` and column ``tolerance_s``."""
+    runs = {k: as_run(v) for k, v in runs.items()}
+    tol = tol or noise_tolerance(runs.values())
     rows = []
-    base = as_run(runs[baseline]) if baseline in runs else None
-    for label, run in runs.items():
-        r = as_run(run)
+    base = runs.get(baseline)
+    for label, r in runs.items():
         row = run_summary(r)
         row["policy"] = label
         if base is not None and label != baseline:
-            frac = task_speedup_fractions(task_speedups(base, r))
+            frac = task_speedup_fractions(task_speedups(base, r, tol.seconds))
             row.update({f"tasks_{baseline}_{k}": v for k, v in frac.items() if k != "tasks"})
-            bins = speedup_by_size(job_speedups(base, r))
+            bins = speedup_by_size(job_speedups(base, r, tol.seconds))
             for label_bin, b in bins.iterrows():
                 row[f"job_speedup_{label_bin}"] = b["mean_speedup"]
+        row["tolerance_s"] = tol.seconds
         rows.append(row)
-    return pd.DataFrame(rows).set_index("policy")
+    table = pd.DataFrame(rows).set_index("policy")
+    table.attrs["tolerance"] = tol
+    return table

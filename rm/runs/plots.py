@@ -3,7 +3,9 @@
 One file per figure: ``shares_<run>.png`` (tsf-paper Fig. 5), ``utilization.png``,
 ``cdf_job_queueing_delay.png`` (Fig. 9a), ``cdf_job_completion_time.png`` (Fig. 9b),
 ``cdf_task_queueing_delay.png`` (Fig. 11a), and with a TSF comparison
-``speedup_by_job_size.png`` (Fig. 10) and ``task_speedup_cdf.png`` (Fig. 11b).
+``speedup_by_job_size.png`` (Fig. 10) and ``task_speedup_cdf.png`` (Fig. 11b; the
+tolerance band ±tol drawn, differences within it at 0), and for policies compared
+in both modes ``sim_vs_ray.png`` (simulator against Ray, one panel per pair).
 Large CDFs are drawn through 2,000 quantiles; that changes no visible step.
 """
 
@@ -125,11 +127,39 @@ def _speedups(rep, out, images) -> None:
     for label, s in rep.task_speedups.items():
         _cdf(ax, s.to_numpy(), f"vs {label}")
     ax.axvline(0, color="black", linewidth=0.8)
+    tol = rep.tolerance.seconds
+    if tol > 0:
+        ax.axvspan(-tol, tol, color="grey", alpha=0.2, label=f"±{tol:.3g} s: equal")
+        ax.legend(fontsize=8)
     ax.set_xscale("symlog", linthresh=1.0)
     ax.set_xlabel("task queueing delay saved by TSF (s)")
     ax.set_ylabel("CDF")
     ax.legend(fontsize=8)
     _save(fig, out, "task_speedup_cdf.png", "Per-task speedup of TSF, CDF (tsf-paper Fig. 11b)", images)
+
+
+def _sim_vs_ray(rep, out, images) -> None:
+    if not rep.sim_vs_ray:
+        return
+    pairs = list(rep.sim_vs_ray.items())
+    fig, axes = plt.subplots(len(pairs), 1, figsize=(8, 3.4 * len(pairs)), squeeze=False)
+    for ax, (policy, rows) in zip(axes[:, 0], pairs):
+        x = np.arange(len(rows))
+        for k, (mode, name) in enumerate((("sim", "simulator"), ("ray", "Ray"))):
+            values = np.array([np.nan if r[mode] is None else 100 * r[mode] for r in rows], dtype=float)
+            ax.bar(x + (k - 0.5) * 0.4, values, 0.4, label=name)
+        for i, r in enumerate(rows):
+            if r["differs"]:
+                ax.annotate("≠", (i, 0), xytext=(0, -14), textcoords="offset points", ha="center", color="red")
+        ax.axhline(0, color="black", linewidth=0.8)
+        ax.set_xticks(x, [r["label"].replace("tsf ", "TSF ").replace("job speedup ", "speedup\n")
+                          for r in rows], fontsize=8)
+        ax.set_ylabel("%")
+        ax.set_title(f"TSF vs {policy}: simulator against Ray ({rep.tolerance.header()})", fontsize=9)
+        ax.legend(fontsize=8)
+    _save(fig, out, "sim_vs_ray.png",
+          "Simulator against Ray: task shares and per-job speedup by size, per policy pair "
+          "(≠: the conclusion differs)", images)
 
 
 def draw_all(rep, out: Path, max_apps: int = 8) -> list[tuple[str, str]]:
@@ -140,4 +170,5 @@ def draw_all(rep, out: Path, max_apps: int = 8) -> list[tuple[str, str]]:
     _utilization(rep, out, images)
     _delay_cdfs(rep, out, images)
     _speedups(rep, out, images)
+    _sim_vs_ray(rep, out, images)
     return images

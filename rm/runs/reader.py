@@ -1,10 +1,14 @@
-"""Reading a run directory back (the schema ``rayrm.rm.runs.log`` writes; DESIGN.md "Data contracts").
+"""Reading a run directory back (the schema of ``rayrm.rm.runs.schema``, which ``rayrm.rm.runs.log`` writes).
 
 ``rayrm check`` and ``rayrm report`` work from the run directory alone, so a simulated
 run and a Ray run are read the same way.  Every table is read as text first and each
 column converted once; a file that is missing, lacks a column or holds a cell that is
 not a number where one is needed raises ``InputError`` naming the file, the row
 (the header is row 1) and the column — the CLI turns that into one line.
+
+Tasks, shares and events may be Parquet files instead (``rayrm.rm.runs.schema``): a
+``RunDir`` reads whichever it finds, into the same columns and types, so every reader
+— check, report, compare, metrics, the sensitivity sweep and the twin — takes either.
 
 Attribute cells stay text ("" is an absent attribute); constraints compare them as
 numbers when both sides read as numbers (``rayrm.rm.core.constraints``), so "3" >= 3 holds.
@@ -22,18 +26,7 @@ import numpy as np
 import pandas as pd
 
 from rayrm.rm.core.errors import InputError
-
-# column -> kind: 'str'; 'int'; 'float' (required); 'float?' (may be empty -> NaN)
-JOBS = {"app": "str", "status": "str", "num_tasks": "int", "constraint": "str", "submit": "float",
-        "first_start": "float?", "finish": "float?", "queueing_delay": "float?",
-        "completion_time": "float?"}
-TASKS = {"app": "str", "task": "int", "attempt": "int", "node": "str", "submit": "float",
-         "start": "float?", "finish": "float?", "status": "str"}
-SHARES = {"time": "float", "app": "str", "task_share": "float?", "dominant_share": "float?",
-          "cpu_share": "float?", "mem_share": "float?", "running": "float?"}
-EVENTS = {"time": "float", "wall_time": "float?", "kind": "str", "app": "str", "task": "str",
-          "container": "str", "node": "str", "detail": "str"}
-NODE_META = ("node", "ray_node")
+from rayrm.rm.runs.schema import JOBS, JOBS_PREFIXED, NODE_META, NODES, NODES_PREFIXED, TABLES
 
 
 def _fail(path: Path, e: Exception) -> InputError:
@@ -87,6 +80,42 @@ def read_table(path: Path, columns: dict[str, str], extra: dict[str, str] | None
     return df
 
 
+def read_parquet(path: Path, columns: dict[str, str]) -> pd.DataFrame:
+    """A Parquet table of the schema's columns, typed as ``read_table`` types a CSV's: text
+    with '' for a missing value, whole numbers int64, numbers float with NaN for null."""
+    import pyarrow as pa  # noqa: PLC0415 (only for a Parquet run directory)
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    try:
+        have = pq.read_schema(path).names
+    except (OSError, pa.ArrowException) as e:
+        raise InputError(f"cannot read Parquet: {e}", file=str(path)) from None
+    for col in columns:
+        if col not in have:
+            raise InputError(f"has no '{col}' column", file=str(path))
+    try:
+        table = pq.read_table(path, columns=list(columns))
+    except (OSError, pa.ArrowException) as e:
+        raise InputError(f"cannot read Parquet: {e}", file=str(path)) from None
+    df = table.to_pandas()
+    for col, kind in columns.items():
+        values = df[col]
+        if kind == "str":
+            if values.isna().any():
+                df[col] = values.fillna("")
+        elif kind == "int":
+            if values.isna().any():
+                i = int(np.flatnonzero(values.isna().to_numpy())[0])
+                raise InputError(f"row {i + 1} must be a whole number, got null", file=str(path), field=col)
+            df[col] = values.astype(np.int64)
+        else:
+            if kind == "float" and values.isna().any():
+                i = int(np.flatnonzero(values.isna().to_numpy())[0])
+                raise InputError(f"row {i + 1} must be a number, got null", file=str(path), field=col)
+            df[col] = values.astype(float)
+    return df
+
+
 @dataclass
 class RunDir:
     """One run directory, its tables read on first use."""
@@ -100,8 +129,7 @@ class RunDir:
 
     @cached_property
     def nodes(self) -> pd.DataFrame:
-        return read_table(self.path / "nodes.csv", {"node": "str"}, {"attr.": "str", "ray_node": "str"},
-                          other="float")
+        return read_table(self.path / "nodes.csv", NODES, NODES_PREFIXED, other="float")
 
     @cached_property
     def dims(self) -> tuple[str, ...]:
@@ -110,19 +138,30 @@ class RunDir:
 
     @cached_property
     def jobs(self) -> pd.DataFrame:
-        return read_table(self.path / "jobs.csv", JOBS, {"demand.": "float"})
+        return read_table(self.path / "jobs.csv", JOBS, JOBS_PREFIXED)
+
+    def table_path(self, table: str) -> Path:
+        """tasks, shares or events: its Parquet file if there is one, else its CSV."""
+        parquet = self.path / f"{table}.parquet"
+        return parquet if parquet.exists() else self.path / f"{table}.csv"
+
+    def _large(self, table: str) -> pd.DataFrame:
+        path = self.table_path(table)
+        if path.suffix == ".parquet":
+            return read_parquet(path, TABLES[table])
+        return read_table(path, TABLES[table])
 
     @cached_property
     def tasks(self) -> pd.DataFrame:
-        return read_table(self.path / "tasks.csv", TASKS)
+        return self._large("tasks")
 
     @cached_property
     def shares(self) -> pd.DataFrame:
-        return read_table(self.path / "shares.csv", SHARES)
+        return self._large("shares")
 
     @cached_property
     def events(self) -> pd.DataFrame:
-        return read_table(self.path / "events.csv", EVENTS)
+        return self._large("events")
 
     @cached_property
     def summary(self) -> dict:

@@ -1,6 +1,6 @@
 """``rayrm report RUN_DIR...``: the tables and plots of tsf-paper §VI from run directories.
 
-Everything is computed from the run directories alone (DESIGN.md principle 3), so a
+Everything is computed from the run directories alone (docs/design.md principle 3), so a
 simulated run and a Ray run of the same trace are compared by the same code.
 
 Per run:
@@ -14,8 +14,8 @@ Per run:
   **job completion time** (finish − arrival) and **task queueing delay** (start of a
   task's first attempt − its submission) — tsf-paper Fig. 9a, 9b, 11a.
 
-When runs of several policies on the same trace (same apps and task counts) include a
-``tsf`` run, for each other policy P:
+When runs of several policies on the same trace (same apps and task counts) and mode
+(simulator or Ray) include a ``tsf`` run, for each other policy P of that mode:
 
 * **per-job speedup** (tsf-paper Fig. 10), binned by job size (<= 10, 11–100, 101–500,
   > 500 tasks), mean ± std: the paper defines it as the difference between a job's
@@ -24,6 +24,16 @@ When runs of several policies on the same trace (same apps and task counts) incl
 * **per-task speedup** (tsf-paper Fig. 11b): the reduction of task queueing delay,
   D_P − D_TSF, per task; its CDF, and the fractions of tasks TSF shortens, leaves
   equal, lengthens (the paper: TSF shortens about 60% against each alternative).
+
+Differences within one **tolerance** count as equal in all of these (CDF included: a
+difference within it is drawn as 0): ``--tolerance``, else the largest launch noise of the
+runs (``rayrm.rm.runs.metrics.noise_tolerance``: 0 between exact simulations, a replay's
+p99 allocation-to-running latency or one heartbeat).  The page states it.
+
+When a pair (TSF, P) was run both in the simulator and on Ray, the page shows the two
+side by side — a table and a bar plot, simulator against Ray, per pair — and flags
+every conclusion that differs (``rayrm.rm.runs.compare.differs``: a per-job speedup of
+another sign, a share of tasks that moves more than 5 points).
 
 The numbers come from ``rayrm.rm.runs.metrics``; this module lays them out.  Output (``--out``,
 default ``<first run>/report/``): PNGs (``rayrm.rm.runs.plots``),
@@ -41,8 +51,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rayrm.rm.runs import metrics as M
 from rayrm.rm.core.errors import InputError
+from rayrm.rm.runs import metrics as M
+from rayrm.rm.runs.compare import conclusion_columns, differs
 from rayrm.rm.runs.reader import RunDir
 
 # The metrics themselves are rm.metrics (one definition for compare, report and tests).
@@ -59,26 +70,38 @@ class Report:
     runs: list[RunDir]
     labels: list[str]
     window: tuple[float, float] | None = None
+    tolerance: M.Tolerance = M.Tolerance(0.0, "exact simulation")
     tables: dict = field(default_factory=dict)
     speedups: dict[str, pd.DataFrame] = field(default_factory=dict)       # label -> per-job
     task_speedups: dict[str, pd.Series] = field(default_factory=dict)     # label -> per-task
+    sim_vs_ray: dict[str, list[dict]] = field(default_factory=dict)       # policy -> metric rows
+
+
+def _mode(run: RunDir) -> str:
+    return str(run.summary.get("mode") or "sim")
 
 
 def _labels(runs: list[RunDir]) -> list[str]:
+    """The policy; 'policy (mode)' when the mode tells apart runs of one policy; else
+    'policy (directory name)'."""
     base = [r.label for r in runs]
-    return [b if base.count(b) == 1 else f"{b} ({r.path.name})" for b, r in zip(base, runs)]
+    with_mode = [(b, _mode(r)) for b, r in zip(base, runs)]
+    return [b if base.count(b) == 1 else f"{b} ({m})" if with_mode.count((b, m)) == 1
+            else f"{b} ({r.path.name})" for b, m, r in zip(base, (m for _, m in with_mode), runs)]
 
 
 def _fingerprint(run: RunDir) -> tuple:
     return tuple(sorted(zip(run.jobs["app"], run.jobs["num_tasks"].astype(int))))
 
 
-def build_report(paths, window: tuple[float, float] | None = None) -> Report:
-    """Read the runs and compute every table; raises InputError on an unreadable run."""
+def build_report(paths, window: tuple[float, float] | None = None, tolerance: float | None = None) -> Report:
+    """Read the runs and compute every table; raises InputError on an unreadable run.
+    ``tolerance``: seconds within which differences count as equal (default: the runs' own)."""
     runs = [RunDir(p) for p in paths]
     if not runs:
         raise InputError("needs at least one run directory", field="RUN_DIR")
-    rep = Report(runs, _labels(runs), window)
+    rep = Report(runs, _labels(runs), window, M.noise_tolerance(runs, override=tolerance))
+    rep.tables["tolerance"] = {"seconds": rep.tolerance.seconds, "source": rep.tolerance.source}
     summary, shares = [], {}
     for run, label in zip(runs, rep.labels):
         jobs = run.jobs
@@ -107,24 +130,40 @@ def build_report(paths, window: tuple[float, float] | None = None) -> Report:
 
 
 def _compare(rep: Report) -> None:
-    """Fig. 10 and Fig. 11b tables for every non-TSF run on the same trace as a TSF run."""
-    tsf = [(r, lab) for r, lab in zip(rep.runs, rep.labels) if r.label == "tsf"]
-    if not tsf:
-        return
-    base, base_label = tsf[0]
-    key = _fingerprint(base)
-    by_bin, per_task = {}, {}
+    """Fig. 10 and Fig. 11b tables for every non-TSF run against the TSF run of its trace
+    and mode; then the simulator against Ray for each policy compared in both modes."""
+    tol = rep.tolerance.seconds
+    bases = {}
     for run, label in zip(rep.runs, rep.labels):
-        if run.label == "tsf" or _fingerprint(run) != key:
+        if run.label == "tsf":
+            bases.setdefault((_fingerprint(run), _mode(run)), (run, label))
+    by_bin, per_task, pairs = {}, {}, {}
+    for run, label in zip(rep.runs, rep.labels):
+        found = bases.get((_fingerprint(run), _mode(run)))
+        if run.label == "tsf" or found is None:
             continue
-        rep.speedups[label] = M.job_speedups(base, run)
-        by_bin[label] = M.speedup_by_size(rep.speedups[label]).reset_index().to_dict(orient="records")
-        s = rep.task_speedups[label] = M.task_speedups(base, run)
-        per_task[label] = M.task_speedup_fractions(s) | {"median_s": float(s.median()) if len(s) else math.nan}
+        base, base_label = found
+        rep.speedups[label] = M.job_speedups(base, run, tol)
+        bins = M.speedup_by_size(rep.speedups[label])
+        by_bin[label] = bins.reset_index().to_dict(orient="records")
+        s = rep.task_speedups[label] = M.task_speedups(base, run, tol)
+        per_task[label] = M.task_speedup_fractions(s, tol) | {"median_s": float(s.median()) if len(s) else math.nan,
+                                                             "baseline": base_label}
+        values = {f"tasks_tsf_{k}": per_task[label][k] for k in ("shortened", "equal", "lengthened")}
+        values.update({f"job_speedup_{b}": row["mean_speedup"] for b, row in bins.iterrows()})
+        pairs.setdefault(run.label, {}).setdefault(_mode(run), values)
     if by_bin:
-        rep.tables["baseline"] = base_label
+        rep.tables["baseline"] = ", ".join(sorted({v["baseline"] for v in per_task.values()}))
         rep.tables["job_speedup_by_size"] = by_bin
         rep.tables["task_speedup"] = per_task
+    for policy, modes in pairs.items():
+        if {"sim", "ray"} <= set(modes):
+            rep.sim_vs_ray[policy] = [
+                {"metric": col, "label": name, "sim": modes["sim"][col], "ray": modes["ray"][col],
+                 "differs": differs(col, modes["sim"][col], modes["ray"][col])}
+                for col, name, _ in conclusion_columns("tsf")]
+    if rep.sim_vs_ray:
+        rep.tables["sim_vs_ray"] = rep.sim_vs_ray
 
 
 # ----- writing -------------------------------------------------------------------
@@ -133,6 +172,10 @@ def _fmt(x) -> str:
     if isinstance(x, float):
         return "" if math.isnan(x) else f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
     return html.escape(str(x))
+
+
+def _pct(x) -> str:
+    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}%"
 
 
 def _table(header: list[str], rows: list[list]) -> str:
@@ -157,17 +200,28 @@ def render_html(rep: Report, images: list[tuple[str, str]]) -> str:
           r["makespan"]] + [r[m].get(q, math.nan) for m in metrics for q in ("mean", "p50", "p90", "p99")]
          + [", ".join(f"{d} {u:.1%}" for d, u in r.get("utilization", {}).items())] for r in t["runs"]]))
     if "job_speedup_by_size" in t:
+        tol = html.escape(rep.tolerance.header())
         parts.append(f"<h2>Per-job speedup of TSF ({html.escape(t['baseline'])}) by job size "
                      "(tsf-paper Fig. 10)</h2><p>speedup = (C<sub>P</sub> − C<sub>TSF</sub>) / "
-                     "C<sub>P</sub>; mean ± std over the jobs of each bin.</p>")
-        parts.append(_table(["vs", "bin", "jobs", "mean", "std", "mean (s)", "std (s)"],
-                            [[p, b["bin"], b["jobs"], b["mean_speedup"], b["std_speedup"],
-                              b["mean_speedup_s"], b["std_speedup_s"]]
+                     f"C<sub>P</sub>; mean ± std over the jobs of each bin; {tol}: a job whose "
+                     "completion times differ by no more counts as equal (speedup 0).</p>")
+        parts.append(_table(["vs", "bin", "jobs", "TSF faster", "equal", "TSF slower", "mean", "std",
+                             "mean (s)", "std (s)"],
+                            [[p, b["bin"], b["jobs"], b["faster"], b["equal"], b["slower"], b["mean_speedup"],
+                              b["std_speedup"], b["mean_speedup_s"], b["std_speedup_s"]]
                              for p, bins in t["job_speedup_by_size"].items() for b in bins]))
-        parts.append("<h2>Per-task speedup: D<sub>P</sub> − D<sub>TSF</sub> (tsf-paper Fig. 11b)</h2>")
+        parts.append("<h2>Per-task speedup: D<sub>P</sub> − D<sub>TSF</sub> (tsf-paper Fig. 11b)</h2>"
+                     f"<p>{tol}: a task whose queueing delays differ by no more counts as equal.</p>")
         parts.append(_table(["vs", "tasks", "TSF shorter", "equal", "TSF longer", "median (s)"],
                             [[p, v["tasks"], v["shortened"], v["equal"], v["lengthened"], v["median_s"]]
                              for p, v in t["task_speedup"].items()]))
+    if rep.sim_vs_ray:
+        parts.append("<h2>Simulator against Ray</h2><p>The same comparisons from the simulated and the "
+                     f"replayed runs, {html.escape(rep.tolerance.header())} in both; a conclusion differs "
+                     "when a per-job speedup changes sign or a share of tasks moves more than 5 points.</p>")
+        parts.append(_table(["TSF vs", "metric", "simulator", "Ray", "differs"],
+                            [[p, r["label"], _pct(r["sim"]), _pct(r["ray"]), r["differs"]]
+                             for p, rows in rep.sim_vs_ray.items() for r in rows]))
     for label, sh in t["time_averaged_shares"].items():
         t0, t1 = sh["window"]
         apps = list(sh["apps"].items())[:20]
@@ -180,11 +234,12 @@ def render_html(rep: Report, images: list[tuple[str, str]]) -> str:
     return "\n".join(parts) + "\n"
 
 
-def write_report(paths, out: str | Path | None = None, window=None, max_apps: int = 8) -> tuple[Path, Report]:
+def write_report(paths, out: str | Path | None = None, window=None, max_apps: int = 8,
+                 tolerance: float | None = None) -> tuple[Path, Report]:
     """Compute the report and write PNGs, index.html and tables.json to ``out``."""
     from rayrm.rm.runs.plots import draw_all  # noqa: PLC0415 (matplotlib only here)
 
-    rep = build_report(paths, window)
+    rep = build_report(paths, window, tolerance)
     out = Path(out) if out else rep.runs[0].path / "report"
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -43,17 +43,19 @@ updates the Ray metrics:
 from __future__ import annotations
 
 import asyncio
+import resource
 import time
 
 import ray
 
-from rayrm.rm.service.protocol import (MIN_EXPIRY_WALL, AllocateRequest, AllocateResponse, AppRegistered, AppRegistration,
-                         NodeHeartbeat, NodeHeartbeatResponse, NodeRegistration)
+from rayrm.rm.service.protocol import (MIN_EXPIRY_WALL, NAMESPACE, RM_NAME, AllocateRequest, AllocateResponse,
+                                      AppRegistered, AppRegistration, Call, NodeHeartbeat, NodeHeartbeatResponse,
+                                      NodeRegistration)
 from rayrm.rm.service.store import SNAPSHOT_RECORDS, SNAPSHOT_SECONDS, StateStore, replay_records
+from rayrm.rm.runtime.pace import PaceMeter
+from rayrm.rm.service.liveness import Liveness
 from rayrm.rm.service.state import ResourceManagerState
 
-RM_NAME = "rayrm-rm"
-NAMESPACE = "rayrm"
 #: Ray restarts of the RM actor (each recovers from the snapshot and journal).
 RM_MAX_RESTARTS = 5
 #: after a restart, NMs and AMs have this many wall seconds more than their expiry to
@@ -118,12 +120,16 @@ class ResourceManager:
         self._launching: set[tuple[str, int]] = set()
         self._last_snapshot = time.time()
         self.calls = 0
+        self.liveness = Liveness()
+        self.pace = PaceMeter(self.interval_wall)
+        self.snapshots: list[tuple[int, float]] = []     # (bytes, seconds) of each snapshot written
+        self.snapshot_blocked: list[float] = []          # seconds the loop spent starting each
         if self.store is not None and self.store.exists():
             t0 = time.time()
             self.state, records = self.store.load()
             replay_records(self.state, records)
             self.state.news.clear()
-            self._apply("recovered", f"snapshot {self.store.generation} + {len(records)} journal "
+            self._apply(Call.RECOVERED, f"snapshot {self.store.generation} + {len(records)} journal "
                                      f"records replayed in {time.time() - t0:.3f}s", RESYNC_GRACE_WALL)
             self._start_monitor()
         else:
@@ -137,19 +143,21 @@ class ResourceManager:
     # ----- the protocol --------------------------------------------------------
 
     async def register_nodes(self, caller: str, request_id: int, regs: list[NodeRegistration]) -> list[str]:
-        return self._apply("register_nodes", caller, request_id, regs)
+        return self._apply(Call.REGISTER_NODES, caller, request_id, regs)
 
-    async def node_heartbeat(self, caller: str, request_id: int,
-                             beats: list[NodeHeartbeat]) -> list[NodeHeartbeatResponse]:
-        return self._apply("node_heartbeat", caller, request_id, beats)
+    async def node_heartbeat(self, caller: str, request_id: int, beats: list[NodeHeartbeat],
+                             idle: tuple[str, ...] = (), due: float = 0.0) -> list[NodeHeartbeatResponse]:
+        if due:
+            self.pace.heartbeat_due(time.time(), due)
+        return self._apply(Call.NODE_HEARTBEAT, caller, request_id, beats, idle)
 
     async def register_apps(self, caller: str, request_id: int,
                             regs: list[AppRegistration]) -> list[AppRegistered]:
-        return self._apply("register_apps", caller, request_id, regs)
+        return self._apply(Call.REGISTER_APPS, caller, request_id, regs)
 
     async def allocate(self, caller: str, request_id: int, requests: list[AllocateRequest],
                        wait: float = 0.0) -> list[AllocateResponse]:
-        out = self._apply("allocate", caller, request_id, requests)
+        out = self._apply(Call.ALLOCATE, caller, request_id, requests)
         if wait > 0 and not any(r.allocated or r.completed or r.action != "normal" for r in out):
             event = self._events.setdefault(caller, asyncio.Event())
             event.clear()
@@ -157,39 +165,42 @@ class ResourceManager:
                 await asyncio.wait_for(event.wait(), timeout=wait)
             except asyncio.TimeoutError:
                 pass
-            out = self._apply("poll", caller, request_id, requests)
+            out = self._apply(Call.POLL, caller, request_id, requests)
         return out
 
     async def finish_apps(self, caller: str, request_id: int, items: list[tuple[str, int]]) -> list[str]:
-        return self._apply("finish_apps", caller, request_id, items)
+        return self._apply(Call.FINISH_APPS, caller, request_id, items)
 
     async def lose_host(self, caller: str, request_id: int, host: str, detail: str) -> list[str]:
         """Every NM of NM host ``host`` is LOST now (its actor died)."""
-        return self._apply("lose_host", caller, request_id, host, detail)
+        return self._apply(Call.LOSE_HOST, caller, request_id, host, detail)
 
     async def lose_node(self, node: str, detail: str = "lost") -> list[int]:
         """Declare an NM LOST now (its host stopped it); returns its containers."""
-        return self._apply("lose_node", node, detail)
+        return self._apply(Call.LOSE_NODE, node, detail)
 
     async def fault(self, caller: str, request_id: int, spec: str, node: str = "", app: str = "") -> None:
         """Log a fault about to be injected (events.csv ``fault``)."""
-        self._apply("fault", caller, request_id, spec, node, app)
+        self._apply(Call.FAULT, caller, request_id, spec, node, app)
 
-    def _apply(self, method: str, *args):
-        """Run one state method at the wall time now, journal it, wake long polls."""
+    def _apply(self, call: Call, *args):
+        """Run one state call at the wall time now, journal it, wake long polls."""
         self.calls += 1
         now = time.time()
-        out = getattr(self.state, method)(now, *args)
+        out = self.state.apply(call, now, *args)
         if self.store is not None:
-            self.store.append(method, now, args)
+            self.store.append(call, now, args)
             if self.store.records >= SNAPSHOT_RECORDS:
                 self._snapshot()
         self._wake()
         return out
 
     def _snapshot(self) -> None:
-        self.store.snapshot(self.state)
+        """A snapshot off the loop (a forked child writes it); the loop pays for the fork."""
+        t0 = time.time()
+        self.store.snapshot(self.state, background=True)
         self._last_snapshot = time.time()
+        self.snapshot_blocked.append(self._last_snapshot - t0)
 
     def _wake(self) -> None:
         """Wake the long polls of AM hosts that have something to collect."""
@@ -203,7 +214,7 @@ class ResourceManager:
 
     async def start_clock(self, start_wall: float) -> None:
         """t = 0 at ``start_wall``; from then on silent NMs and AMs expire."""
-        self._apply("start_clock", start_wall)
+        self._apply(Call.START_CLOCK, start_wall)
         self._start_monitor()
 
     def _start_monitor(self) -> None:
@@ -212,16 +223,25 @@ class ResourceManager:
 
     async def _monitor_loop(self) -> None:
         period = min(max(self.interval_wall, 0.01), 1.0)
-        last_beats, last_t = self.state.heartbeats, time.time()
+        # liveness and launches are looked at ten times per expiry, not every tick: a scan
+        # reads every NM and app record
+        scan_every = max(period, min(self.expiry_wall, self.am_expiry_wall) / 10)
+        last_beats, last_t, last_scan = self.state.heartbeats, time.time(), 0.0
         while True:
+            planned = time.time() + period
             await asyncio.sleep(period)
             now = time.time()
+            late = self.liveness.tick(now, planned)
+            self.pace.tick(now, late)
             s = self.state
-            if now > s.start_wall:
-                if any(r.alive and now - r.last_seen > self.expiry_wall for r in s.nodes.values()):
-                    self._apply("expire_nodes", self.expiry_wall)
-                if any(not r.done and now - r.last_seen > self.am_expiry_wall for r in s.apps.values()):
-                    self._apply("expire_apps", self.am_expiry_wall)
+            if now > s.start_wall and now - last_scan >= scan_every:
+                last_scan = now
+                silent = self.liveness.silent_nodes(s, now, self.expiry_wall)
+                if silent:
+                    self._apply(Call.EXPIRE_NODES, self.expiry_wall, silent)
+                silent = self.liveness.silent_apps(s, now, self.am_expiry_wall)
+                if silent:
+                    self._apply(Call.EXPIRE_APPS, self.am_expiry_wall, silent)
                 for host, app, attempt in s.pending_launches():
                     if (app, attempt) not in self._launching:
                         self._launching.add((app, attempt))
@@ -230,16 +250,23 @@ class ResourceManager:
                     if (app, 0) not in self._launching:
                         self._launching.add((app, 0))
                         asyncio.get_running_loop().create_task(self._launch(host, app, 0))
-            if self.store is not None and self.store.records and now - self._last_snapshot > SNAPSHOT_SECONDS:
-                self._snapshot()
+            if self.store is not None:
+                written = self.store.poll()
+                if written is not None:
+                    self.snapshots.append(written)
+                if self.store.records and now - self._last_snapshot > SNAPSHOT_SECONDS:
+                    self._snapshot()
             if now - last_t >= 1.0:
                 rate = (s.heartbeats - last_beats) / (now - last_t)
                 last_beats, last_t = s.heartbeats, now
                 if self._metrics is not None:
                     self._metrics.rate.set(rate)
-            if self._metrics is not None:
-                self._metrics.update(s)
-                self._metrics.running.set(s.running)
+                    self._metrics.update(s)
+                    self._metrics.running.set(s.running)
+
+    async def stall(self, seconds: float) -> None:
+        """The ``stall-rm`` fault: block the RM's loop for ``seconds`` (a long GC pause, a slow disk)."""
+        time.sleep(seconds)
 
     async def _launch(self, host: str, app: str, attempt: int) -> None:
         """AMLauncher: ask the AM host to start the attempt, or (attempt 0) to end the app
@@ -257,16 +284,21 @@ class ResourceManager:
     # ----- views -----------------------------------------------------------------
 
     async def progress(self) -> dict:
-        return self.state.progress(time.time()) | {"calls": self.calls}
+        lag, behind = self.pace.current()
+        return self.state.progress(time.time()) | {"calls": self.calls, "lag": round(lag, 3), "behind": behind}
 
     async def export(self) -> dict:
         """The run log and the RM's measurements, for the driver to write out."""
         if self._metrics is not None:
             self._metrics.update(self.state)
         s = self.state
+        usage = resource.getrusage(resource.RUSAGE_SELF)
         return {"log": s.log, "alloc_to_running": list(s.alloc_to_running),
                 "alloc_to_launch": list(s.alloc_to_launch), "progress": s.progress(time.time()),
-                "calls": self.calls}
+                "calls": self.calls, "pace": self.pace.export(),
+                "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024,
+                "snapshots": list(self.snapshots), "snapshot_blocked": list(self.snapshot_blocked),
+                "journal_bytes": self.store.journal_bytes() if self.store is not None else 0}
 
     async def stop(self) -> None:
         if self._monitor is not None:
@@ -274,3 +306,4 @@ class ResourceManager:
             self._monitor = None
         if self.store is not None:
             self.store.close()
+            self.store = None            # a long poll still out must not journal into a closed file

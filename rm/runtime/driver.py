@@ -1,7 +1,7 @@
 """The Ray replay driver: a trace replayed by RM, NM and AM actors running real timed tasks.
 
 ``replay(config, policy=..., out=..., time_scale=..., address=...)`` returns the
-run's summary (summary.json) and writes the run directory of DESIGN.md to ``out``.
+run's summary (summary.json) and writes the run directory of docs/design.md to ``out``.
 
 1. **Connect.**  ``address=None`` starts a local Ray (``ray.init`` with this
    machine's CPUs, a small object store, and workers kept warm via
@@ -30,87 +30,57 @@ run's summary (summary.json) and writes the run directory of DESIGN.md to ``out`
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from rayrm.rm.core.config import ExperimentConfig, load_config
 from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.faults import check_cluster, config_faults
+from rayrm.rm.core.policies import policy_for_run
+from rayrm.rm.runs.metrics import percentiles
+from rayrm.rm.runtime.pace import pace_summary, pace_warning
+from rayrm.rm.runtime.session import connect
+from rayrm.rm.runtime.supervisor import (NM_HOST_RESTARTS, FaultInjector, StopSignal, Supervisor, merge_outcomes,
+                                         rm_call)
+from rayrm.rm.service.protocol import MIN_EXPIRY_WALL, NAMESPACE, RM_NAME
 
-NAMESPACE = "rayrm"
-SYSTEM_CONFIG = {
-    # Keep pre-started workers: a container must not pay a worker cold start.
-    "num_workers_soft_limit": 1000,
-    "idle_worker_killing_time_threshold_ms": 3_600_000,
-}
-OBJECT_STORE_BYTES = 100 * 1024 * 1024
 START_LEAD = 0.3          # wall seconds between the last preparation and t = 0
 
 
-def percentiles(values, scale: float = 1.0) -> dict:
-    """p50/p90/p99/mean/max of ``values`` × ``scale`` (empty dict when there are none)."""
+def _scaled(values, scale: float) -> dict:
+    """``runs.metrics.percentiles`` of ``values`` × ``scale``, rounded, with their count ``n``."""
     if len(values) == 0:
         return {}
-    arr = np.asarray(values, dtype=float) * scale
-    out = {f"p{q}": round(float(np.percentile(arr, q)), 3) for q in (50, 90, 99)}
-    return out | {"mean": round(float(arr.mean()), 3), "max": round(float(arr.max()), 3), "n": int(arr.size)}
-
-
-def connect(address: str | None, *, num_cpus: int | None = None) -> bool:
-    """Connect to Ray; returns True when this call started a local Ray (shut it down after)."""
-    import ray  # noqa: PLC0415
-    if ray.is_initialized():
-        return False
-    kwargs = {"namespace": NAMESPACE, "logging_level": "ERROR", "log_to_driver": True}
-    if address:
-        _check_reachable(address)
-        try:
-            ray.init(address=address, **kwargs)
-        except ConnectionError as e:
-            raise InputError(f"cannot connect to the Ray cluster at {address!r}: {e} (a cluster started with "
-                             f"RAY_AUTH_MODE=token needs RAY_AUTH_MODE=token here too, and its token in "
-                             f"RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)") from None
-        return True
-    ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), object_store_memory=OBJECT_STORE_BYTES,
-             include_dashboard=False, _system_config=SYSTEM_CONFIG, **kwargs)
-    return True
-
-
-def _check_reachable(address: str, timeout: float = 3.0) -> None:
-    """Fail in seconds, not after Ray's long GCS retries, when HOST:PORT does not answer."""
-    import socket  # noqa: PLC0415
-    if address in ("auto", "local") or address.startswith(("ray://", "anyscale://")):
-        return
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise InputError(f"--address must be HOST:PORT or auto, got {address!r}")
-    try:
-        socket.create_connection((host, int(port)), timeout=timeout).close()
-    except OSError as e:
-        raise InputError(f"no Ray cluster answers at {address} ({e.strerror or e}); "
-                         f"start one with `ray start --head` or use --address auto") from None
+    return {k: round(v * scale, 3) for k, v in percentiles(values).items()} | {"n": len(values)}
 
 
 def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out: str | Path | None = None,
            time_scale: float | None = None, address: str | None = None, *, executor: str = "auto",
            payload: str | None = None, twin: bool = False, seed: int | None = None,
-           progress: bool | None = None, faults=(), kill_ray_node=None) -> dict:
+           progress: bool | None = None, faults=(), kill_ray_node=None, until: float | None = None,
+           am_hosts: int | None = None) -> dict:
     """Replay ``config`` on Ray under ``policy``; see the module docstring.
 
     ``faults`` are fault specs (``rayrm.rm.core.faults``) injected besides the config's own;
     ``kill_ray_node(node_id)`` replaces how kill-ray-node takes a Ray node down
     (default: kill its raylet), e.g. ``ray.cluster_utils.Cluster.remove_node``.
+
+    Interrupts: SIGINT or SIGTERM (or trace time ``until``) end the run within a few
+    seconds; the run directory is still written with what ran — jobs not done are
+    ``unfinished``, summary.json has ``"interrupted": true`` and the reason — and the
+    actors are killed.  ``--twin`` of an interrupted run is skipped.
     """
     cfg = config if isinstance(config, ExperimentConfig) else load_config(config)
     policy_name = policy or cfg.policy
     scale = float(time_scale if time_scale is not None else cfg.run["time_scale"])
     if not scale > 0:
         raise InputError(f"--time-scale must be positive, got {time_scale}")
-    from rayrm.rm.core.faults import config_faults  # noqa: PLC0415
     fault_list = config_faults(cfg, faults)
+    if until is not None and not until > 0:
+        raise InputError(f"--until must be a positive number of trace seconds, got {until}")
     if twin and out is None:
         raise InputError("--twin needs --out (the twin's run directory goes under it)")
     run_seed = cfg.seed if seed is None else int(seed)
@@ -123,21 +93,28 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
         from rayrm.rm.runtime.native import replay_native  # noqa: PLC0415
         return replay_native(cfg, out=out, time_scale=scale, address=address, payload=kind,
                              seed=run_seed, progress=progress, twin=twin)
-    from rayrm.rm.core.policies import make_policy  # noqa: PLC0415
-    options = {"k": int(cfg.run.get("slots_per_node", 14))} if policy_name == "slots" else {}
-    policy_obj = make_policy(policy_name, **options)
+    policy_obj = policy_for_run(policy_name, cfg.run)
 
     started = connect(address)
-    session = _Session()
+    stop = StopSignal()              # after ray.init, which installs its own SIGTERM handler
     try:
-        summary = _run(cfg, policy_name, policy_obj, scale, executor, kind, run_seed, out, progress,
-                       session, fault_list, kill_ray_node)
+        session = _Session()
+        try:
+            summary = _run(cfg, policy_name, policy_obj, scale, executor, kind, run_seed, out, progress,
+                           session, fault_list, kill_ray_node, until, stop, am_hosts)
+        finally:
+            session.close()
     finally:
-        session.close()
+        stop.restore()
         if started:
             import ray  # noqa: PLC0415
             ray.shutdown()
-    if twin:
+    warning = pace_warning(summary.get("pace") or {}, scale)
+    if warning and progress is not False:
+        print(f"rayrm replay: {warning}", file=sys.stderr, flush=True)
+    if twin and summary.get("interrupted"):
+        summary["twin"] = {"note": "skipped: the replay was interrupted"}
+    elif twin:
         summary["twin"] = twin_comparison(cfg, policy_name, run_seed, out, summary, faults=faults)
         if out is not None:
             import json  # noqa: PLC0415
@@ -203,7 +180,8 @@ def plan_replay(cfg: ExperimentConfig, ray_nodes: list, executor: str = "auto") 
 
 
 def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, executor: str, kind: str,
-         seed: int, out, progress, session: _Session, faults: list, kill_ray_node) -> dict:
+         seed: int, out, progress, session: _Session, faults: list, kill_ray_node,
+         until: float | None = None, stop: StopSignal | None = None, am_hosts: int | None = None) -> dict:
     import ray  # noqa: PLC0415
     from ray.util.scheduling_strategies import (
         NodeAffinitySchedulingStrategy as Affinity,  # noqa: PLC0415
@@ -213,10 +191,7 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     from rayrm.nodes.executors import make_container_executor  # noqa: PLC0415
     from rayrm.nodes.host import NodeManagerHost  # noqa: PLC0415
     from rayrm.nodes.placement import alive_ray_nodes  # noqa: PLC0415
-    from rayrm.rm.runtime.actor import RM_MAX_RESTARTS, RM_NAME, ResourceManager  # noqa: PLC0415
-    from rayrm.rm.service.protocol import MIN_EXPIRY_WALL  # noqa: PLC0415
-    from rayrm.rm.core.faults import check_cluster  # noqa: PLC0415
-    from rayrm.rm.runtime.supervisor import NM_HOST_RESTARTS, FaultInjector, Supervisor, rm_call  # noqa: PLC0415
+    from rayrm.rm.runtime.actor import RM_MAX_RESTARTS, ResourceManager  # noqa: PLC0415
 
     interval_wall = float(cfg.run["heartbeat_interval"]) * scale
     here = ray.get_runtime_context().get_node_id()
@@ -250,58 +225,87 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     ray.get([h.prewarm.remote(plan.warm[rid]) for h, rid in zip(hosts.values(), plan.hosted)])
     ray.get([h.register.remote() for h in hosts.values()])
     jobs = [AMJob(j.app, tuple(float(x) for x in j.task_durations(seed))) for j in cfg.jobs]
-    # The AM host lives with the RM on the driver's node (Ray node 0, which kill-ray-node refuses).
-    am = session.add(ApplicationMasterHost.options(
-        name="rayrm-am-0", namespace=NAMESPACE, scheduling_strategy=Affinity(here, soft=False)).remote(
-        "am-0", rm, hosts, jobs, time_scale=scale, interval_wall=interval_wall, payload=kind))
-    ray.get(am.ready.remote())
+    # AM hosts spread over the Ray nodes like NM hosts (one per Ray node with CPUs), so the
+    # RM is the only central actor; the jobs are dealt round-robin in submit order.  Not on
+    # a Ray node a kill-ray-node fault will take down: the replay survives losing NM hosts,
+    # not (yet) an AM host.
+    doomed = {ray_nodes[f.index].node_id for f in faults if f.kind == "kill-ray-node"}
+    am_nodes = am_host_nodes([r for r in ray_nodes if r.node_id not in doomed], am_hosts)
+    dealt: list[list] = [[] for _ in am_nodes]
+    for k, job in enumerate(sorted(jobs, key=lambda j: (j.spec.submit, j.spec.app_id))):
+        dealt[k % len(am_nodes)].append(job)
+    ams, am_of_app = {}, {}
+    for i, (rid, mine) in enumerate(zip(am_nodes, dealt)):
+        ams[f"am-{i}"] = session.add(ApplicationMasterHost.options(
+            name=f"rayrm-am-{i}", namespace=NAMESPACE, scheduling_strategy=Affinity(rid, soft=False)).remote(
+            f"am-{i}", rm, hosts, mine, time_scale=scale, interval_wall=interval_wall, payload=kind))
+        am_of_app.update({j.spec.app_id: ams[f"am-{i}"] for j in mine})
+    ray.get([am.ready.remote() for am in ams.values()])
 
     start_wall = time.time() + START_LEAD
     ray.get([rm.start_clock.remote(start_wall)] + [h.start.remote(start_wall, scale) for h in hosts.values()])
-    done_ref = am.run.remote(start_wall)
+    done_refs = [am.run.remote(start_wall) for am in ams.values()]
     total = sum(j.app.num_tasks for j in cfg.jobs)
     max_task = max((max(a.durations) if a.durations else 0.0) for a in jobs) * scale
     injector = None
     if faults:
         nms_on = {rid: sorted(s.name for s in specs) for rid, specs in plan.hosted.items()}
         expiry = max(MIN_EXPIRY_WALL, int(cfg.run["nm_expiry"]) * interval_wall)
-        injector = FaultInjector(faults, start_wall=start_wall, time_scale=scale, rm=rm, am=am, hosts=hosts,
+        injector = FaultInjector(faults, start_wall=start_wall, time_scale=scale, rm=rm, am=am_of_app, hosts=hosts,
                                  host_of_node=host_of_node, ray_nodes=ray_nodes, nms_on_ray_node=nms_on,
                                  nm_restart_after=2 * expiry, kill_ray_node=kill_ray_node)
     supervisor = Supervisor(rm, hosts, injector, start_wall=start_wall, time_scale=scale, total=total,
-                            label=policy_name, progress=progress, stall_after=120.0 + 3 * max_task)
-    outcome = supervisor.run(done_ref)
-    host_stats = supervisor.stop_hosts()
-    exported = rm_call(rm, "export")
+                            label=policy_name, progress=progress, stall_after=120.0 + 3 * max_task,
+                            until=until, stop=stop)
+    outcome = supervisor.run(done_refs)
+    interrupted = outcome.get("interrupted", "")
     wall_seconds = time.time() - start_wall
-    rm_call(rm, "stop")
+    if interrupted:
+        # what the AMs know so far (their run goes on until they are killed)
+        ready, _ = ray.wait([am.outcome_now.remote() for am in ams.values()], num_returns=len(ams), timeout=3.0)
+        outcome |= merge_outcomes([o for o in (_get_or_none(r) for r in ready) if o is not None])
+    host_stats = supervisor.stop_hosts(timeout=3.0 if interrupted else 10.0)
+    exported = rm_call(rm.export)
+    rm_call(rm.stop)
     import shutil  # noqa: PLC0415
     shutil.rmtree(state_dir, ignore_errors=True)
 
     log = exported["log"]
+    if interrupted:
+        for app, job in log.jobs.items():
+            if job["status"] == "running":
+                log.mark(app, "unfinished", f"the replay was interrupted ({interrupted})")
     rtt = [x for s in host_stats for x in s["rtt"]]
     lag = [x for s in host_stats for x in s["lag"]]
     a2r = exported["alloc_to_running"]
     extra = {
         "time_scale": scale, "executor": chosen, "payload": kind,
-        "ray_nodes": len(plan.hosted), "nm_hosts": len(hosts),
+        "ray_nodes": len(plan.hosted), "nm_hosts": len(hosts), "am_hosts": len(ams),
+        "am_host_ray_nodes": {f"am-{i}": rid for i, rid in enumerate(am_nodes)},
         "nm_per_ray_node": {rid: len(specs) for rid, specs in plan.hosted.items()},
         "scheduling_latency": {
-            "allocation_to_running_ms": percentiles(a2r, 1000.0),
-            "allocation_to_launch_ms": percentiles(exported["alloc_to_launch"], 1000.0),
-            "allocation_to_running_trace_s": percentiles(a2r, 1.0 / scale),
+            "allocation_to_running_ms": _scaled(a2r, 1000.0),
+            "allocation_to_launch_ms": _scaled(exported["alloc_to_launch"], 1000.0),
+            "allocation_to_running_trace_s": _scaled(a2r, 1.0 / scale),
         },
         "node_heartbeats": {
             "handled": exported["progress"]["heartbeats"],
-            "batch_round_trip_ms": percentiles(rtt, 1000.0),
-            "due_to_answer_ms": percentiles(lag, 1000.0),
+            "batch_round_trip_ms": _scaled(rtt, 1000.0),
+            "due_to_answer_ms": _scaled(lag, 1000.0),
             "out_of_band": sum(s["oob"] for s in host_stats),
         },
         "tasks_finished_twice": exported["progress"]["duplicate_finishes"]
         + sum(a["duplicates"] for a in outcome["apps"].values()),
         "refused_calls": exported["progress"]["refused"],
         "rm_calls": exported["calls"],
+        "pace": pace_summary(exported["pace"], time_scale=scale, delivery=outcome.get("delivery", ()),
+                             launch=exported["alloc_to_launch"], cpu_seconds=exported["cpu_seconds"],
+                             wall_seconds=wall_seconds),
+        "rm": rm_costs(exported),
+        "interrupted": bool(interrupted),
     }
+    if interrupted:
+        extra["interrupt_reason"] = interrupted
     if faults:
         extra["faults"] = {"injected": [f.text for f, _ in injector.done],
                            "rm_restarts": exported["progress"]["epoch"],
@@ -311,6 +315,36 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     if out is not None:
         return log.write(out, wall_seconds=wall_seconds, **extra)
     return log.summary(wall_seconds=wall_seconds, **extra)
+
+
+def am_host_nodes(ray_nodes: list, count: int | None = None) -> list[str]:
+    """Ray node ids for the AM hosts: by default one per Ray node with CPUs (the driver's
+    first), else the driver's node; ``count`` hosts dealt over those nodes in turn."""
+    with_cpus = [r.node_id for r in ray_nodes if r.cpus > 0] or [ray_nodes[0].node_id]
+    n = len(with_cpus) if count is None else max(1, int(count))
+    return [with_cpus[i % len(with_cpus)] for i in range(n)]
+
+
+def _get_or_none(ref):
+    import ray  # noqa: PLC0415
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayError:
+        return None
+
+
+def rm_costs(exported: dict) -> dict:
+    """The RM actor's CPU, memory and state-store costs (summary.json ``rm``)."""
+    allocations = exported["progress"]["allocations"]
+    snaps = exported["snapshots"]
+    return {"cpu_seconds": round(exported["cpu_seconds"], 2),
+            "cpu_seconds_per_1000_allocations": round(1000 * exported["cpu_seconds"] / max(1, allocations), 3),
+            "peak_rss_mb": round(exported["peak_rss_mb"], 1),
+            "snapshots": len(snaps), "snapshot_max_mb": round(max((b for b, _ in snaps), default=0) / 2**20, 2),
+            "snapshot_max_s": round(max((t for _, t in snaps), default=0.0), 3),
+            "snapshot_total_s": round(sum(t for _, t in snaps), 3),
+            "snapshot_loop_blocked_max_s": round(max(exported.get("snapshot_blocked") or [0.0]), 4),
+            "journal_mb": round(exported["journal_bytes"] / 2**20, 2)}
 
 
 def _state_dir(out) -> Path:
@@ -373,4 +407,12 @@ def twin_comparison(cfg: ExperimentConfig, policy: str, seed: int, out, summary:
                             for app, row in table.iterrows() if row["exact"] > 0},
             "ratio_to_median": {app: round(a / table.at[app, "median"], 4)
                                 for app, a in replayed.items() if table.at[app, "median"] > 0}}
+        # |replay − median| <= max(5% of the median, 2 heartbeat intervals): the order of events
+        # alone moves a short job by a heartbeat or two, a long one by a few percent
+        beat = float(cfg.run["heartbeat_interval"])
+        within = [app for app, a in replayed.items()
+                  if abs(a - table.at[app, "median"]) <= max(0.05 * table.at[app, "median"], 2 * beat)]
+        result["within_median"] = {"jobs": len(replayed), "within": len(within),
+                                   "fraction": round(len(within) / max(1, len(replayed)), 4),
+                                   "tolerance": "max(5%, 2 heartbeats)"}
     return result

@@ -22,8 +22,17 @@ selector for its constraint; Ray's scheduler decides which waits and where it ru
   rayrm-pool=p0``): otherwise an InputError lists the nodes to start.
 * **The run directory.**  Tasks report where and when they ran; afterwards the
   attempts are replayed in time order onto the trace's nodes (first fit within
-  the pool) to write the same tables as the other modes.  Workers are pre-started
-  on every pool node before t = 0, like the replay's.
+  the pool) to write the same tables as the other modes (``build_log``, below).
+  Workers are pre-started on every pool node before t = 0, like the replay's.
+
+The run log (``build_log``): Ray reports, per task, the pool (Ray node) it ran on
+and its start and finish.  The attempts are swept in time order — finishes
+before starts at equal times — through a ``ClusterState`` of the trace's nodes: a
+start takes the first node of its pool where the task fits (first fit), a finish
+releases it, and every change writes a share row, so tasks.csv, shares.csv and
+jobs.csv read like any other mode's.  A start that fits no single node of its
+pool (the pool as a whole had room) goes to the pool's least-loaded eligible node
+and is counted as a packing overflow.
 """
 
 from __future__ import annotations
@@ -36,9 +45,13 @@ from pathlib import Path
 
 import ray
 
+from rayrm.rm.core.cluster import ClusterState
 from rayrm.rm.core.config import ExperimentConfig
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import AppSpec, tasks_fit
+from rayrm.rm.runs.log import RunLog, app_shares
+from rayrm.rm.runtime.session import SYSTEM_CONFIG, connect
+from rayrm.rm.service.protocol import NAMESPACE
 
 POOL_LABEL = "rayrm-pool"
 PREFIX = "rayrm_"
@@ -93,7 +106,6 @@ def start_local_cluster(cfg: ExperimentConfig):
     """A local Cluster with one Ray node per pool (the head is pool 0); connects to it."""
     from ray.cluster_utils import Cluster  # noqa: PLC0415
 
-    from rayrm.rm.runtime.driver import NAMESPACE, SYSTEM_CONFIG  # noqa: PLC0415
     args = ray_start_args(cfg)
     small = 80 * 1024 * 1024
     cluster = Cluster(initialize_head=True, head_node_args={
@@ -130,8 +142,6 @@ def _json(d: dict) -> str:
 def replay_native(cfg: ExperimentConfig, *, out=None, time_scale: float, address: str | None = None,
                   payload: str = "sleep", seed: int, progress: bool | None = None, twin: bool = False) -> dict:
     """Run the trace on Ray's scheduler alone; returns the summary (see the module docstring)."""
-
-    from rayrm.rm.runtime.driver import connect  # noqa: PLC0415
     pool_list = pools(cfg)
     cluster = None
     started = False
@@ -142,7 +152,7 @@ def replay_native(cfg: ExperimentConfig, *, out=None, time_scale: float, address
             cluster = start_local_cluster(cfg)
         started = True
     try:
-        run = _NativeRun(cfg, pool_list, _pool_nodes(pool_list), time_scale, payload, seed)
+        run = NativeRun(cfg, pool_list, _pool_nodes(pool_list), time_scale, payload, seed)
         run.warm()
         run.execute(progress)
     finally:
@@ -156,7 +166,7 @@ def replay_native(cfg: ExperimentConfig, *, out=None, time_scale: float, address
     return summary
 
 
-class _NativeRun:
+class NativeRun:
     """Submit, wait, and turn what Ray did into a run log."""
 
     def __init__(self, cfg, pool_list, pool_nodes, scale, payload, seed):
@@ -232,7 +242,6 @@ class _NativeRun:
                 for t in range(app.num_tasks)}
 
     def write(self, out) -> dict:
-        from rayrm.rm.runtime.native_log import build_log  # noqa: PLC0415
         log, overflows = build_log(self)
         extra = {"time_scale": self.scale, "executor": "ray-task", "payload": self.payload,
                  "ray_nodes": len(self.pools), "pools": {p.pool_id: len(p.nodes) for p in self.pools},
@@ -240,6 +249,63 @@ class _NativeRun:
         if out is not None:
             return log.write(Path(out), wall_seconds=self.wall_seconds, **extra)
         return log.summary(wall_seconds=self.wall_seconds, **extra)
+
+
+def build_log(run: "NativeRun") -> tuple[RunLog, int]:
+    """(run log, packing overflows) for a finished native run."""
+    cfg = run.cfg
+    scale, t0 = run.scale, run.start_wall
+
+    def trace(wall: float) -> float:
+        return max(0.0, (wall - t0) / scale)
+
+    log = RunLog(cfg.dims, mode="ray", policy="ray-native", name=cfg.name, seed=run.seed)
+    cluster = ClusterState(cfg.dims)
+    for spec in cfg.nodes:
+        cluster.add_node(spec)
+        log.add_node(spec, 0.0, 0.0, ray_node=run.pool_nodes[run.pool_of_node[spec.name]])
+    specs = {j.app.app_id: j.app for j in cfg.jobs}
+    for app_id, wall in sorted(run.submitted.items(), key=lambda kv: kv[1]):
+        spec = specs[app_id]
+        if app_id in run.rejected:
+            log.reject(spec, run.rejected[app_id], trace(wall), wall - t0)
+        else:
+            log.submit(spec, trace(wall), wall - t0)
+            cluster.add_app(spec)
+
+    events = []
+    for app, task, start, finish, pool in run.results:
+        events.append((finish, 0 if finish > start else 2, app, task, pool))   # a 0 s task: after its start
+        events.append((start, 1, app, task, pool))
+    events.sort(key=lambda e: (e[0], e[1], e[2], e[3]))
+    pool_nodes = {p.pool_id: [cluster.node_index[n] for n in p.nodes] for p in run.pools}
+    held: dict[tuple[str, int], int] = {}
+    left = {a: s.num_tasks for a, s in specs.items() if a not in run.rejected}
+    last_finish: dict[str, float] = {}
+    overflows = 0
+    for wall, kind, app_id, task, pool in events:
+        t = trace(wall)
+        app = cluster.apps[app_id]
+        if kind == 1:
+            candidates = [cluster.nodes[m] for m in pool_nodes.get(pool, []) if app.eligible[m]]
+            node = next((n for n in candidates if cluster.fits(app, n)), None)
+            if node is None:
+                overflows += 1
+                node = max(candidates, key=lambda n: min(n.free))
+            c = cluster.allocate(app, node, task)
+            held[(app_id, task)] = c.container_id
+            log.start(app_id, task, 0, node.name, trace(run.submitted[app_id]), t, wall - t0,
+                      container=c.container_id)
+        else:
+            cid = held.pop((app_id, task))
+            cluster.release(cid)
+            log.end(app_id, task, 0, "finished", t, wall - t0, container=cid)
+            left[app_id] -= 1
+            last_finish[app_id] = t
+        log.share(t, app_id, app_shares(app, cluster), app.running)
+        if kind != 1 and left[app_id] == 0:
+            log.app_done(app_id, t, wall - t0)
+    return log, overflows
 
 
 @ray.remote(num_cpus=0, max_retries=0)

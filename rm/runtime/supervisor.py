@@ -11,7 +11,10 @@
   Ray node is gone cannot restart; its NMs stay lost.
 * **injects faults** (``rayrm.rm.core.faults``) at their trace times, each first logged by
   the RM as a ``fault`` event so recovery can be measured from events.csv.
-* **shows progress** on stderr and raises when nothing moves for ``stall_after``
+* **shows progress** on stderr: on a terminal one line rewritten every second;
+  otherwise (CI, ``ray job logs``, nohup) a plain line every ``PLAIN_EVERY`` wall
+  seconds — trace time, running, finished, pending, and how far the RM is behind
+  (``lag``, wall seconds) — and raises when nothing moves for ``stall_after``
   seconds.  Every RM call tolerates the RM restarting (it is retried).
 """
 
@@ -24,15 +27,17 @@ from rayrm.rm.core.faults import Fault
 from rayrm.rm.service.client import BUDGET, MAX_DELAY
 
 NM_HOST_RESTARTS = 3          # Ray restarts of one NodeManager host actor
+PLAIN_EVERY = 10.0            # wall seconds between progress lines when stderr is not a terminal
 
 
-def rm_call(rm, method: str, *args):
-    """``ray.get`` of an RM call, retried while the RM actor restarts (as ``rayrm.rm.service.client`` does)."""
+def rm_call(method, *args):
+    """``ray.get(method.remote(*args))`` for a method of the RM actor, retried while it
+    restarts (as ``rayrm.rm.service.client`` does)."""
     import ray  # noqa: PLC0415
     deadline, delay = time.time() + BUDGET, 0.05
     while True:
         try:
-            return ray.get(getattr(rm, method).remote(*args), timeout=BUDGET)
+            return ray.get(method.remote(*args), timeout=BUDGET)
         except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
             if time.time() > deadline:
                 raise
@@ -73,7 +78,7 @@ class FaultInjector:
     def _log(self, f: Fault, node: str = "", app: str = "", extra: str = "") -> None:
         self._rid += 1
         detail = f.text + (f" ({extra})" if extra else "")
-        rm_call(self.rm, "fault", "driver", self._rid, detail, node, app)
+        rm_call(self.rm.fault, "driver", self._rid, detail, node, app)
 
     def _inject(self, f: Fault) -> None:
         import ray  # noqa: PLC0415
@@ -88,10 +93,13 @@ class FaultInjector:
             ray.kill(self.hosts[host_id], no_restart=False)
         elif f.kind == "kill-am":
             self._log(f, app=f.target)
-            ray.get(self.am.kill_am.remote(f.target))
+            ray.get(self.am[f.target].kill_am.remote(f.target))
         elif f.kind == "kill-rm":
             self._log(f)
             ray.kill(self.rm, no_restart=False)
+        elif f.kind == "stall-rm":
+            self._log(f, extra=f"{f.seconds:g} wall seconds")
+            self.rm.stall.remote(f.seconds)              # not awaited: it holds the RM's loop
         elif f.kind == "kill-ray-node":
             target = self.ray_nodes[f.index]
             self._log(f, extra=f"ray node {target.node_id[:12]}: {' '.join(self.nms_on.get(target.node_id, []))}")
@@ -151,21 +159,83 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
+def progress_line(label: str, p: dict, total: int) -> str:
+    """One progress line from the RM's ``progress()``; says so when the RM is behind."""
+    lag = p.get("lag", 0.0)
+    line = (f"rayrm replay [{label}] t={p['time']:8.1f}s  running {p['running']:5d}  "
+            f"finished {p['finished']}/{total}  pending {p['pending']}  lag {lag:.2f}s")
+    return line + ("  BEHIND" if p.get("behind") else "")
+
+
+def merge_outcomes(outcomes: list[dict]) -> dict:
+    """The AM hosts' outcomes as one: apps merged, counts and samples summed."""
+    merged = {"apps": {}, "calls": 0, "crashes": 0, "delivery": []}
+    for o in outcomes:
+        merged["apps"].update(o.get("apps", {}))
+        merged["calls"] += o.get("calls", 0)
+        merged["crashes"] += o.get("crashes", 0)
+        merged["delivery"] += o.get("delivery", [])
+    return merged
+
+
+class StopSignal:
+    """Turns SIGINT and SIGTERM into a request to end the replay (``reason``) instead of
+    killing it, so the driver still writes what happened and cleans up its actors.
+
+    Installed for the whole replay (setup too) and ``restore``d after; a second signal
+    of the same kind while stopping takes the default action.
+    """
+
+    def __init__(self, install: bool = True):
+        import signal  # noqa: PLC0415
+        import threading  # noqa: PLC0415
+        self.reason = ""
+        self._old: dict = {}
+        if install and threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._handle)
+
+    def set(self, reason: str) -> None:
+        self.reason = self.reason or reason
+
+    def _handle(self, signum, frame) -> None:
+        import signal  # noqa: PLC0415
+        name = signal.Signals(signum).name
+        if self.reason.startswith(name):
+            signal.signal(signum, self._old.get(signum, signal.SIG_DFL))
+            signal.raise_signal(signum)
+        self.set(f"{name} received")
+        print(f"\nrayrm replay: {name}: stopping, writing what ran so far (again to force)",
+              file=sys.stderr, flush=True)
+
+    def restore(self) -> None:
+        import signal  # noqa: PLC0415
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old.clear()
+
+
 class Supervisor:
     """Waits for the AMs while watching hosts and injecting faults (module docstring)."""
 
     def __init__(self, rm, hosts: dict, injector: FaultInjector | None, *, start_wall: float,
-                 time_scale: float, total: int, label: str, progress: bool | None, stall_after: float):
+                 time_scale: float, total: int, label: str, progress: bool | None, stall_after: float,
+                 until: float | None = None, stop: "StopSignal | None" = None):
         self.rm, self.hosts, self.injector = rm, hosts, injector
         self.start_wall, self.scale = start_wall, time_scale
         self.total, self.label, self.stall_after = total, label, stall_after
-        self.show = sys.stderr.isatty() if progress is None else progress
+        self.show = True if progress is None else progress
         self.dead_hosts: set[str] = set()
         self.host_restarts = 0
         self._rid = 10_000_000        # driver request ids apart from the injector's
+        self.until_wall = None if until is None else start_wall + until * time_scale
+        self.stop = stop or StopSignal(install=False)
 
-    def run(self, done_ref) -> dict:
+    def run(self, done_refs: list) -> dict:
+        """The AM hosts' outcomes merged, or ``{"interrupted": reason}`` when the run was
+        stopped (a signal, or trace time ``until`` reached) before every AM was done."""
         import ray  # noqa: PLC0415
+        waiting, outcomes = list(done_refs), []
         lifelines = {h.lifeline.remote(): hid for hid, h in self.hosts.items()}
         resuming: dict = {}
         tty = sys.stderr.isatty()
@@ -173,9 +243,17 @@ class Supervisor:
         p = {"time": 0.0, "running": 0, "finished": 0, "pending": 0, "allocations": 0}
         while True:
             wait = min(1.0, self.injector.seconds_to_next() if self.injector else 1.0)
-            ready, _ = ray.wait([done_ref, *lifelines, *resuming], num_returns=1, timeout=wait)
+            if self.until_wall is not None:
+                wait = max(0.0, min(wait, self.until_wall - time.time()))
+            ready, _ = ray.wait([*waiting, *lifelines, *resuming], num_returns=1, timeout=wait)
             for ref in ready:
-                if ref in lifelines:
+                if ref in waiting:
+                    waiting.remove(ref)
+                    try:
+                        outcomes.append(ray.get(ref))
+                    except ray.exceptions.RayActorError as e:
+                        raise RuntimeError(f"an ApplicationMaster host died: {e}") from None
+                elif ref in lifelines:
                     self._host_down(lifelines.pop(ref), ref, resuming)
                 elif ref in resuming:
                     hid = resuming.pop(ref)
@@ -188,7 +266,7 @@ class Supervisor:
             if self.injector is not None:
                 self.injector.inject_due()
             now = time.time()
-            done = done_ref in ready
+            done = not waiting
             if now - last_poll >= 1.0 or done:
                 last_poll = now
                 try:
@@ -198,18 +276,20 @@ class Supervisor:
                 key = (p["finished"], p["allocations"], p["running"])
                 if key != last_key:
                     last_key, last_change = key, now
-                if self.show and (tty or now - last_print >= 10.0 or done):
-                    line = (f"rayrm replay [{self.label}] t={p['time']:8.1f}s  running {p['running']:5d}  "
-                            f"finished {p['finished']}/{self.total}  pending {p['pending']}")
+                if self.show and (tty or now - last_print >= PLAIN_EVERY or done):
+                    line = progress_line(self.label, p, self.total)
                     print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
                     last_print = now
+            if not done and self.until_wall is not None and now >= self.until_wall:
+                self.stop.set(f"--until {(self.until_wall - self.start_wall) / self.scale:g} reached")
+            if self.stop.reason and not done:
+                if self.show and tty:
+                    print(file=sys.stderr)
+                return {"interrupted": self.stop.reason}
             if done:
                 if self.show and tty:
                     print(file=sys.stderr)
-                try:
-                    return ray.get(done_ref)
-                except ray.exceptions.RayActorError as e:
-                    raise RuntimeError(f"the ApplicationMaster host died: {e}") from None
+                return merge_outcomes(outcomes)
             if now - last_change > self.stall_after:
                 raise RuntimeError(f"the replay made no progress for {self.stall_after:.0f}s "
                                    f"(finished {p['finished']}/{self.total}, pending {p['pending']})")
@@ -226,7 +306,7 @@ class Supervisor:
                 raise RuntimeError(f"a NodeManager host failed: {error}")
             return
         self._rid += 1
-        rm_call(self.rm, "lose_host", "driver-hosts", self._rid, hid, f"NM host {hid} died ({why})")
+        rm_call(self.rm.lose_host, "driver-hosts", self._rid, hid, f"NM host {hid} died ({why})")
         resuming[self.hosts[hid].resume.remote(self.start_wall, self.scale)] = hid
 
     def stop_hosts(self, timeout: float = 10.0) -> list[dict]:
@@ -236,7 +316,7 @@ class Supervisor:
         its NMs, says which hosts are worth asking.
         """
         import ray  # noqa: PLC0415
-        alive = set(rm_call(self.rm, "progress")["hosts_alive"])
+        alive = set(rm_call(self.rm.progress)["hosts_alive"])
         refs = [h.stop.remote() for hid, h in self.hosts.items() if hid in alive and hid not in self.dead_hosts]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
         out = []

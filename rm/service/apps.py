@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from rayrm.rm.service.protocol import (FENCED, NORMAL, RESYNC, RUNNING, SHUTDOWN, AllocateRequest, AllocateResponse,
                          AppRegistered, AppRegistration, ContainerStatus)
-from rayrm.rm.service.records import idempotent, ACQUIRED, ALLOCATED, RELEASED, AppRecord
+from rayrm.rm.service.records import NOT_ANSWERED, answered, idempotent, ACQUIRED, ALLOCATED, RELEASED, AppRecord
 
 
 class AppProtocol:
@@ -62,7 +62,7 @@ class AppProtocol:
             self._resync_apps.discard(spec.app_id)
             running = tuple(ContainerStatus(c.container, c.app, c.task, c.attempt, c.node, RUNNING,
                                             c.launched if c.launched is not None else now)
-                            for c in self.containers.values() if c.app == spec.app_id and c.state == RUNNING)
+                            for c in self.live(app=spec.app_id) if c.state == RUNNING)
             self._event(now, kind, app=spec.app_id,
                         detail=f"attempt {app.attempt}: {len(app.finished_tasks)} tasks finished, "
                                f"{len(running)} running")
@@ -86,6 +86,8 @@ class AppProtocol:
         self.apps[spec.app_id] = AppRecord(spec, caller, 1, t, last_seen=now)
         self.total_tasks += spec.num_tasks
         self.log.submit(spec, t, self.wall(now))
+        if reg.ray_node:
+            self._event(now, "am_host", app=spec.app_id, detail=f"AM host {caller} on Ray node {reg.ray_node}")
         return AppRegistered(spec.app_id, True)
 
     def _current(self, now: float, req_app: str, attempt: int, what: str):
@@ -128,8 +130,8 @@ class AppProtocol:
         A request already answered with containers or statuses (a retry raced the
         first) gets that answer again, never a second delivery.
         """
-        cached = self._cached(caller, request_id)
-        if cached is not None and any(r.allocated or r.completed for r in cached):
+        cached = answered(self._responses, caller, request_id)
+        if cached is not NOT_ANSWERED and any(r.allocated or r.completed for r in cached):
             return cached
         out = []
         for req in requests:
@@ -147,7 +149,7 @@ class AppProtocol:
         for a in allocated:
             c = self.containers[a.container]
             if c.state == ALLOCATED:
-                c.state = ACQUIRED
+                self._set_state(c, ACQUIRED)
         return AllocateResponse(app.spec.app_id, NORMAL, allocated, completed)
 
     def _set_ask(self, app: AppRecord, wanted: int) -> None:
@@ -171,7 +173,7 @@ class AppProtocol:
 
     def _withdraw(self, c) -> None:
         """A container nobody will start: its resources go back; the NM kills it if it runs."""
-        c.state = RELEASED
+        self._set_state(c, RELEASED)
         if c.container in self.scheduler.cluster.containers:
             self.scheduler.release(c.container)
             self._touched.add(c.app)
@@ -208,7 +210,7 @@ class AppProtocol:
             if rec.state == RUNNING:           # still running: the NM kills it
                 self.nodes[rec.node].cleanup.append(c.container_id)
             else:
-                rec.state = RELEASED
+                self._set_state(rec, RELEASED)
         self._touched.add(app_id)
         status = "finished" if len(app.finished_tasks) == app.spec.num_tasks else "failed"
         t = app.last_finish if app.last_finish is not None and status == "finished" else self.trace(now)
@@ -219,9 +221,14 @@ class AppProtocol:
 
     # ----- AM liveness and attempts ----------------------------------------------
 
-    def expire_apps(self, now: float, expiry_wall: float) -> list[str]:
-        """Attempts silent for longer than ``expiry_wall`` seconds fail; returns their apps."""
-        gone = [a for a, r in self.apps.items() if not r.done and now - r.last_seen > expiry_wall]
+    def expire_apps(self, now: float, expiry_wall: float, names: list[str] | None = None) -> list[str]:
+        """Attempts silent for longer than ``expiry_wall`` seconds fail; returns their apps.
+
+        ``names``: the apps whose attempt the RM decided is silent (``rm/service/liveness.py``);
+        without it, wall-clock silence.
+        """
+        gone = [a for a, r in self.apps.items() if not r.done and now - r.last_seen > expiry_wall] \
+            if names is None else [a for a in names if a in self.apps and not self.apps[a].done]
         for a in gone:
             app = self.apps[a]
             what = "never registered" if app.launching else "silent"
@@ -233,8 +240,8 @@ class AppProtocol:
         """The app's current attempt FAILED: keep its work, start the next attempt or fail the app."""
         app = self.apps[app_id]
         self._event(now, "am_expired", app=app_id, detail=why)
-        for c in list(self.containers.values()):
-            if c.app == app_id and c.state == ACQUIRED:
+        for c in self.live(app=app_id):
+            if c.state == ACQUIRED:
                 self._withdraw(c)
                 node = self.nodes.get(c.node)
                 if node is not None and node.alive:

@@ -77,39 +77,50 @@ class NodeProtocol:
         if rejoin:
             return                       # its containers were all declared lost already
         name = rec.spec.name
-        for c in list(self.containers.values()):
-            if c.node == name and c.state == RUNNING and c.container not in reported:
+        for c in self.live(node=name):
+            if c.state == RUNNING and c.container not in reported:
                 self._lose_container(now, c, "not reported by its NM when it registered again")
 
     @idempotent
-    def node_heartbeat(self, now: float, caller: str, request_id: int,
-                       beats: list[NodeHeartbeat]) -> list[NodeHeartbeatResponse]:
-        """NODE_UPDATE for a batch of NMs: apply statuses, schedule, answer each NM."""
-        out = []
-        for beat in beats:
-            rec = self.nodes.get(beat.node)
-            if rec is None or not rec.alive:
-                out.append(NodeHeartbeatResponse(beat.node, RESYNC))
-                continue
-            if rec.host != caller:
-                self._refuse(now, "refused", node=beat.node,
-                             detail=f"heartbeat from host {caller}; host {rec.host} runs this node")
-                out.append(NodeHeartbeatResponse(beat.node, FENCED))
-                continue
-            rec.last_seen = now
-            if rec.resync:
-                out.append(NodeHeartbeatResponse(beat.node, RESYNC))
-                continue
-            self.heartbeats += 1
-            for cid, app, why in beat.refused:
-                self._refuse(now, "refused", app=app, container=cid, node=beat.node,
-                             detail=f"launch refused by the NM: {why}")
-            acks = [st.container for st in beat.statuses if self._container_status(now, rec, st)]
-            cleanup, rec.cleanup = tuple(rec.cleanup), []
-            out.append(NodeHeartbeatResponse(beat.node, NORMAL, cleanup, tuple(acks)))
+    def node_heartbeat(self, now: float, caller: str, request_id: int, beats: list[NodeHeartbeat],
+                       idle: tuple[str, ...] = ()) -> list[NodeHeartbeatResponse]:
+        """NODE_UPDATE for a batch of NMs: apply statuses, schedule, answer each NM.
+
+        ``idle`` names NMs of the batch with nothing to report (no statuses, no refusals),
+        sent as bare names; they are answered only when the RM has something for them
+        (an action other than NORMAL, or containers to clean up), after the ``beats``'
+        answers.  At paper scale most heartbeats are idle, and this keeps the call small.
+        """
+        out = [self._beat(now, caller, beat.node, beat) for beat in beats]
+        for name in idle:
+            resp = self._beat(now, caller, name, None)
+            if resp.action != NORMAL or resp.cleanup:
+                out.append(resp)
         self._schedule(now)
         self._after(now)
         return out
+
+    def _beat(self, now: float, caller: str, name: str, beat: NodeHeartbeat | None) -> NodeHeartbeatResponse:
+        rec = self.nodes.get(name)
+        if rec is None or not rec.alive:
+            return NodeHeartbeatResponse(name, RESYNC)
+        if rec.host != caller:
+            self._refuse(now, "refused", node=name, detail=f"heartbeat from host {caller}; host {rec.host} runs this node")
+            return NodeHeartbeatResponse(name, FENCED)
+        rec.last_seen = now
+        if rec.resync:
+            return NodeHeartbeatResponse(name, RESYNC)
+        self.heartbeats += 1
+        acks = ()
+        if beat is not None:
+            for cid, app, why in beat.refused:
+                self._refuse(now, "refused", app=app, container=cid, node=name,
+                             detail=f"launch refused by the NM: {why}")
+            acks = tuple(st.container for st in beat.statuses if self._container_status(now, rec, st))
+        cleanup = ()
+        if rec.cleanup:
+            cleanup, rec.cleanup = tuple(rec.cleanup), []
+        return NodeHeartbeatResponse(name, NORMAL, cleanup, acks)
 
     def _container_status(self, now: float, node: NodeRecord, st: ContainerStatus) -> bool:
         """Apply one reported status; True when a COMPLETE status is recorded (ack it)."""
@@ -138,7 +149,8 @@ class NodeProtocol:
         app = self.apps[c.app]
         attempt = app.task_attempts.get(st.task, 0)
         app.task_attempts[st.task] = attempt + 1
-        c.state, c.task, c.attempt, c.launched = RUNNING, st.task, attempt, st.launched
+        self._set_state(c, RUNNING)
+        c.task, c.attempt, c.launched = st.task, attempt, st.launched
         submit = app.asked.get(st.task, app.submit)
         self.log.start(c.app, st.task, attempt, c.node, submit, self.trace(st.launched),
                        self.wall(st.launched), container=c.container)
@@ -148,7 +160,7 @@ class NodeProtocol:
         if c.container in self.scheduler.cluster.containers:
             self.scheduler.release(c.container)
             self._touched.add(c.app)
-        c.state = COMPLETE
+        self._set_state(c, COMPLETE)
         end = st.finish if st.finish is not None else now
         t_end = self.trace(end)
         self.log.end(c.app, c.task, c.attempt, st.exit or FINISHED, t_end, self.wall(end),
@@ -176,7 +188,7 @@ class NodeProtocol:
         """A container is gone with its node: withdrawn if the AM never saw it, else LOST."""
         app = self.apps.get(c.app)
         if c.state == ALLOCATED:                   # never seen by the AM: withdraw it quietly
-            c.state = RELEASED
+            self._set_state(c, RELEASED)
             if c.container in self.scheduler.cluster.containers:
                 self.scheduler.release(c.container)
             if app is not None:
@@ -186,7 +198,7 @@ class NodeProtocol:
         st = ContainerStatus(c.container, c.app, c.task, c.attempt, c.node, COMPLETE, launched,
                              None, now, LOST, detail)
         if c.state == ACQUIRED:                    # the AM holds it but no attempt was logged
-            c.state = COMPLETE
+            self._set_state(c, COMPLETE)
             if c.container in self.scheduler.cluster.containers:
                 self.scheduler.release(c.container)
             if app is not None:
@@ -206,8 +218,8 @@ class NodeProtocol:
         self.log.remove_node(name, self.trace(now), self.wall(now), detail=detail)
         self._touch_all()
         lost = []
-        for c in list(self.containers.values()):
-            if c.node == name and c.state not in (COMPLETE, RELEASED):
+        for c in self.live(node=name):
+            if c.state not in (COMPLETE, RELEASED):
                 lost.append(c.container)
                 self._lose_container(now, c, detail)
         self._check_resynced(now)
@@ -223,9 +235,14 @@ class NodeProtocol:
             self.lose_node(now, n, detail)
         return gone
 
-    def expire_nodes(self, now: float, expiry_wall: float) -> list[str]:
-        """NMs silent for longer than ``expiry_wall`` seconds are LOST; returns their names."""
-        gone = [n for n, r in self.nodes.items() if r.alive and now - r.last_seen > expiry_wall]
+    def expire_nodes(self, now: float, expiry_wall: float, names: list[str] | None = None) -> list[str]:
+        """NMs silent for longer than ``expiry_wall`` seconds are LOST; returns their names.
+
+        ``names``: the NMs the RM decided are silent (``rm/service/liveness.py``: only
+        silence it could have heard counts); without it, wall-clock silence.
+        """
+        gone = [n for n, r in self.nodes.items() if r.alive and now - r.last_seen > expiry_wall] \
+            if names is None else [n for n in names if n in self.nodes and self.nodes[n].alive]
         for n in gone:
             self.lose_node(now, n, f"no heartbeat for {now - self.nodes[n].last_seen:.3f}s")
         return gone

@@ -1,4 +1,4 @@
-"""Messages of the replay's YARN-style protocol (DESIGN.md, "The Ray replay").
+"""Messages of the replay's YARN-style protocol (docs/design.md, "The protocol").
 
 Everything that crosses an actor boundary is one of these small frozen
 dataclasses.  Every call to the ResourceManager carries ``caller`` (the id of the
@@ -7,7 +7,9 @@ repeated ``(caller, request_id)`` with the response it gave the first time, so a
 retried call never allocates, releases or finishes twice.
 
     NodeManager host  -> RM   register_nodes([NodeRegistration])     -> [str action]
-                              node_heartbeat([NodeHeartbeat])        -> [NodeHeartbeatResponse]
+                              node_heartbeat([NodeHeartbeat], idle, due) -> [NodeHeartbeatResponse]
+                                  (idle: names of NMs with nothing to report; due: the
+                                  earliest wall time a heartbeat of the batch was due)
     AppMaster host    -> RM   register_apps([AppRegistration])       -> [AppRegistered]
                               allocate([AllocateRequest], wait)       -> [AllocateResponse]
                               finish_apps([(app, attempt)])           -> [str action]
@@ -31,19 +33,45 @@ the RM turns them into trace seconds with trace = (wall - start) / time_scale.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import hmac
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from rayrm.rm.core.config import MIN_EXPIRY_WALL  # noqa: F401 (the protocol's expiry floor)
 from rayrm.rm.core.model import AppSpec
 
 NORMAL, RESYNC, SHUTDOWN, FENCED = "normal", "resync", "shutdown", "fenced"
 
-#: an NM (or AM) is declared lost after nm_expiry (am_expiry) heartbeats, but never sooner
-#: than this (wall seconds): at small time scales ten heartbeats are a fraction of a
-#: second, shorter than a busy machine may take to schedule a process.
-MIN_EXPIRY_WALL = 1.0
+#: the Ray namespace of every rayrm actor (``ray.get_actor("rayrm-rm", namespace=NAMESPACE)``)
+NAMESPACE = "rayrm"
+RM_NAME = "rayrm-rm"
+
+
+class Call(str, enum.Enum):
+    """Every state-changing call on the RM's state (``ResourceManagerState.apply``).
+
+    The RM actor dispatches on it and journals its value (rm/service/store.py), so a
+    journal replays by the same table; a record naming no member is an error, not
+    a silently skipped call.  The first five are the NM and AM hosts' calls
+    (``rm/service/client.RMClient``); the rest come from the driver or the RM itself.
+    """
+
+    REGISTER_NODES = "register_nodes"
+    NODE_HEARTBEAT = "node_heartbeat"
+    REGISTER_APPS = "register_apps"
+    ALLOCATE = "allocate"
+    FINISH_APPS = "finish_apps"
+    POLL = "poll"                    # the second half of a long-polled allocate
+    LOSE_NODE = "lose_node"
+    LOSE_HOST = "lose_host"
+    FAULT = "fault"
+    START_CLOCK = "start_clock"
+    EXPIRE_NODES = "expire_nodes"
+    EXPIRE_APPS = "expire_apps"
+    RECOVERED = "recovered"
+
 
 # Container states as the NM reports them (YARN ContainerState) and how a COMPLETE one ended.
 RUNNING, COMPLETE = "RUNNING", "COMPLETE"
@@ -130,6 +158,7 @@ class AppRegistration:
 
     spec: AppSpec
     attempt: int = 1
+    ray_node: str = ""        # the Ray node of the AM host registering it (events.csv am_host)
 
 
 @dataclass(frozen=True)

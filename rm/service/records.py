@@ -79,16 +79,26 @@ class AppRecord:
     resync: bool = False
 
 
+NOT_ANSWERED = object()
+
+
+def answered(responses: dict, caller: str, request_id: int):
+    """The answer already given to this (caller, request id), or ``NOT_ANSWERED``."""
+    hit = responses.get(caller)
+    return hit[1] if hit is not None and hit[0] == request_id else NOT_ANSWERED
+
+
 def idempotent(method):
     """A protocol call retried with the same (caller, request id) gets its first answer
     back and changes nothing (the answers live in ``self._responses``, which is part of
     the RM's saved state, so this holds across an RM restart too)."""
     @functools.wraps(method)
     def call(self, now, caller, request_id, *args, **kwargs):
-        hit = self._responses.get(caller)
-        if hit is not None and hit[0] == request_id:
-            return hit[1]
+        hit = answered(self._responses, caller, request_id)
+        if hit is not NOT_ANSWERED:
+            return hit
         response = method(self, now, caller, request_id, *args, **kwargs)
         self._responses[caller] = (request_id, response)
+        self.caller_seen[caller] = now       # liveness: when this host was last heard
         return response
     return call

@@ -36,10 +36,10 @@ from __future__ import annotations
 
 from rayrm.rm.core.model import NodeSpec
 from rayrm.rm.core.policies import Policy
-from rayrm.rm.service.protocol import RUNNING, Allocation, container_token
+from rayrm.rm.service.protocol import COMPLETE, RUNNING, Allocation, Call, container_token
 from rayrm.rm.service.apps import AppProtocol
 from rayrm.rm.service.nodes import NodeProtocol
-from rayrm.rm.service.records import AppRecord, ContainerRecord, NodeRecord, idempotent
+from rayrm.rm.service.records import RELEASED, AppRecord, ContainerRecord, NodeRecord, idempotent
 from rayrm.rm.runs.log import RunLog, app_shares
 from rayrm.rm.core.scheduler import OnlineScheduler
 
@@ -59,7 +59,13 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
         self.nodes: dict[str, NodeRecord] = {n.name: NodeRecord(n) for n in nodes}
         self.apps: dict[str, AppRecord] = {}
         self.containers: dict[int, ContainerRecord] = {}
+        # live containers (neither COMPLETE nor RELEASED) by app and by node, so that failing
+        # an app, losing a node or resyncing touches only their own (issue 11)
+        self.live_by_app: dict[str, set[int]] = {}
+        self.live_by_node: dict[str, set[int]] = {}
+        self.running_count = 0
         self._responses: dict[str, tuple[int, object]] = {}
+        self.caller_seen: dict[str, float] = {}    # host (caller) -> when its last call was applied
         self.news: set[str] = set()          # AM hosts with something to deliver
         self.total_tasks = 0
         self.finished = 0
@@ -74,6 +80,7 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
         self.alloc_to_running: list[float] = []   # wall seconds, payload start - allocation
         self.alloc_to_launch: list[float] = []    # wall seconds, NM launch - allocation
         self._touched: set[str] = set()
+        self._touched_all = False
         self._last_share_time = 0.0
 
     # ----- time ----------------------------------------------------------------
@@ -92,12 +99,11 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
             if rec.alive:
                 self.log.add_node(rec.spec, 0.0, 0.0, ray_node=rec.ray_node)
 
-    # ----- idempotence (see rm_records.idempotent) ---------------------------------
+    # ----- dispatch --------------------------------------------------------------
 
-    def _cached(self, caller: str, request_id: int):
-        """The answer already given to this (caller, request id), or None."""
-        hit = self._responses.get(caller)
-        return hit[1] if hit is not None and hit[0] == request_id else None
+    def apply(self, call: Call, now: float, *args):
+        """Run one protocol call (the actor's dispatch and the journal's replay)."""
+        return _DISPATCH[call](self, now, *args)
 
     def _event(self, now: float, kind: str, **where) -> None:
         self.log.event(kind, self.trace(now), self.wall(now), **where)
@@ -147,7 +153,7 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
 
     def _schedule(self, now: float) -> None:
         for c in self.scheduler.schedule():
-            self.containers[c.container_id] = ContainerRecord(c.container_id, c.app_id, c.node, now)
+            self._add_container(ContainerRecord(c.container_id, c.app_id, c.node, now))
             app = self.apps[c.app_id]
             node = self.nodes[c.node]
             token = container_token(self.secret, c.container_id, c.app_id, c.node) if self.secret else ""
@@ -157,11 +163,15 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
             self.allocations += 1
 
     def _touch_all(self) -> None:
-        """Nodes joined or left: every app's h (and so its shares) may have changed."""
-        self._touched.update(a for a, r in self.apps.items() if not r.done)
+        """Nodes joined or left: every app's h (and so its shares) may have changed
+        (expanded once, in ``_after``, however many nodes changed in the call)."""
+        self._touched_all = True
 
     def _after(self, now: float) -> None:
         """Log share rows for apps whose running count or h changed (shares.csv)."""
+        if self._touched_all:
+            self._touched.update(a for a, r in self.apps.items() if not r.done)
+            self._touched_all = False
         if not self._touched or self.start_wall is None:
             return
         t = max(self.trace(now), self._last_share_time)
@@ -183,7 +193,32 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
 
     @property
     def running(self) -> int:
-        return sum(1 for c in self.containers.values() if c.state == RUNNING)
+        return self.running_count
+
+    # ----- containers and their indexes ---------------------------------------------
+
+    def _add_container(self, rec: ContainerRecord) -> None:
+        self.containers[rec.container] = rec
+        self.live_by_app.setdefault(rec.app, set()).add(rec.container)
+        self.live_by_node.setdefault(rec.node, set()).add(rec.container)
+
+    def _set_state(self, c: ContainerRecord, state: str) -> None:
+        """Move a container to ``state``, keeping the live indexes and the running count."""
+        self.running_count += (state == RUNNING) - (c.state == RUNNING)
+        c.state = state
+        if state in (COMPLETE, RELEASED):
+            for index, key in ((self.live_by_app, c.app), (self.live_by_node, c.node)):
+                ids = index.get(key)
+                if ids is not None:
+                    ids.discard(c.container)
+                    if not ids:
+                        del index[key]
+
+    def live(self, *, app: str | None = None, node: str | None = None) -> list[ContainerRecord]:
+        """The live containers of one app or one node, in container id order (allocation
+        order: what iterating every container used to give, whatever the set's layout)."""
+        ids = self.live_by_app.get(app, ()) if app is not None else self.live_by_node.get(node, ())
+        return [self.containers[i] for i in sorted(ids)]
 
     def progress(self, now: float) -> dict:
         return {"time": round(self.trace(now), 3), "running": self.running,
@@ -193,3 +228,21 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
                 "duplicate_finishes": self.duplicate_finishes, "refused": self.refused,
                 "nodes_alive": sum(1 for r in self.nodes.values() if r.alive), "epoch": self.epoch,
                 "hosts_alive": sorted({r.host for r in self.nodes.values() if r.alive})}
+
+
+_DISPATCH = {
+    Call.REGISTER_NODES: ResourceManagerState.register_nodes,
+    Call.NODE_HEARTBEAT: ResourceManagerState.node_heartbeat,
+    Call.REGISTER_APPS: ResourceManagerState.register_apps,
+    Call.ALLOCATE: ResourceManagerState.allocate,
+    Call.FINISH_APPS: ResourceManagerState.finish_apps,
+    Call.POLL: ResourceManagerState.poll,
+    Call.LOSE_NODE: ResourceManagerState.lose_node,
+    Call.LOSE_HOST: ResourceManagerState.lose_host,
+    Call.FAULT: ResourceManagerState.fault,
+    Call.START_CLOCK: ResourceManagerState.start_clock,
+    Call.EXPIRE_NODES: ResourceManagerState.expire_nodes,
+    Call.EXPIRE_APPS: ResourceManagerState.expire_apps,
+    Call.RECOVERED: ResourceManagerState.recovered,
+}
+assert set(_DISPATCH) == set(Call), "every Call has a state method"

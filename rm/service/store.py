@@ -11,6 +11,12 @@ from the world), so the RM persists *calls*, not effects:
   caller retries it with the same request id;
 * a **snapshot** — the whole state pickled every ``SNAPSHOT_RECORDS`` records (or
   ``SNAPSHOT_SECONDS``), after which a new journal starts and the old one is deleted.
+  At paper scale the state (with its run log) is tens of MB and pickling it takes
+  seconds, so the RM takes it *off its loop* (``snapshot(background=True)``, as
+  Redis's BGSAVE does): a forked child, holding a copy-on-write image of the state
+  at that instant, writes it while the RM goes on; the journal switches to g+1 at
+  the fork, and journal g is deleted only once the child has written snapshot g+1
+  (``poll``).  Recovery therefore replays journal g and every later one it finds.
 
 Recovery loads the snapshot and applies the journal's records in order; the
 kept answers (``_responses``) come back with the rest, so a call retried across
@@ -19,7 +25,8 @@ the restart gets the answer it would have got and allocates nothing twice.
 Files (in the directory given, ``<run dir>/rm-state`` by default)::
 
     snapshot.pkl        pickle of (generation, state); replaced atomically (os.replace)
-    journal-<g>.log     records after snapshot g: [u32 length][u32 crc32][pickle]
+    journal-<g>.log     records after snapshot g: [u32 length][u32 crc32][pickle of
+                        (Call value, now, args)]
 
 A record cut short or failing its checksum ends the journal (a torn last write).
 
@@ -40,8 +47,11 @@ import os
 import pickle
 import re
 import struct
+import time
 import zlib
 from pathlib import Path
+
+from rayrm.rm.service.protocol import Call
 
 SNAPSHOT_RECORDS = 20_000
 SNAPSHOT_SECONDS = 30.0
@@ -68,6 +78,8 @@ class StateStore:
         self.generation = 0
         self.records = 0                 # journal records since the last snapshot
         self._fd: int | None = None
+        self._oldest = 0                 # the oldest journal still kept
+        self._child: tuple[int, int, float] | None = None   # background snapshot: pid, journal it ends, start
 
     @property
     def snapshot_path(self) -> Path:
@@ -82,42 +94,106 @@ class StateStore:
 
     # ----- writing ---------------------------------------------------------------
 
-    def append(self, method: str, now: float, args: tuple) -> None:
+    def append(self, call: Call, now: float, args: tuple) -> None:
         """Journal one applied call (a single write: a killed process never half-writes it)."""
-        body = pickle.dumps((method, now, args), protocol=pickle.HIGHEST_PROTOCOL)
+        body = pickle.dumps((Call(call).value, now, args), protocol=pickle.HIGHEST_PROTOCOL)
         os.write(self._fd, _HEADER.pack(len(body), zlib.crc32(body)) + body)
         self.records += 1
 
-    def snapshot(self, state) -> None:
-        """Write the whole state as generation g+1, start journal g+1, drop journal g."""
+    def snapshot(self, state, background: bool = False) -> int:
+        """Write the whole state as generation g+1, start journal g+1, drop journal g; returns
+        its bytes.  ``background``: in a forked child (module docstring); returns 0 at once, and
+        ``poll`` reports the snapshot when written.  One background snapshot at a time."""
+        if background and self._child is not None:
+            return 0
+        if self._child is not None:
+            self.poll(wait=True)
         nxt = self.generation + 1
         tmp = self.dir / "snapshot.pkl.tmp"
-        with open(tmp, "wb") as fh:
-            pickle.dump((nxt, state), fh, protocol=pickle.HIGHEST_PROTOCOL)
         new_fd = os.open(self.journal_path(nxt), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o644)
-        os.replace(tmp, self.snapshot_path)
+        if background and hasattr(os, "fork"):
+            pid = os.fork()
+            if pid == 0:                                   # the child: write and leave at once
+                code = 1
+                try:
+                    _write_snapshot(tmp, self.snapshot_path, nxt, state)
+                    code = 0
+                finally:
+                    os._exit(code)
+            self._child = (pid, self.generation, time.time())
+            old, self._fd = self._fd, new_fd
+            if old is not None:
+                os.close(old)
+            self.generation, self.records = nxt, 0
+            return 0
+        size = _write_snapshot(tmp, self.snapshot_path, nxt, state)
         old, self._fd = self._fd, new_fd
         if old is not None:
             os.close(old)
-        self.journal_path(self.generation).unlink(missing_ok=True)
+        for g in range(self._oldest, nxt):
+            self.journal_path(g).unlink(missing_ok=True)
+        self._oldest = nxt
         self.generation, self.records = nxt, 0
+        return size
+
+    def poll(self, wait: bool = False) -> tuple[int, float] | None:
+        """(bytes, seconds) of a background snapshot that has just been written, else None.
+
+        Only then are the journals it covers deleted; a child that failed leaves them
+        (recovery still has the older snapshot and every journal after it).
+        """
+        if self._child is None:
+            return None
+        pid, covered, started = self._child
+        done, status = os.waitpid(pid, 0 if wait else os.WNOHANG)
+        if not done:
+            return None
+        self._child = None
+        if status != 0:
+            return None
+        for g in range(self._oldest, covered + 1):
+            self.journal_path(g).unlink(missing_ok=True)
+        self._oldest = covered + 1
+        return self.snapshot_path.stat().st_size, time.time() - started
+
+    def journal_bytes(self) -> int:
+        """Size of the current journal."""
+        path = self.journal_path(self.generation)
+        return path.stat().st_size if path.exists() else 0
 
     # ----- reading -----------------------------------------------------------------
 
     def load(self):
-        """(state, records) from the snapshot and its journal; opens the journal to append."""
+        """(state, records) from the snapshot and the journals after it (its own, and later
+        ones a background snapshot started); opens the last journal to append."""
         with open(self.snapshot_path, "rb") as fh:
             self.generation, state = pickle.load(fh)
-        path = self.journal_path(self.generation)
-        records = list(read_journal(path)) if path.exists() else []
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._oldest = self.generation
+        records = []
+        while True:
+            path = self.journal_path(self.generation)
+            records += list(read_journal(path)) if path.exists() else []
+            if not self.journal_path(self.generation + 1).exists():
+                break
+            self.generation += 1
+        self._fd = os.open(self.journal_path(self.generation), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self.records = len(records)
         return state, records
 
     def close(self) -> None:
+        if self._child is not None:
+            self.poll(wait=True)
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def _write_snapshot(tmp: Path, final: Path, generation: int, state) -> int:
+    with open(tmp, "wb") as fh:
+        pickle.dump((generation, state), fh, protocol=pickle.HIGHEST_PROTOCOL)
+        size = fh.tell()
+    os.replace(tmp, final)
+    return size
 
 
 def read_journal(path: Path):
@@ -134,7 +210,20 @@ def read_journal(path: Path):
 
 
 def replay_records(state, records) -> int:
-    """Apply journal records to ``state`` (the calls it saw after its snapshot); returns how many."""
-    for method, now, args in records:
-        getattr(state, method)(now, *args)
+    """Apply journal records to ``state`` (the calls it saw after its snapshot); returns how many.
+
+    A record naming a call the protocol does not have (a journal from another
+    version) raises ``JournalError`` naming the record, rather than being skipped.
+    """
+    for i, (name, now, args) in enumerate(records):
+        try:
+            call = Call(name)
+        except ValueError:
+            raise JournalError(f"journal record {i}: unknown call {name!r} "
+                               f"(known: {', '.join(c.value for c in Call)})") from None
+        state.apply(call, now, *args)
     return len(records)
+
+
+class JournalError(RuntimeError):
+    """The journal cannot be replayed onto this version's state."""

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import gc
 import heapq
+from array import array
 import itertools
 import sys
 import time as _time
@@ -50,6 +51,7 @@ import numpy as np
 
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.runs.log import RunLog, share_units
+from rayrm.rm.core.policies import policy_for_run
 from rayrm.rm.core.scheduler import OnlineScheduler
 from rayrm.rm.core.faults import config_faults
 from rayrm.rm.sim.faults import FaultModel
@@ -62,6 +64,8 @@ COMPLETE, FAULT, LEAVE, JOIN, ARRIVE = 0, 1, 2, 3, 4
 
 #: show a progress bar when a run lasts longer than this (wall seconds)
 PROGRESS_DELAY = 3.0
+#: on a stderr that is not a terminal, a plain progress line this often (wall seconds)
+PLAIN_EVERY = 10.0
 
 
 class _Job:
@@ -75,7 +79,7 @@ class _Job:
         self.app_id = spec.app.app_id
         self.num_tasks = spec.app.num_tasks
         self.submit = spec.app.submit
-        self.durations = durations      # list of per-task durations (seconds)
+        self.durations = durations      # per-task durations (seconds), array('d'): 8 bytes a task
         self.next_task = 0              # the next never-started task
         self.retry: deque = deque()     # (task, submit) of lost tasks asked again
         self.attempts: dict[int, int] = {}
@@ -87,7 +91,8 @@ class Simulation:
     """One run of a config under one policy; ``run()`` returns the filled RunLog."""
 
     def __init__(self, config: "ExperimentConfig", policy: str | None = None, seed: int | None = None,
-                 launch_jitter: float = 0.0, jitter_seed: int = 0, faults=()):
+                 launch_jitter: float = 0.0, jitter_seed: int = 0, faults=(),
+                 out: str | Path | None = None, fmt: str | None = None):
         self.config = config
         self.policy_name = policy or config.policy
         self.seed = config.seed if seed is None else int(seed)
@@ -97,18 +102,18 @@ class Simulation:
         self._jitter = np.random.default_rng(
             [self.seed & 0xFFFFFFFF, int(jitter_seed) & 0xFFFFFFFF, zlib.crc32(b"launch")])
         run = config.run
-        options = {"k": int(run.get("slots_per_node", 14))} if self.policy_name == "slots" else {}
-        from rayrm.rm.core.policies import make_policy
-        self.scheduler = OnlineScheduler(make_policy(self.policy_name, **options), config.dims, config.nodes)
+        self.scheduler = OnlineScheduler(policy_for_run(self.policy_name, run), config.dims, config.nodes)
         self.cluster = self.scheduler.cluster
-        self.log = RunLog(config.dims, mode="sim", policy=self.policy_name, name=config.name, seed=self.seed)
+        self.total_tasks = sum(j.app.num_tasks for j in config.jobs)
+        # with ``out`` the log streams its rows to the run directory as the run goes
+        self.log = RunLog(config.dims, mode="sim", policy=self.policy_name, name=config.name, seed=self.seed,
+                          out=out, fmt=fmt, total_tasks=self.total_tasks)
         self.heap: list[tuple] = []
         self._seq = itertools.count()
         self.jobs: dict[str, _Job] = {}
         self.running: dict[int, tuple] = {}   # container id -> (job, task, attempt)
         self.now = 0.0
         self.finished_tasks = 0
-        self.total_tasks = sum(j.app.num_tasks for j in config.jobs)
         for spec in config.nodes:
             self.log.add_node(spec, 0.0)
         known = {n.name for n in config.nodes}
@@ -138,7 +143,7 @@ class Simulation:
         The cyclic garbage collector is paused meanwhile: the run allocates millions of
         small acyclic objects, and full collections over them cost about 10% of the run.
         """
-        bar = _progress_bar(self.total_tasks, progress)
+        bar = _progress(self.total_tasks, progress)
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
@@ -176,6 +181,7 @@ class Simulation:
                     if job.done == job.num_tasks:
                         finish_app(job.app_id)
                         log.app_done(job.app_id, t)
+                        job.durations = None    # nothing of the job runs again
                 elif priority == FAULT:
                     self.faults.handle(payload, t, changed)
                 elif t < self.rm_up:                # the RM is down: it learns of these when back
@@ -192,11 +198,11 @@ class Simulation:
                     self._place(placed, t, changed)
             if changed:
                 self._record_shares(t, changed)
-            if bar is not None and len(log.tasks) - shown >= 5000:
-                bar.update(len(log.tasks) - shown)
-                shown = len(log.tasks)
+            if bar is not None and log.started - shown >= 5000:
+                bar.update(log.started - shown, t)
+                shown = log.started
         if bar is not None:
-            bar.update(len(log.tasks) - shown)
+            bar.update(log.started - shown, self.now)
         self.finished_tasks = sum(j.done for j in self.jobs.values())
 
     def _arrive(self, jobspec, t: float) -> None:
@@ -206,7 +212,9 @@ class Simulation:
         if state is None:
             self.log.reject(app, reason, t)
             return
-        job = _Job(jobspec, jobspec.task_durations(self.seed).tolist())
+        durations = array("d")
+        durations.frombytes(np.ascontiguousarray(jobspec.task_durations(self.seed), dtype=np.float64).tobytes())
+        job = _Job(jobspec, durations)
         job.submit = t              # later than the trace's when the RM was down
         job.units = share_units(state, self.cluster)
         self.jobs[app.app_id] = job
@@ -295,32 +303,64 @@ class Simulation:
                               f"{job.num_tasks - job.done} task(s) never ran: no live node could take them")
 
 
-def _progress_bar(total: int, progress: bool | None):
+class _Progress:
+    """Progress on stderr: a tqdm bar on a terminal; elsewhere (a log file, a pipe) a plain
+    line every ``PLAIN_EVERY`` wall seconds, so a long run shows it is alive."""
+
+    def __init__(self, total: int, bar, stream=None):
+        self.total, self.bar, self.stream = total, bar, stream or sys.stderr
+        self.done = 0
+        self.started = self.last = _time.monotonic()
+
+    def update(self, n: int, now: float) -> None:
+        self.done += n
+        if self.bar is not None:
+            self.bar.update(n)
+            return
+        wall = _time.monotonic()
+        if wall - self.last >= PLAIN_EVERY:
+            self.last = wall
+            share = f" ({self.done / self.total:.0%})" if self.total else ""
+            print(f"rayrm simulate: {self.done:,} of {self.total:,} tasks started{share}, trace time "
+                  f"{now:,.0f} s, {wall - self.started:,.0f} s elapsed", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _progress(total: int, progress: bool | None) -> _Progress | None:
+    """``progress``: True always, False never, None after PROGRESS_DELAY seconds (bar) or
+    PLAIN_EVERY seconds (plain lines, when stderr is not a terminal)."""
     if progress is False:
         return None
+    if not sys.stderr.isatty():
+        return _Progress(total, None)
     try:
         from tqdm import tqdm
     except ImportError:  # pragma: no cover - tqdm is a dependency of the CLI only
-        return None
-    return tqdm(total=total, unit="task", file=sys.stderr, delay=0 if progress else PROGRESS_DELAY,
-                desc="simulating", leave=False, mininterval=0.5)
+        return _Progress(total, None)
+    return _Progress(total, tqdm(total=total, unit="task", file=sys.stderr,
+                                 delay=0 if progress else PROGRESS_DELAY, desc="simulating",
+                                 leave=False, mininterval=0.5))
 
 
 def simulate(config: "ExperimentConfig", policy: str | None = None, seed: int | None = None,
              out: str | Path | None = None, progress: bool | None = None,
-             launch_jitter: float = 0.0, jitter_seed: int = 0, faults=()) -> dict:
+             launch_jitter: float = 0.0, jitter_seed: int = 0, faults=(), fmt: str | None = None) -> dict:
     """Simulate ``config`` under ``policy`` (default: the config's) with ``seed``.
 
-    Writes the run directory to ``out`` when given; returns the summary (summary.json).
-    ``progress``: True always shows a bar on stderr, False never, None after a few seconds.
+    Streams the run directory to ``out`` when given; returns the summary (summary.json).
+    ``progress``: True always shows progress on stderr, False never, None after a few seconds.
     ``launch_jitter``/``jitter_seed``: see the module docstring (0: instant starts).
     ``faults``: fault specs (``rayrm.rm.core.faults``) besides the config's own (``rayrm.rm.sim.faults``).
+    ``fmt``: the run directory's format, 'csv', 'parquet' or None/'auto' (``rayrm.rm.runs.schema``).
     """
     started = _time.perf_counter()
     gc_was_enabled = gc.isenabled()
     gc.disable()      # see Simulation.run; re-enabled once the run's objects are freed
     try:
-        sim = Simulation(config, policy, seed, launch_jitter, jitter_seed, faults)
+        sim = Simulation(config, policy, seed, launch_jitter, jitter_seed, faults, out=out, fmt=fmt)
         log = sim.run(progress)
         wall = _time.perf_counter() - started
         extra = {"launch_jitter": launch_jitter, "jitter_seed": jitter_seed} if launch_jitter else {}

@@ -6,7 +6,7 @@ replay's protocol takes in trace seconds.  With h the heartbeat interval,
 
     E_nm = max(nm_expiry · h, 1 / time_scale)      E_am = max(am_expiry · h, 1 / time_scale)
 
-the replay's expiries: that many heartbeats, but at least ``rayrm.rm.service.protocol.MIN_EXPIRY_WALL`` = 1
+the replay's expiries: that many heartbeats, but at least ``rayrm.rm.core.config.MIN_EXPIRY_WALL`` = 1
 wall second at the config's ``run.time_scale`` (20 trace seconds at paper-micro's 0.05).
 
 * **kill-nm:NODE@T** — the NM's containers die at T and it goes silent.  The RM has not
@@ -45,14 +45,14 @@ import itertools
 from collections import Counter
 from dataclasses import dataclass, field
 
-from rayrm.rm.core.config import NodeEvent
+from rayrm.rm.core.config import MIN_EXPIRY_WALL, NodeEvent
 from rayrm.rm.core.faults import Fault
-from rayrm.rm.service.protocol import MIN_EXPIRY_WALL
 
 
 NOT_SIMULATED = {
     "kill-nm-host": "an NM host is a Ray actor and a simulation has none (kill-nm crashes one NM)",
     "kill-ray-node": "a simulation has no Ray nodes (kill-nm crashes one NM)",
+    "stall-rm": "the simulated RM takes no time, so a stall of its loop changes nothing it models",
 }
 #: RM calls that fail while the RM is down and are retried until it has resynchronised
 RETRIED = ("nm_back", "am_register", "release")

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from rayrm.rm.sim.engine import Simulation
+
 if TYPE_CHECKING:
     from rayrm.rm.core.config import ExperimentConfig
 
@@ -41,7 +43,6 @@ def completion_times(config: "ExperimentConfig", policy: str | None = None, seed
 
     ``faults``: fault specs besides the config's own, as ``rayrm.rm.sim.engine.simulate`` takes them.
     """
-    from rayrm.rm.sim.engine import Simulation  # noqa: PLC0415
     log = Simulation(config, policy, seed, launch_jitter=jitter, jitter_seed=jitter_seed,
                      faults=faults).run(progress=False)
     return {app: job["finish"] - job["submit"] for app, job in log.jobs.items()

@@ -1,4 +1,4 @@
-"""Every online policy, by name (DESIGN.md, "Vocabulary and formulas")."""
+"""Every online policy, by name (docs/design.md, "Vocabulary and formulas")."""
 
 from __future__ import annotations
 
@@ -33,4 +33,11 @@ def make_policy(name: str, **options) -> Policy:
     return factory(**options) if options else factory()
 
 
-__all__ = ["Policy", "make_policy", "POLICY_NAMES"]
+def policy_for_run(name: str, run) -> Policy:
+    """``make_policy`` with the options a config's ``run:`` settings give it (``slots_per_node``
+    is the slots policy's k); the simulator and the Ray replay build their policy alike."""
+    options = {"k": int(run.get("slots_per_node", 14))} if name == "slots" else {}
+    return make_policy(name, **options)
+
+
+__all__ = ["Policy", "make_policy", "policy_for_run", "POLICY_NAMES"]

@@ -3,7 +3,7 @@
 A policy answers "of the apps that could use this node now, whom do I serve
 first?" — the app with the lowest key, ties broken on (submit time, app id) —
 and, for best-fit policies, "which node fits this task best?".  It reads the
-cluster's accounting and never writes to it (DESIGN.md, principle 2).
+cluster's accounting and never writes to it (docs/design.md, principle 2).
 
 Most policies' keys grow by a fixed amount per running task, key_i = n_i * u_i,
 so ``unit`` returns u_i and the scheduler keeps key = running * unit; ``unit`` is

@@ -33,24 +33,43 @@ class DRFHBestFit(DominantResourceFairness):
     name = "drfh-bf"
     best_fit = True
 
+    def __init__(self):
+        # app id -> (its eligible bytes object, cluster totals, eligible mask, demand, lead,
+        # want, divisor): what H needs that changes only when nodes join or leave
+        self._fixed: dict[str, tuple] = {}
+
+    def _invariants(self, app, cluster) -> tuple:
+        hit = self._fixed.get(app.app_id)
+        if hit is not None and hit[0] is app.eligible and hit[1] == cluster.total:
+            return hit
+        k = len(cluster.dims)
+        demand = np.asarray(app.demand)
+        total = np.asarray(cluster.total)
+        # Normalise by the first resource with a non-zero demand (cpu in the paper).
+        lead = int(np.flatnonzero(demand[:k] > 0)[0])
+        divisor = np.where(total > 0, total, np.inf)
+        want = demand[:k] / divisor
+        want = want / want[lead]
+        hit = (app.eligible, cluster.total, np.frombuffer(app.eligible, dtype=np.uint8).astype(bool),
+               demand, lead, want, divisor)
+        self._fixed[app.app_id] = hit
+        return hit
+
     def choose_node(self, app, offered, cluster):
         """argmin over eligible nodes with room of H(i, l) (eq. 9); ties: the first node."""
         k = len(cluster.dims)
         free = cluster.free_matrix
-        demand = np.asarray(app.demand)
-        total = np.asarray(cluster.total)
-        ok = np.frombuffer(app.eligible, dtype=np.uint8).astype(bool)
-        ok &= (free + EPS >= demand).all(axis=1)
-        # Normalise by the first resource with a non-zero demand (cpu in the paper).
-        lead = int(np.flatnonzero(demand[:k] > 0)[0])
-        share = free[:, :k] / np.where(total > 0, total, np.inf)
-        ok &= share[:, lead] > 0
-        rows = np.flatnonzero(ok)
+        _, _, eligible, demand, lead, want, divisor = self._invariants(app, cluster)
+        fit = eligible.copy()
+        for r, d in enumerate(app.demand):       # (free + EPS >= demand).all(axis=1), column by column
+            fit &= free[:, r] + EPS >= d
+        rows = np.flatnonzero(fit)
+        share = free[rows, :k] / divisor
+        room = share[:, lead] > 0
+        rows, share = rows[room], share[room]
         if not len(rows):
             return offered
-        want = demand[:k] / np.where(total > 0, total, np.inf)
-        want = want / want[lead]
-        h = np.abs(want - share[rows] / share[rows, lead:lead + 1]).sum(axis=1)
+        h = np.abs(want - share / share[:, lead:lead + 1]).sum(axis=1)
         best = rows[np.flatnonzero(h <= h.min() + 1e-12)[0]]
         return cluster.nodes[best]
 

@@ -29,6 +29,7 @@ from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import Resources
 from rayrm.rm.offline.filling import Problem, machine_types, progressive_filling, resolve_policy
+from rayrm.rm.sim.engine import simulate
 
 #: policies compared by default, by their online names (rayrm.rm.core.policies)
 WHATIF_POLICIES = ("pm-drf", "drfh-ff", "cdrf", "tsf", "cmmf-cpu", "cmmf-mem", "drf")
@@ -106,7 +107,6 @@ def what_if(config, app: str, policies=WHATIF_POLICIES) -> dict:
 
 
 def _completion_time(config, policy: str, app: str) -> float | None:
-    from rayrm.rm.sim.engine import simulate  # noqa: PLC0415 (the simulator is heavy)
 
     with tempfile.TemporaryDirectory() as tmp:
         simulate(config, policy=policy, seed=config.seed, out=tmp)

@@ -1,0 +1,54 @@
+"""The Ray session a replay runs in: connecting to (or starting) Ray with rayrm's settings.
+
+Used by the replay driver and the ray-native baseline alike.  Ray itself is
+imported inside ``connect``: the CLI imports this module without paying for Ray.
+"""
+
+from __future__ import annotations
+
+import os
+
+from rayrm.rm.core.errors import InputError
+from rayrm.rm.service.protocol import NAMESPACE
+
+SYSTEM_CONFIG = {
+    # Keep pre-started workers: a container must not pay a worker cold start.
+    "num_workers_soft_limit": 1000,
+    "idle_worker_killing_time_threshold_ms": 3_600_000,
+}
+OBJECT_STORE_BYTES = 100 * 1024 * 1024
+
+
+def connect(address: str | None, *, num_cpus: int | None = None) -> bool:
+    """Connect to Ray; returns True when this call started a local Ray (shut it down after)."""
+    import ray  # noqa: PLC0415
+    if ray.is_initialized():
+        return False
+    kwargs = {"namespace": NAMESPACE, "logging_level": "ERROR", "log_to_driver": True}
+    if address:
+        _check_reachable(address)
+        try:
+            ray.init(address=address, **kwargs)
+        except ConnectionError as e:
+            raise InputError(f"cannot connect to the Ray cluster at {address!r}: {e} (a cluster started with "
+                             f"RAY_AUTH_MODE=token needs RAY_AUTH_MODE=token here too, and its token in "
+                             f"RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)") from None
+        return True
+    ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), object_store_memory=OBJECT_STORE_BYTES,
+             include_dashboard=False, _system_config=SYSTEM_CONFIG, **kwargs)
+    return True
+
+
+def _check_reachable(address: str, timeout: float = 3.0) -> None:
+    """Fail in seconds, not after Ray's long GCS retries, when HOST:PORT does not answer."""
+    import socket  # noqa: PLC0415
+    if address in ("auto", "local") or address.startswith(("ray://", "anyscale://")):
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise InputError(f"--address must be HOST:PORT or auto, got {address!r}")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise InputError(f"no Ray cluster answers at {address} ({e.strerror or e}); "
+                         f"start one with `ray start --head` or use --address auto") from None

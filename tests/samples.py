@@ -1,0 +1,94 @@
+"""Configs that several test modules share (no test module imports another).
+
+* ``SMALL`` / ``small_config`` — four nodes and two jobs, quick to replay on Ray:
+  a1, a2 <cpu:2; memory_mb:2048; disk=ssd>, b1, b2 <cpu:1; memory_mb:2048>; j1 = 20 tasks
+  of <1 cpu, 512 MB> (about 5 s) from t=0, j2 = 10 tasks of <0.5 cpu, 512 MB> (4 s,
+  disk == ssd) from t=2; time scale 0.05.
+* ``MIXED`` — three racks of different shapes, nodes joining and leaving, every kind of
+  constraint and duration, one job no node can run.
+* ``REJECTS`` / ``REASONS`` — a runnable job and three that no node can ever run, with
+  the reason each is rejected.
+"""
+
+from __future__ import annotations
+
+import json
+
+from rayrm.rm.core.config import ExperimentConfig, parse_config
+
+SMALL = {
+    "name": "small",
+    "cluster": {"nodes": [
+        {"name": "a{i}", "count": 2, "capacity": {"cpu": 2, "memory_mb": 2048}, "attributes": {"disk": "ssd"}},
+        {"name": "b{i}", "count": 2, "capacity": {"cpu": 1, "memory_mb": 2048}}]},
+    "workload": {"jobs": [
+        {"id": "j1", "submit": 0, "tasks": 20, "demand": {"cpu": 1, "memory_mb": 512},
+         "duration": {"mean": 5, "jitter": 0.2}},
+        {"id": "j2", "submit": 2, "tasks": 10, "demand": {"cpu": 0.5, "memory_mb": 512},
+         "duration": 4, "constraint": "disk == ssd"}]},
+    "policy": "tsf",
+    "run": {"seed": 3, "time_scale": 0.05},
+}
+
+
+def small_config(**changes) -> ExperimentConfig:
+    doc = json.loads(json.dumps(SMALL))
+    for key, value in changes.items():
+        doc[key] = value
+    return parse_config(doc)
+
+
+def node(name, cpu, mem, **attrs):
+    return {"name": name, "capacity": {"cpu": cpu, "memory_mb": mem}, "attributes": attrs}
+
+
+def job(id, submit, tasks, cpu, mem, duration, constraint=""):
+    return {"id": id, "submit": submit, "tasks": tasks, "demand": {"cpu": cpu, "memory_mb": mem},
+            "duration": duration, "constraint": constraint}
+
+
+# Three racks of different shapes, a node joining at 20 s, b2 away from 30 s to 60 s,
+# c2 leaving for good at 45 s; jobs with every kind of constraint and duration.
+MIXED = {
+    "name": "mixed",
+    "cluster": {
+        "nodes": [{"name": "a{i}", "count": 4, "capacity": {"cpu": 4, "memory_mb": 8192},
+                   "attributes": {"rack": "a", "gpu": "no"}},
+                  {"name": "b{i}", "count": 4, "capacity": {"cpu": 8, "memory_mb": 4096},
+                   "attributes": {"rack": "b", "gpu": "no"}},
+                  {"name": "c{i}", "count": 2, "capacity": {"cpu": 2, "memory_mb": 16384},
+                   "attributes": {"rack": "c", "gpu": "yes"}}],
+        "events": [{"time": 20, "join": node("d1", 6, 6144, rack="d")},
+                   {"time": 30, "leave": "b2"},
+                   {"time": 45, "leave": "c2"},
+                   {"time": 60, "join": node("b2", 8, 4096, rack="b", gpu="no")}],
+    },
+    "workload": {"jobs": [
+        job("web", 0, 40, 1, 1024, {"mean": 12, "jitter": 0.3}),
+        job("etl", 0, 60, 2, 2048, {"dist": "exponential", "mean": 9}, "rack == a"),
+        job("ml", 5, 12, 1, 4096, {"dist": "lognormal", "mean": 20, "sigma": 0.5}, "gpu == yes"),
+        job("batch", 10, 50, 0.5, 512, {"dist": "pareto", "alpha": 1.9, "mean": 6}, "rack in (a, b)"),
+        job("pinned", 12, 8, 1, 1024, [3, 0, 7, 1, 9, 2, 0, 4], "node in (a1, b2, c1)"),
+        job("wide", 25, 30, 3, 1024, 10, "rack != c"),
+        job("late", 70, 20, 1, 512, {"mean": 5, "jitter": 0.1}),
+        job("huge", 3, 2, 64, 1024, 5),                              # fits no node: rejected
+    ]},
+    "run": {"seed": 7},
+}
+
+
+BASE = {
+    "name": "base",
+    "cluster": {"nodes": [{"name": "n{i}", "count": 2, "capacity": {"cpu": 2, "memory_mb": 2048},
+                           "attributes": {"disk": "ssd"}}]},
+    "workload": {"jobs": [{"id": "ok", "submit": 0, "tasks": 4, "demand": {"cpu": 1, "memory_mb": 512},
+                           "duration": 2}]},
+}
+
+REJECTS = dict(BASE, workload={"jobs": BASE["workload"]["jobs"] + [
+    {"id": "gpu", "tasks": 1, "demand": {"cpu": 1, "gpu": 1}, "duration": 2},
+    {"id": "nomatch", "tasks": 1, "demand": {"cpu": 1}, "duration": 2, "constraint": "disk == hdd"},
+    {"id": "huge", "tasks": 1, "demand": {"cpu": 4}, "duration": 2}]})
+REASONS = {"gpu": "demand names resource gpu that no node has",
+           "nomatch": "no node matches constraint 'disk == hdd'",
+           "huge": "demand cpu:4 exceeds every eligible node (2 match the constraint)"}

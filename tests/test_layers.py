@@ -1,0 +1,211 @@
+"""The package's layering, read from the source with ``ast`` (docs/design.md, "Layout").
+
+Layers import only downwards::
+
+    core -> runs -> {sim, service, traces} -> offline -> {nodes, apps} -> runtime -> cli
+
+Every import of a rayrm module counts, function-level ones included: a function-level
+import is allowed only to keep a heavy library (ray, matplotlib, scipy, pandas, pyarrow)
+out of a light caller's start-up, and it must still point down the layers.  The command
+line (``rayrm.rm.cli``) may defer any import: ``rayrm --help`` loads only argparse.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE_DIRS = ("rm", "nodes", "apps", "traces", "configs")
+HEAVY = {"ray", "matplotlib", "scipy", "pandas", "pyarrow", "highspy"}
+
+# unit -> rank; an import must go to a strictly lower rank, or stay inside its unit
+LAYERS = {
+    "rayrm.rm.core": 0,
+    "rayrm.rm.runs": 1,
+    "rayrm.rm.sim": 2, "rayrm.rm.service": 2, "rayrm.traces": 2, "rayrm.configs": 2,
+    "rayrm.rm.offline": 3,
+    "rayrm.nodes": 4, "rayrm.apps": 4,
+    "rayrm.rm.runtime": 5,
+    "rayrm.rm.cli": 6,
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(("rayrm",) + parts)
+
+
+def unit(module: str) -> str:
+    for name in sorted(LAYERS, key=len, reverse=True):
+        if module == name or module.startswith(name + "."):
+            return name
+    if module in ("rayrm", "rayrm.rm"):
+        return module
+    raise AssertionError(f"{module} is in no layer: add it to LAYERS")
+
+
+def collect():
+    """module -> list of (imported module, names, function-level?, line)."""
+    sources = {module_name(p): p for d in SOURCE_DIRS for p in (ROOT / d).rglob("*.py")}
+    sources[module_name(ROOT / "__init__.py")] = ROOT / "__init__.py"
+    imports = defaultdict(list)
+    heavy_at_top = set()
+    for mod, path in sources.items():
+        tree = ast.parse(path.read_text(), str(path))
+        in_functions = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                        for n in ast.walk(f)}
+        for node in ast.walk(tree):
+            nested = id(node) in in_functions
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    raise AssertionError(f"{path}:{node.lineno}: relative import; write rayrm.… in full")
+                _record(imports, heavy_at_top, mod, node.module or "", [a.name for a in node.names],
+                        nested, node.lineno, sources)
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    _record(imports, heavy_at_top, mod, a.name, [], nested, node.lineno, sources)
+    return sources, imports, heavy_at_top
+
+
+def _record(imports, heavy_at_top, mod, target, names, nested, line, sources):
+    root = target.split(".")[0]
+    if root in ("rm", "nodes", "apps", "traces", "configs"):
+        raise AssertionError(f"{mod}:{line}: imports {target}; rayrm's modules are imported as rayrm.{target}")
+    if root == "rayrm":
+        # ``from rayrm.x import y`` may name a submodule y
+        resolved = [f"{target}.{n}" for n in names if f"{target}.{n}" in sources] or [target]
+        for r in resolved:
+            imports[mod].append((r, [n for n in names if f"{target}.{n}" not in sources], nested, line))
+    elif root in HEAVY and not nested:
+        heavy_at_top.add(mod)
+
+
+SOURCES, IMPORTS, HEAVY_AT_TOP = collect()
+
+# Violations being removed on the open branches of the layout change (issue 13); each
+# entry is "importer -> imported".  This set only shrinks, and goes when it is empty.
+KNOWN = {
+    "rayrm.rm.runtime.driver -> rayrm.nodes.placement",
+    "rayrm.rm.runtime.driver -> rayrm.rm.sim.engine",
+    "rayrm.traces.generate -> rayrm.traces.google_workload",
+    "rayrm.traces.importers.common -> rayrm.rm.core.config",
+    "rayrm.traces.importers.swim -> rayrm.rm.core.config",
+}
+
+
+def new_violations(found: dict[str, str]) -> list[str]:
+    """``found`` maps "importer -> imported" to its message; those not in KNOWN."""
+    return sorted(msg for key, msg in found.items() if key not in KNOWN)
+
+
+def layer_violations() -> dict[str, str]:
+    wrong = {}
+    for mod, targets in IMPORTS.items():
+        for target, _names, _nested, line in targets:
+            a, b = unit(mod), unit(target)
+            if a != b and b in LAYERS and LAYERS.get(a, 99) <= LAYERS[b]:
+                wrong[f"{mod} -> {target}"] = f"{mod}:{line} -> {target} ({a} may not import {b})"
+    return wrong
+
+
+def test_every_import_points_down_the_layers():
+    assert new_violations(layer_violations()) == []
+
+
+def cycle_violations() -> dict[str, str]:
+    graph = {m: {t for t, *_ in IMPORTS[m] if t in SOURCES and t != m} for m in SOURCES}
+    # a package's __init__ importing its own submodules is no cycle
+    for m in graph:
+        graph[m] = {t for t in graph[m] if not t.startswith(m + ".")}
+    cycles, state = [], {}
+
+    def visit(m, stack):
+        state[m] = 1
+        stack.append(m)
+        for t in sorted(graph[m]):
+            if state.get(t) == 1:
+                cycles.append(" -> ".join(stack[stack.index(t):] + [t]))
+            elif t not in state:
+                visit(t, stack)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [])
+    return {c: c for c in cycles}
+
+
+def test_no_import_cycles_between_modules():
+    assert new_violations(cycle_violations()) == []
+
+
+def private_violations() -> dict[str, str]:
+    wrong = {f"{mod} -> {target}": f"{mod}:{line} imports {n} from {target}"
+             for mod, targets in IMPORTS.items() for target, names, _, line in targets
+             for n in names if n.startswith("_") and target != mod}
+    return wrong
+
+
+def test_no_module_imports_another_modules_private_name():
+    assert new_violations(private_violations()) == []
+
+
+def heavy(module: str, seen=None) -> bool:
+    """Does importing ``module`` load a heavy library (directly or through rayrm modules)?"""
+    seen = seen if seen is not None else set()
+    if module in seen or module not in SOURCES:
+        return False
+    seen.add(module)
+    return module in HEAVY_AT_TOP or any(heavy(t, seen) for t, _, nested, _ in IMPORTS[module] if not nested)
+
+
+def deferral_violations() -> dict[str, str]:
+    wrong = {f"{mod} -> {target}": f"{mod}:{line} imports {target} inside a function, but {target} "
+             "loads no heavy library"
+             for mod, targets in IMPORTS.items() for target, _, nested, line in targets
+             if nested and not heavy(target) and unit(mod) != "rayrm.rm.cli"}
+    return wrong
+
+
+def test_function_level_imports_only_defer_heavy_libraries():
+    assert new_violations(deferral_violations()) == []
+
+
+@pytest.mark.parametrize("package", sorted({p.parent for d in SOURCE_DIRS for p in (ROOT / d).rglob("__init__.py")}))
+def test_no_package_holds_more_than_15_modules(package):
+    modules = [p for p in package.glob("*.py") if p.name != "__init__.py"]
+    assert len(modules) <= 15, f"{package.relative_to(ROOT)} holds {len(modules)} modules"
+
+
+def test_every_package_says_what_it_is():
+    missing = [str(p.relative_to(ROOT)) for d in SOURCE_DIRS for p in (ROOT / d).rglob("__init__.py")
+               if ast.get_docstring(ast.parse(p.read_text())) is None]
+    assert missing == []
+
+
+def test_every_document_the_code_cites_is_in_the_repository():
+    cited = {(str(p.relative_to(ROOT)), doc)
+             for d in SOURCE_DIRS + ("tests", "benchmarks", "docs") for p in (ROOT / d).rglob("*.py")
+             for doc in re.findall(r"[\w./-]+\.md\b", p.read_text())}
+    cited |= {("README.md", doc) for doc in re.findall(r"[\w./-]+\.md\b", (ROOT / "README.md").read_text())}
+    missing = sorted(f"{where} cites {doc}" for where, doc in cited
+                     if not (ROOT / doc).exists() and not (ROOT / "docs" / doc).exists())
+    assert missing == []
+
+
+def test_no_test_module_imports_another():
+    tests = {p.stem for p in (ROOT / "tests").glob("test_*.py")}
+    wrong = sorted(f"{p.name} imports {node.module or node.names[0].name}"
+                   for p in (ROOT / "tests").glob("*.py")
+                   for node in ast.walk(ast.parse(p.read_text()))
+                   if isinstance(node, (ast.Import, ast.ImportFrom))
+                   and ((node.module if isinstance(node, ast.ImportFrom) else node.names[0].name) or "") in tests)
+    assert new_violations({w.split(" imports ")[0] + " -> " + w.split(" imports ")[1]: w for w in wrong}) == []

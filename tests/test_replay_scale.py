@@ -1,0 +1,108 @@
+"""The replay at paper scale, in its Ray-free parts (issue 11): a bounded generator
+tail, per-event work that touches only the event's own containers, and liveness
+that does not read the RM's own slowness as silence."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rayrm.rm.core.jobs import parse_durations
+from rayrm.traces.generate import generate_google
+
+
+def test_max_duration_truncates_the_pareto_tail_and_survives_the_job_table():
+    capped = parse_durations("pareto:1.9:30:100")
+    assert capped.max == 100 and parse_durations(capped.to_cell()) == capped
+    # x_m = 30 × 0.9 / 1.9 = 14.2; P(x > 100) = (14.2 / 100)^1.9 ≈ 2.4%: of 10,000 draws
+    # about 240 are cut to exactly 100, and none is longer
+    drawn = capped.draw(10_000, np.random.default_rng(1))
+    assert drawn.max() == 100 and 150 < int((drawn == 100).sum()) < 350
+    _, specs, stats = generate_google(40, 30, 600, seed=2, max_duration=50)
+    longest = max(float(s.task_durations(2).max()) for s in specs)
+    assert longest <= 50 and stats["longest_task"] == longest and stats["max_duration"] == 50
+    _, free, free_stats = generate_google(40, 30, 600, seed=2)
+    assert free_stats["longest_task"] > 50 and "max_duration" not in free_stats
+
+
+def test_the_plain_progress_line_has_trace_time_counts_and_lag_and_says_when_behind():
+    from rayrm.rm.runtime.supervisor import progress_line
+    p = {"time": 2650.0, "running": 812, "finished": 102000, "pending": 40, "lag": 0.013, "behind": False}
+    assert progress_line("tsf", p, 180000) == (
+        "rayrm replay [tsf] t=  2650.0s  running   812  finished 102000/180000  pending 40  lag 0.01s")
+    assert progress_line("tsf", p | {"lag": 4.2, "behind": True}, 180000).endswith("lag 4.20s  BEHIND")
+
+
+# ----- liveness under a stalled RM (rm/service/liveness.py), no Ray ---------------------
+
+def test_a_stalled_rm_expires_nobody_and_real_silence_still_expires():
+    from harness import Harness
+
+    from rayrm.rm.service.liveness import Liveness
+    from rayrm.rm.service.protocol import Call, NodeHeartbeat
+
+    h, live, expiry = Harness(), Liveness(), 10.0
+    for t in range(1, 6):                          # the monitor ticks on time every second to t = 5
+        h.step()
+        live.tick(float(t), float(t))
+    # the RM's loop blocks from t = 5 to t = 105: ten times the expiry; its next tick is 100 s late
+    assert live.tick(105.0, 5.0) == 100.0
+    h.now = 105.0
+    assert h.rm.expire_nodes(105.0, expiry) == ["n1", "n2"]                   # the wall-clock rule...
+    h2 = Harness()
+    for _ in range(5):
+        h2.step()
+    h2.now = 105.0
+    # ... but heard silence is (105 - 5) - 100 = 0 for every NM and for the AM
+    assert live.silent_nodes(h2.rm, 105.0, expiry) == [] and live.silent_apps(h2.rm, 105.0, expiry) == []
+    # the calls queued during the stall arrive now; n2 then really goes quiet
+    h2.call("nm", Call.NODE_HEARTBEAT, [NodeHeartbeat("n1"), NodeHeartbeat("n2")])
+    h2.allocate(0)
+    for t in range(106, 117):
+        live.tick(float(t), float(t))
+        h2.now = float(t)
+        h2.call("nm", Call.NODE_HEARTBEAT, [NodeHeartbeat("n1")])
+        h2.allocate(0)
+    # at t = 116 n2 has been heard nothing for 116 - 105 = 11 s > 10 s, with no stall since
+    assert live.silent_nodes(h2.rm, 116.0, expiry) == ["n2"] and live.silent_apps(h2.rm, 116.0, expiry) == []
+    assert h2.apply(Call.EXPIRE_NODES, expiry, ["n2"]) == ["n2"]
+    assert h2.rm.apps["a"].attempt == 1 and not h2.rm.apps["a"].done         # no app failed
+
+
+class _NoScan(dict):
+    """The RM's container table, refusing to be scanned and counting lookups."""
+
+    reads = 0
+
+    def __getitem__(self, key):
+        _NoScan.reads += 1
+        return dict.__getitem__(self, key)
+
+    def values(self):
+        raise AssertionError("scanned every container in the cluster")
+
+    items = __iter__ = values
+
+
+def test_failing_an_app_or_losing_a_node_touches_only_their_own_containers():
+    from harness import APP, Harness
+
+    from rayrm.rm.core.model import AppSpec, Resources
+    from rayrm.rm.service.protocol import Call, RUNNING
+
+    other = AppSpec("b", Resources.parse("cpu:1;memory_mb:512"), num_tasks=2)
+    h = Harness(apps=(APP, other))
+    h.step()
+    h.step()                                       # 3 containers RUNNING: 2 on n1, 1 on n2
+    table = h.rm.containers
+    assert sum(c.state == RUNNING for c in table.values()) == 3
+    mine = sorted(h.rm.live_by_app.get("a", ()))
+    on_n2 = sorted(h.rm.live_by_node["n2"])
+    h.rm.containers = _NoScan(table)
+    _NoScan.reads = 0
+    h.now = 30.0
+    h.apply(Call.EXPIRE_APPS, 10.0, ["a"])         # attempt 1 of a fails: only a's containers read
+    assert _NoScan.reads == len(mine)
+    _NoScan.reads = 0
+    h.apply(Call.LOSE_NODE, "n2", "test")          # only n2's
+    assert _NoScan.reads == len(on_n2) >= 1
+    assert h.rm.running == sum(c.state == RUNNING for c in table.values())

@@ -1,0 +1,106 @@
+"""The streamed run directory and its two formats (issue 12, items 2, 3 and 5).
+
+MIXED (tests/samples.py) has nodes leaving and joining, so its runs hold lost attempts,
+rejected jobs and re-runs: every kind of row the readers see.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+import pytest
+
+from rayrm.rm.core.config import parse_config
+from rayrm.rm.core.errors import InputError
+from rayrm.rm.runs import log as runlog
+from rayrm.rm.runs import metrics as M
+from rayrm.rm.runs.check import check_run
+from rayrm.rm.runs.reader import RunDir
+from rayrm.rm.runs.report import _plain, build_report
+from rayrm.rm.sim import engine
+from rayrm.rm.sim.engine import Simulation, simulate
+from tests.samples import MIXED
+
+
+def _runs(tmp_path, fmt):
+    """tsf and drf runs of MIXED in ``fmt``: policy -> run directory."""
+    cfg = parse_config(MIXED)
+    runs = {}
+    for policy in ("tsf", "drf"):
+        runs[policy] = tmp_path / fmt / policy
+        assert simulate(cfg, policy=policy, out=runs[policy], progress=False, fmt=fmt)["format"] == fmt
+    return runs
+
+
+def test_parquet_and_csv_give_the_same_check_report_and_compare(tmp_path):
+    csv, parquet = _runs(tmp_path, "csv"), _runs(tmp_path, "parquet")
+    assert (csv["tsf"] / "tasks.csv").exists() and not (csv["tsf"] / "tasks.parquet").exists()
+    assert (parquet["tsf"] / "tasks.parquet").exists() and not (parquet["tsf"] / "tasks.csv").exists()
+    for p in csv:
+        a, b = RunDir(csv[p]), RunDir(parquet[p])
+        for table in ("tasks", "shares", "events"):
+            pd.testing.assert_frame_equal(getattr(a, table), getattr(b, table), check_dtype=True)
+        x, y = check_run(csv[p]).as_dict(), check_run(parquet[p]).as_dict()
+        assert x.pop("run") != y.pop("run") and x == y and x["ok"]
+        assert x["attempts_by_status"]["lost"] > 0       # MIXED loses b2's and c2's attempts
+    ra, rb = (_plain(build_report([runs["tsf"], runs["drf"]]).tables) for runs in (csv, parquet))
+    for row in ra["runs"] + rb["runs"]:
+        row.pop("path")
+    assert ra == rb and "job_speedup_by_size" in ra
+    pd.testing.assert_frame_equal(M.comparison_table(csv), M.comparison_table(parquet))
+
+
+def test_batches_write_the_rows_the_whole_run_holds(tmp_path, monkeypatch):
+    """Streamed in batches of 7 rows, the run directory holds the rows of the in-memory log
+    (tasks in the order attempts end rather than start: the same rows, sorted), and the
+    summary accumulated batch by batch is the one-shot summary."""
+    cfg = parse_config(MIXED)
+    whole = simulate(cfg, out=None, progress=False)
+    memory = Simulation(cfg)
+    memory.run(progress=False)
+    memory.log.write(tmp_path / "memory", fmt="csv")
+    monkeypatch.setattr(runlog, "BATCH", 7)
+    streamed = Simulation(cfg, out=tmp_path / "streamed", fmt="csv")
+    streamed.run(progress=False)
+    assert streamed.log.tasks == {}                      # an ended attempt is no longer held
+    summary = streamed.log.write(tmp_path / "streamed")
+    for key in ("makespan", "jobs", "tasks", "task_queueing_delay", "utilization", "job_completion_time"):
+        assert summary[key] == whole[key], key
+    for table in ("shares", "events"):
+        assert (tmp_path / "memory" / f"{table}.csv").read_text() == (tmp_path / "streamed" / f"{table}.csv").read_text()
+    mem, st = ((tmp_path / d / "tasks.csv").read_text().splitlines() for d in ("memory", "streamed"))
+    assert mem[0] == st[0] and sorted(mem[1:]) == sorted(st[1:]) and mem != st
+
+
+def test_the_format_is_chosen_by_the_number_of_tasks(tmp_path, monkeypatch):
+    # MIXED asks for 40+60+12+50+8+30+20+2 = 222 tasks
+    assert runlog.choose_format(None, 1_000_001) == "parquet" and runlog.choose_format("auto", 10 ** 6) == "csv"
+    monkeypatch.setattr(runlog, "PARQUET_FROM", 221)
+    summary = simulate(parse_config(MIXED), out=tmp_path / "big", progress=False)
+    assert summary["format"] == "parquet" and (tmp_path / "big" / "events.parquet").exists()
+    monkeypatch.setattr(runlog, "PARQUET_FROM", 222)
+    assert simulate(parse_config(MIXED), out=tmp_path / "small", progress=False)["format"] == "csv"
+
+
+def test_a_parquet_table_without_a_column_is_one_clear_error(tmp_path):
+    out = _runs(tmp_path, "parquet")["tsf"]
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(out / "tasks.parquet").drop_columns(["start"])
+    pq.write_table(table, out / "tasks.parquet")
+    with pytest.raises(InputError, match=r"tasks.parquet: has no 'start' column"):
+        check_run(out)
+
+
+def test_plain_progress_lines_when_stderr_is_not_a_terminal(monkeypatch):
+    """Every update prints once PLAIN_EVERY has passed; with 0 s the first update does."""
+    monkeypatch.setattr(engine, "PLAIN_EVERY", 0.0)
+    stream = io.StringIO()
+    progress = engine._Progress(20_000, None, stream)
+    progress.update(5_000, 1234.4)
+    progress.update(5_000, 2000.0)
+    lines = stream.getvalue().splitlines()
+    assert lines[0].startswith("rayrm simulate: 5,000 of 20,000 tasks started (25%), trace time 1,234 s")
+    assert lines[1].startswith("rayrm simulate: 10,000 of 20,000 tasks started (50%), trace time 2,000 s")
+    assert len(lines) == 2
