@@ -20,7 +20,8 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from rayrm.rm.core.config import parse_config  # noqa: E402
-from rayrm.rm.runtime.driver import SYSTEM_CONFIG, replay  # noqa: E402
+from rayrm.rm.runtime.driver import replay  # noqa: E402
+from rayrm.rm.runtime.session import SYSTEM_CONFIG  # noqa: E402
 
 # 3 nodes of 1 CPU; j1: 12 tasks of 1 CPU, 4 s each -> 4 waves of 3: 16 trace s, 4 wall s at 0.25.
 CONFIG = {
