@@ -62,7 +62,7 @@ def test_nms_spread_over_both_ray_nodes_and_invariants_hold(two_nodes, tmp_path,
 def test_am_hosts_spread_over_both_ray_nodes_and_each_app_names_its_own(two_nodes, tmp_path):
     """Both Ray nodes have a CPU, so there are two AM hosts, one on each; j1 (submitted
     first) is dealt to am-0 on the head, j2 to am-1 on the worker (round-robin by submit)."""
-    summary = replay(config(), out=tmp_path, progress=False)
+    summary = replay(small_config(), out=tmp_path, progress=False)
     assert check_run(tmp_path).ok
     placed = summary["am_host_ray_nodes"]
     assert summary["am_hosts"] == 2 and len(set(placed.values())) == 2
