@@ -76,3 +76,20 @@ def test_check_json_is_one_document(tmp_path):
     out = one_document(rayrm_stdout("check", str(run), "--json", cwd=tmp_path))
     # 100 + 100 tasks, each run once to the end.
     assert out["ok"] and out["tasks"] == 200 and out["attempts_by_status"] == {"finished": 200}
+
+
+def test_every_command_with_json_is_tested_here():
+    """A command that gains --json must get a test above."""
+    import argparse
+
+    from rayrm.rm.cli.main import build_parser
+
+    def commands_with_json(parser, prefix=()):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from commands_with_json(sub, prefix + (name,))
+            elif "--json" in action.option_strings:
+                yield " ".join(prefix)
+
+    assert set(commands_with_json(build_parser())) == {"offline", "audit", "check"}

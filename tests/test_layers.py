@@ -95,8 +95,6 @@ KNOWN = {
     "rayrm.rm.runtime.driver -> rayrm.nodes.placement",
     "rayrm.rm.runtime.driver -> rayrm.rm.sim.engine",
     "rayrm.traces.generate -> rayrm.traces.google_workload",
-    "rayrm.traces.importers.common -> rayrm.rm.core.config",
-    "rayrm.traces.importers.swim -> rayrm.rm.core.config",
 }
 
 

@@ -62,13 +62,25 @@ def test_batches_write_the_rows_the_whole_run_holds(tmp_path, monkeypatch):
     memory.log.write(tmp_path / "memory", fmt="csv")
     monkeypatch.setattr(runlog, "BATCH", 7)
     streamed = Simulation(cfg, out=tmp_path / "streamed", fmt="csv")
+    held = []                   # (rows the log holds, attempts running) after each start
+    start = runlog.RunLog.start
+
+    def watched(log, *args, **kw):
+        start(log, *args, **kw)
+        held.append((len(log.tasks) + len(log._ended) + len(log.events) + len(log.share_rows),
+                     len(streamed.running) + 1))
+    monkeypatch.setattr(runlog.RunLog, "start", watched)
     streamed.run(progress=False)
     assert streamed.log.tasks == {}                      # an ended attempt is no longer held
+    # the log holds the running attempts and at most a batch (7) of each table beside them
+    # MIXED runs 220 tasks (its 2-task job "huge" is rejected), some of them twice
+    assert len(held) >= 220 and all(rows <= running + 3 * 7 for rows, running in held)
     summary = streamed.log.write(tmp_path / "streamed")
     for key in ("makespan", "jobs", "tasks", "task_queueing_delay", "utilization", "job_completion_time"):
         assert summary[key] == whole[key], key
     for table in ("shares", "events"):
-        assert (tmp_path / "memory" / f"{table}.csv").read_text() == (tmp_path / "streamed" / f"{table}.csv").read_text()
+        memory_rows, streamed_rows = ((tmp_path / d / f"{table}.csv").read_text() for d in ("memory", "streamed"))
+        assert memory_rows == streamed_rows
     mem, st = ((tmp_path / d / "tasks.csv").read_text().splitlines() for d in ("memory", "streamed"))
     assert mem[0] == st[0] and sorted(mem[1:]) == sorted(st[1:]) and mem != st
 

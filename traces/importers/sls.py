@@ -53,7 +53,9 @@ Mapping and assumptions:
   XML); every job of the queue gets that weight (rayrm has no queue hierarchy).
 * Skipped: an object that is not a job, a job without tasks, a task without a
   positive duration or with a bad resource amount (the rest of its job is kept),
-  a job with a ``||`` label expression.  A malformed JSON stream stops the import.
+  a job with a ``||`` label expression; Rumen's own rules are in ``rumen.py``.  A
+  malformed JSON stream, a file whose type cannot be told and a bad SYNTH spec (one
+  value spoils every draw after it) stop the import with one line.
 """
 
 from __future__ import annotations
