@@ -116,3 +116,19 @@ def test_plain_progress_lines_when_stderr_is_not_a_terminal(monkeypatch):
     assert lines[0].startswith("rayrm simulate: 5,000 of 20,000 tasks started (25%), trace time 1,234 s")
     assert lines[1].startswith("rayrm simulate: 10,000 of 20,000 tasks started (50%), trace time 2,000 s")
     assert len(lines) == 2
+
+
+def test_cli_simulate_parquet_then_check(tmp_path, capsys):
+    import yaml
+
+    from rayrm.rm.cli.main import main
+
+    config = tmp_path / "mixed.yaml"
+    config.write_text(yaml.safe_dump(MIXED))
+    out = tmp_path / "run"
+    assert main(["simulate", str(config), "--format", "parquet", "--out", str(out), "--no-progress"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["events.parquet", "jobs.csv", "nodes.csv",
+                                                     "shares.parquet", "summary.json", "tasks.parquet"]
+    capsys.readouterr()
+    assert main(["check", str(out)]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("OK")
