@@ -311,6 +311,19 @@ def test_rumen_bad_attempt_times_and_strict(tmp_path):
     assert str(e.value) == f"{bad}:1: field 'mapTasks[0].attempts[0]': an attempt needs startTime < finishTime (ms)"
 
 
+def test_json_stream_reads_comments_and_trailing_commas_as_hadoop_does(tmp_path):
+    from rayrm.traces.importers.common import json_stream
+
+    path = tmp_path / "c.json"
+    path.write_text('/* licence\n   text */\n{"a": "hdfs://nn/x", // a comment\n "b": [1, 2,],\n}\n'
+                    '// between\n{"c": "/* not a comment */"}\n')
+    # Values keep the line their object starts on in the file (3 and 7).
+    assert list(json_stream(path)) == [(3, {"a": "hdfs://nn/x", "b": [1, 2]}), (7, {"c": "/* not a comment */"})]
+    path.write_text('{"a": 1}\n/* open\n{"b": 2}\n')
+    with pytest.raises(InputError, match=r"c.json:2: malformed JSON"):
+        list(json_stream(path))
+
+
 def test_trace_type_auto_refuses_what_it_cannot_tell(tmp_path):
     odd = tmp_path / "odd.json"
     odd.write_text('\n{"foo": 1}\n')

@@ -161,22 +161,47 @@ def json_stream(path: str | Path):
     Hadoop's readers (Jackson) are lenient where Python's ``json`` is not, and real files
     use it: Rumen job histories may open with a ``/* licence */`` block and SYNTH specs
     are written with ``//`` comments and trailing commas, as SLS's own documentation
-    shows.  Comments outside strings become blank space and a comma before ``}`` or ``]``
-    is dropped (:func:`lenient_json`); line numbers stay those of the file.
+    shows.  A file that does not parse as it is is read again with comments outside
+    strings blanked and a comma before ``}`` or ``]`` dropped (:func:`lenient_json`);
+    line numbers stay those of the file.  Strict JSON pays nothing for this.
     """
     try:
-        text = lenient_json(Path(path).read_text())
+        text = Path(path).read_text()
     except OSError as e:
         raise InputError(f"cannot read: {e.strerror}", file=str(path)) from None
     except UnicodeDecodeError:
         raise InputError("not a text file (cannot decode it)", file=str(path)) from None
+    try:
+        values = list(_json_values(text, path))
+    except InputError:
+        values = None
+        head = _LEADING_COMMENTS.match(text).group()
+        if head.strip():                 # most often only a licence block: blank it, parse as is
+            try:
+                values = list(_json_values("\n" * head.count("\n") + text[len(head):], path))
+            except InputError:
+                pass
+        if values is None:
+            lenient = lenient_json(text)
+            if lenient == text:
+                raise
+            values = list(_json_values(lenient, path))
+    yield from values
+
+
+_LEADING_COMMENTS = re.compile(r"(?:\s*(?://[^\n]*|/\*[\s\S]*?\*/))*")
+_BLANK = re.compile(r"\s*")
+_BLANK_OR_COMMA = re.compile(r"[\s,]*")
+
+
+def _json_values(text: str, path):
     decoder = json.JSONDecoder()
     pos, line, n = 0, 1, len(text)
     in_array = False
     while True:
-        while pos < n and (text[pos].isspace() or (in_array and text[pos] == ",")):
-            line += text[pos] == "\n"
-            pos += 1
+        end = (_BLANK_OR_COMMA if in_array else _BLANK).match(text, pos).end()
+        line += text.count("\n", pos, end)
+        pos = end
         if pos >= n:
             return
         if not in_array and text[pos] == "[" and not text[:pos].strip():
