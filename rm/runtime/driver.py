@@ -36,6 +36,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from rayrm.nodes.placement import alive_ray_nodes, place_nodes
 from rayrm.rm.core.config import ExperimentConfig, load_config
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.faults import check_cluster, config_faults
@@ -47,6 +48,7 @@ from rayrm.rm.runtime.supervisor import (AM_HOST_RESTARTS, NM_HOST_RESTARTS, Fau
                                          rm_call)
 from rayrm.rm.service.protocol import MIN_EXPIRY_WALL, NAMESPACE, RM_NAME
 from rayrm.rm.service.store import StateStore
+from rayrm.rm.sim.engine import simulate
 
 START_LEAD = 0.3          # wall seconds between the last preparation and t = 0
 INTERRUPT_EXPORT_WAIT = 3.0   # wall seconds an interrupted replay waits for the RM's run log
@@ -169,7 +171,6 @@ class Plan:
 def plan_replay(cfg: ExperimentConfig, ray_nodes: list, executor: str = "auto") -> Plan:
     """Place every NM (the config's nodes and those joining later) and pick the executor."""
     from rayrm.nodes.executors import TASK_WORKERS_PER_CPU, choose_executor, peak_containers  # noqa: PLC0415
-    from rayrm.nodes.placement import place_nodes  # noqa: PLC0415
     initial = {n.name for n in cfg.nodes}
     joining = {e.node: e.spec for e in cfg.node_events if e.spec is not None and e.node not in initial}
     placement = place_nodes(cfg.nodes + list(joining.values()), ray_nodes)
@@ -203,7 +204,6 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     from rayrm.apps.am import AMJob, ApplicationMasterHost  # noqa: PLC0415
     from rayrm.nodes.executors import make_container_executor  # noqa: PLC0415
     from rayrm.nodes.host import NodeManagerHost  # noqa: PLC0415
-    from rayrm.nodes.placement import alive_ray_nodes  # noqa: PLC0415
     from rayrm.rm.runtime.actor import RM_MAX_RESTARTS, ResourceManager  # noqa: PLC0415
 
     interval_wall = float(cfg.run["heartbeat_interval"]) * scale
@@ -418,7 +418,6 @@ def twin_comparison(cfg: ExperimentConfig, policy: str, seed: int, out, summary:
     """
     from rayrm.rm.runs.reader import RunDir  # noqa: PLC0415
     from rayrm.rm.sim.sensitivity import completion_spread  # noqa: PLC0415
-    from rayrm.rm.sim.engine import simulate  # noqa: PLC0415
     twin_dir = Path(out) / "twin"
     twin = simulate(cfg, policy=policy, seed=seed, out=twin_dir, progress=False, faults=faults)
     mine = RunDir(Path(out)).jobs.set_index("app")
