@@ -36,6 +36,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--format", choices=("auto", "csv", "parquet"), default="auto",
                         help="tasks, shares and events as CSV or Parquet (default auto: Parquet above "
                              "a million tasks)")
+    parser.add_argument("--until", type=float, metavar="T",
+                        help="stop at trace time T and write what ran, like replay --until (jobs not done "
+                             "are 'unfinished'; rayrm check checks what ran)")
     parser.add_argument("--no-progress", action="store_true", help="no progress on stderr")
 
 
@@ -52,7 +55,7 @@ def run(args) -> int:
     summary = simulate(cfg, policy=policy, seed=args.seed, out=out,
                        progress=False if args.no_progress else None,
                        launch_jitter=args.launch_jitter, jitter_seed=args.jitter_seed, faults=args.fault,
-                       fmt=args.format)
+                       fmt=args.format, until=args.until)
     for spec, reason in (summary.get("faults") or {}).get("not_simulated", {}).items():
         print(f"rayrm simulate: fault {spec} not simulated: {reason}", file=sys.stderr)
     print(format_summary(summary, out, total=time.perf_counter() - started))

@@ -92,8 +92,11 @@ class Simulation:
 
     def __init__(self, config: "ExperimentConfig", policy: str | None = None, seed: int | None = None,
                  launch_jitter: float = 0.0, jitter_seed: int = 0, faults=(),
-                 out: str | Path | None = None, fmt: str | None = None):
+                 out: str | Path | None = None, fmt: str | None = None, until: float | None = None):
         self.config = config
+        if until is not None and not until >= 0:
+            raise InputError(f"--until must be zero or a positive trace time, got {until}")
+        self.until = until            # stop before the first instant after this trace time
         self.policy_name = policy or config.policy
         self.seed = config.seed if seed is None else int(seed)
         if not launch_jitter >= 0:
@@ -138,7 +141,8 @@ class Simulation:
     # ----- the loop ----------------------------------------------------------------
 
     def run(self, progress: bool | None = None) -> RunLog:
-        """Pop events instant by instant until none are left; returns the run log.
+        """Pop events instant by instant until none are left (or, with ``until``, none
+        is due by then); returns the run log.
 
         The cyclic garbage collector is paused meanwhile: the run allocates millions of
         small acyclic objects, and full collections over them cost about 10% of the run.
@@ -153,8 +157,16 @@ class Simulation:
                 gc.enable()
             if bar is not None:
                 bar.close()
-        self._strand()
+        if self.stopped_early:
+            self._cut_short()
+        else:
+            self._strand()
         return self.log
+
+    @property
+    def stopped_early(self) -> bool:
+        """Did ``until`` stop the run with events still to come?"""
+        return self.until is not None and bool(self.heap) and self.heap[0][0] > self.until
 
     def _loop(self, bar) -> None:
         heap, pop = self.heap, heapq.heappop
@@ -164,7 +176,8 @@ class Simulation:
         running = self.running
         changed: dict[str, _Job] = {}
         shown = 0
-        while heap:
+        until = float("inf") if self.until is None else self.until
+        while heap and heap[0][0] <= until:
             t = heap[0][0]
             self.now = t
             while heap and heap[0][0] == t:
@@ -295,6 +308,13 @@ class Simulation:
         self.log.shares_at(t, rows)
         changed.clear()
 
+    def _cut_short(self) -> None:
+        """A run stopped by ``until``: its submitted jobs not done end as 'unfinished', as
+        an interrupted replay's do; attempts still running are written as running."""
+        for app_id, job in self.jobs.items():
+            if job.done < job.num_tasks:
+                self.log.mark(app_id, "unfinished", f"the run stopped at --until {self.until:g}")
+
     def _strand(self) -> None:
         """Jobs with tasks never run (their nodes left for good) end as 'unfinished'."""
         for app_id, job in self.jobs.items():
@@ -347,7 +367,8 @@ def _progress(total: int, progress: bool | None) -> _Progress | None:
 
 def simulate(config: "ExperimentConfig", policy: str | None = None, seed: int | None = None,
              out: str | Path | None = None, progress: bool | None = None,
-             launch_jitter: float = 0.0, jitter_seed: int = 0, faults=(), fmt: str | None = None) -> dict:
+             launch_jitter: float = 0.0, jitter_seed: int = 0, faults=(), fmt: str | None = None,
+             until: float | None = None) -> dict:
     """Simulate ``config`` under ``policy`` (default: the config's) with ``seed``.
 
     Streams the run directory to ``out`` when given; returns the summary (summary.json).
@@ -355,15 +376,19 @@ def simulate(config: "ExperimentConfig", policy: str | None = None, seed: int | 
     ``launch_jitter``/``jitter_seed``: see the module docstring (0: instant starts).
     ``faults``: fault specs (``rayrm.rm.core.faults``) besides the config's own (``rayrm.rm.sim.faults``).
     ``fmt``: the run directory's format, 'csv', 'parquet' or None/'auto' (``rayrm.rm.runs.schema``).
+    ``until``: stop at this trace time and write what ran, as an interrupted replay does
+    (``"interrupted": true`` and the reason in the summary), so a partial replay has a twin.
     """
     started = _time.perf_counter()
     gc_was_enabled = gc.isenabled()
     gc.disable()      # see Simulation.run; re-enabled once the run's objects are freed
     try:
-        sim = Simulation(config, policy, seed, launch_jitter, jitter_seed, faults, out=out, fmt=fmt)
+        sim = Simulation(config, policy, seed, launch_jitter, jitter_seed, faults, out=out, fmt=fmt, until=until)
         log = sim.run(progress)
         wall = _time.perf_counter() - started
         extra = {"launch_jitter": launch_jitter, "jitter_seed": jitter_seed} if launch_jitter else {}
+        if sim.stopped_early:
+            extra |= {"interrupted": True, "interrupt_reason": f"--until {until:g}"}
         if sim.faults is not None:
             extra["faults"] = sim.faults.summary()
         summary = (log.write(out, wall_seconds=wall, **extra) if out is not None
