@@ -10,7 +10,8 @@ Each logical AM runs one job of the trace (YARN's ApplicationMaster protocol):
    something is there for one of them, or after one heartbeat interval);
 3. each granted container gets the next task in index order (a lost task first)
    and is started on its NM (``start_containers``, batched per NM host, in the
-   background so a slow NM host never delays the AMs' heartbeats) for the task's
+   background so a slow NM host never delays the AMs' heartbeats; one call in flight
+   per NM host, the launches granted meanwhile batched into the next) for the task's
    duration × time_scale — the durations ``JobSpec.task_durations(seed)`` gives,
    the same as the simulator's — with the container token the RM issued;
 4. completed containers finish their task; a container lost or killed puts its
@@ -43,8 +44,8 @@ from dataclasses import dataclass
 import ray
 
 from rayrm.rm.core.model import AppSpec
-from rayrm.rm.service.protocol import (FENCED, FINISHED, NORMAL, RESYNC, SHUTDOWN, AllocateRequest, AppRegistered,
-                         AppRegistration, ContainerLaunch)
+from rayrm.rm.service.protocol import (FENCED, FINISHED, NAMESPACE, NORMAL, RESYNC, SHUTDOWN, AllocateRequest,
+                                      AppRegistered, AppRegistration, ContainerLaunch)
 from rayrm.rm.service.client import RMClient
 
 # AM states: waiting (not submitted) -> registering -> active -> done; rejected; failed
@@ -101,6 +102,12 @@ class ApplicationMasterHost:
 
     def __init__(self, host_id: str, rm, nm_hosts: dict, jobs: list[AMJob], *, time_scale: float,
                  interval_wall: float, payload: str = "sleep"):
+        # ``rm`` and ``nm_hosts``' values may be actor names (a restartable actor holding
+        # handles among its constructor arguments makes Ray warn that a restart may fail)
+        if isinstance(rm, str):
+            rm = ray.get_actor(rm, namespace=NAMESPACE)
+        nm_hosts = {h: ray.get_actor(a, namespace=NAMESPACE) if isinstance(a, str) else a
+                    for h, a in nm_hosts.items()}
         self.host_id, self.rm_handle, self.nm_hosts = host_id, rm, nm_hosts
         self.rm = RMClient(rm, host_id)
         self.time_scale, self.interval, self.payload = time_scale, interval_wall, payload
@@ -109,6 +116,9 @@ class ApplicationMasterHost:
         self.crashes = 0
         self.delivery: list[float] = []      # wall seconds, allocation (NODE_UPDATE) -> this AM got it
         self.ray_node = ray.get_runtime_context().get_node_id()
+        self._to_launch: dict[str, list[ContainerLaunch]] = defaultdict(list)
+        self._launching: set[str] = set()                # NM hosts with a start_containers call out
+        self._sent_any = False
         self.error: BaseException | None = None
         self._wake: asyncio.Event | None = None
 
@@ -131,13 +141,16 @@ class ApplicationMasterHost:
             active = [am for am in self.ams.values() if am.state == "active"]
             next_submit = self._wall(waiting[0].job.spec.submit) if waiting else None
             wait = self.interval if next_submit is None else max(0.0, min(self.interval, next_submit - time.time()))
-            if not active:
+            if not active and not self._sent_any:
                 self._wake.clear()
                 try:
                     await asyncio.wait_for(self._wake.wait(), timeout=wait)
                 except asyncio.TimeoutError:
                     pass
                 continue
+            # once it has had an AM, the host heartbeats even with none active: the RM judges
+            # an AM's silence against its host's heartbeats (rm/service/liveness.py)
+            self._sent_any = True
             await self._heartbeat(active, wait)
         return self.outcome()
 
@@ -158,7 +171,8 @@ class ApplicationMasterHost:
                 am.adopt(ans)
             elif ans.action == FENCED:
                 am.state, am.reason = "fenced", ans.reason
-            elif ans.action == SHUTDOWN:
+            elif ans.action == SHUTDOWN:          # ended; after a host restart, as finished as the RM says
+                am.finished |= set(ans.finished_tasks)
                 am.state = "done" if len(am.finished) == am.job.spec.num_tasks else "failed"
             else:
                 am.state, am.reason = "rejected", ans.reason
@@ -197,7 +211,7 @@ class ApplicationMasterHost:
                 launches[a.host].append(ContainerLaunch(a.container, am.app, task, attempt, a.node,
                                                         seconds, self.payload, token=a.token))
         if launches:
-            asyncio.get_running_loop().create_task(self._launch(launches))
+            self._queue_launches(launches)
         done = [am for am in active if self._current(am) and am.state == "active"
                 and len(am.finished) == am.job.spec.num_tasks]
         if done:
@@ -224,23 +238,37 @@ class ApplicationMasterHost:
         elif task not in am.finished:
             am.unplaced.appendleft((task, attempt + 1))
 
-    async def _launch(self, launches: dict[str, list[ContainerLaunch]]) -> None:
-        """startContainers on each NM host; a launch that fails puts its task back and
-        releases the container."""
-        hosts = list(launches)
-        results = await asyncio.gather(
-            *(self.nm_hosts[h].start_containers.remote(launches[h]) for h in hosts),
-            return_exceptions=True)
-        for h, result in zip(hosts, results):
-            if isinstance(result, BaseException) and not isinstance(result, ray.exceptions.RayActorError):
-                self.error = result                 # a bug, not a lost NM host: run() raises it
-                return
-            for i, launch in enumerate(launches[h]):
-                ok = not isinstance(result, BaseException) and result[i] == "ok"
-                am = self.ams.get(launch.app)
-                if not ok and am is not None and am.running.pop(launch.container, None) is not None:
-                    am.unplaced.appendleft((launch.task, launch.attempt))   # it never ran
-                    am.releases.append(launch.container)
+    def _queue_launches(self, launches: dict[str, list[ContainerLaunch]]) -> None:
+        """Backpressure: at most one start_containers call in flight per NM host; launches
+        granted meanwhile wait and go out together in the next call (so the batch grows
+        when an NM host is slow, instead of the calls piling up)."""
+        for h, items in launches.items():
+            self._to_launch[h].extend(items)
+            if h not in self._launching:
+                self._launching.add(h)
+                asyncio.get_running_loop().create_task(self._launch_on(h))
+
+    async def _launch_on(self, h: str) -> None:
+        """startContainers on NM host ``h`` until nothing waits for it; a launch that fails
+        puts its task back and releases the container."""
+        try:
+            while self._to_launch[h]:
+                batch, self._to_launch[h] = self._to_launch[h], []
+                try:
+                    result = await self.nm_hosts[h].start_containers.remote(batch)
+                except ray.exceptions.RayActorError as e:
+                    result = e                      # a lost NM host: its launches failed
+                except Exception as e:  # noqa: BLE001 - a bug, not a lost NM host: run() raises it
+                    self.error = e
+                    return
+                for i, launch in enumerate(batch):
+                    ok = not isinstance(result, BaseException) and result[i] == "ok"
+                    am = self.ams.get(launch.app)
+                    if not ok and am is not None and am.running.pop(launch.container, None) is not None:
+                        am.unplaced.appendleft((launch.task, launch.attempt))   # it never ran
+                        am.releases.append(launch.container)
+        finally:
+            self._launching.discard(h)
 
     # ----- failures: the AM crash fault and the RM's AM launcher ---------------------
 

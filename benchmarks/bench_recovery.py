@@ -19,7 +19,13 @@ Times are trace seconds and wall seconds after the fault.  At time scale 0.05 on
 trace second is 50 ms, and the NM and AM expiry (10 heartbeats = 0.5 s) are held
 at the RM's 1-second floor, so expiry-based detection is about 1 wall second.
 
+At scale (``--nodes N``, issue 15) one replay survives every fault kind in turn, on
+``rayrm trace generate google --nodes N --jobs 1500 --tasks 60000 --seed 11 --span 1800
+--max-duration 3600`` at time scale 0.02: kill-nm@300 (the first node), kill-nm-host:0@600,
+kill-am-host:0@900, kill-rm@1200.
+
     python benchmarks/bench_recovery.py [CONFIG] [--time-scale 0.05] [--kinds kill-nm,kill-rm]
+    python benchmarks/bench_recovery.py --nodes 1000 [--time-scale 0.02]
     python benchmarks/bench_recovery.py --run-dir RUN_DIR...      # figures of existing runs
 """
 
@@ -62,6 +68,23 @@ def run_two_nodes(config: Path, fault: str, scale: float, out: Path) -> None:
         cluster.shutdown()
 
 
+def run_at_scale(nodes: int, scale: float, base: Path) -> Path:
+    """The issue-15 trace at ``nodes`` nodes, every fault kind in one replay; returns its run dir."""
+    from rayrm.rm.core.config import load_config  # noqa: PLC0415
+    from rayrm.rm.runtime.driver import replay  # noqa: PLC0415
+    from rayrm.traces.generate import write_google  # noqa: PLC0415
+    path = base / f"google-{nodes}.yaml"
+    write_google(path, nodes, 1500, 60_000, 11, span=1800, max_duration=3600)
+    cfg = load_config(path)
+    faults = [f"kill-nm:{cfg.nodes[0].name}@300", "kill-nm-host:0@600", "kill-am-host:0@900", "kill-rm@1200"]
+    out = base / f"all-faults-{nodes}"
+    summary = replay(cfg, out=out, time_scale=scale, faults=faults)
+    print(f"failed apps {summary['jobs'].get('failed', 0)}, tasks finished {summary['tasks']['finished']}, "
+          f"finished twice {summary['tasks_finished_twice']}; RM restores {summary['rm'].get('restores')}",
+          flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("config", nargs="?", default=str(ROOT / "configs" / "paper-micro.yaml"))
@@ -69,7 +92,21 @@ def main() -> None:
     parser.add_argument("--kinds", default=",".join(FAULTS), help="fault kinds to run (comma-separated)")
     parser.add_argument("--out", help="keep the run directories under this directory")
     parser.add_argument("--run-dir", nargs="+", help="only print the figures of these run directories")
+    parser.add_argument("--nodes", type=int, help="every fault kind in one replay of a generated trace "
+                                                  "of this many nodes (time scale default 0.02)")
     args = parser.parse_args()
+    if args.nodes:
+        base = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench-recovery-"))
+        base.mkdir(parents=True, exist_ok=True)
+        scale = args.time_scale if args.time_scale != 0.05 else 0.02
+        out = run_at_scale(args.nodes, scale, base)
+        result = check_run(out)
+        print(result.report())
+        print(f"\nrecovery after each fault ({args.nodes} nodes, time scale {scale}; "
+              f"trace seconds after the fault, wall seconds in brackets)")
+        print(format_times(recovery_times(out)))
+        print(f"\nrun directory: {out}")
+        return
     if args.run_dir:
         for d in args.run_dir:
             print(d)

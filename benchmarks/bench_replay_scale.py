@@ -16,6 +16,7 @@ per time scale:
 Each replay runs under ``flock /tmp/rayrm-heavy.lock`` when started as the README says::
 
     flock /tmp/rayrm-heavy.lock timeout 7200 python benchmarks/bench_replay_scale.py [--out DIR]
+    python benchmarks/bench_replay_scale.py --run-dir RUN_DIR...     # rows of existing replays
 """
 
 from __future__ import annotations
@@ -68,7 +69,15 @@ def main() -> None:
     ap.add_argument("--policy", default="tsf")
     ap.add_argument("--no-twin", action="store_true", help="skip the simulator twin (faster)")
     ap.add_argument("--out", help="keep the run directories here (default: a temporary directory)")
+    ap.add_argument("--run-dir", nargs="+", help="only print the rows of these existing replay run directories")
     args = ap.parse_args()
+    if args.run_dir:
+        rows = []
+        for d in args.run_dir:
+            summary = json.loads((Path(d) / "summary.json").read_text())
+            rows.append(row(summary["time_scale"], summary, summary.get("wall_seconds") or 0.0))
+        print(table(rows))
+        return
     out = Path(args.out or tempfile.mkdtemp(prefix="rayrm-scale-"))
     out.mkdir(parents=True, exist_ok=True)
     cfg = load_config(args.config or trace(out, args.max_duration))

@@ -134,7 +134,8 @@ def fb2010(args, work: Path) -> int:
         check_ok(proc, name)
         total += wall if name != "check" else 0.0
         last = (proc.stdout.strip().splitlines() or [""])[0]
-        print(f"{name:<13} wall {wall:8.1f} s  cpu {cpu:8.1f} s  peak RSS {rss / 2**30:5.2f} GB   {last}", flush=True)
+        print(f"{name:<13} wall {wall:8.1f} s  cpu {cpu:8.1f} s  peak RSS {rss / 2**30:5.2f} GB   {last}",
+              flush=True)
         if name == "simulate tsf":
             failed |= rss > 4 * 2**30
         if limit is not None:

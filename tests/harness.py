@@ -14,6 +14,7 @@ COMPLETE, and has the AM ask for its unplaced tasks and start what it gets.  Wit
 from __future__ import annotations
 
 import hashlib
+from collections import defaultdict
 
 from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
 from rayrm.rm.service.protocol import (COMPLETE, FINISHED, RESYNC, RUNNING, AllocateRequest, AppRegistration, Call,
@@ -46,7 +47,7 @@ class Harness:
                                        secret=SECRET)
         if store is not None:
             store.snapshot(self.rm)
-        self.now, self.rid = 0.0, {"nm": 0, "am": 0, "driver": 0}
+        self.now, self.rid = 0.0, defaultdict(int)       # caller -> its last request id
         self.apps = {a.app_id: a for a in apps}
         self.attempt = {a: 1 for a in self.apps}
         self.unplaced = {a.app_id: list(range(a.num_tasks)) for a in apps}

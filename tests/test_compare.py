@@ -106,9 +106,9 @@ def test_bad_compare_flags_are_one_line(tmp_path, capsys):
 
 def test_compare_both_modes_side_by_side(local_ray, tmp_path, capsys):
     """Simulator and two Ray replays of the two-job trace, with the tolerance at 5 s:
-    the replay's differences are 0 or ±10 s plus launch noise (under 5 trace s = 250 ms
-    wall at time scale 0.05, even on a loaded machine), so both modes give 1/6, 4/6, 1/6."""
-    path = write_config(tmp_path)
+    the replay's differences are 0 or ±10 s plus launch noise, under 5 trace s = 500 ms
+    wall at time scale 0.1 even on a loaded machine, so both modes give 1/6, 4/6, 1/6."""
+    path = write_config(tmp_path, dict(TWO_JOBS, run={"time_scale": 0.1}))
     out = tmp_path / "cmp"
     assert main(["compare", str(path), "--policies", "tsf,fifo", "--mode", "both", "--repeats", "2",
                  "--tolerance", "5", "--out", str(out)]) == 0
@@ -128,7 +128,11 @@ def test_compare_both_modes_side_by_side(local_ray, tmp_path, capsys):
     for r in ("r1", "r2"):
         summary = pd.read_json(out / "ray" / f"seeddefault-{r}" / "fifo" / "summary.json", typ="series")
         assert summary["mode"] == "ray"
+    # The two replays of TSF against each other: every difference within 5 s.
+    noise = pd.read_csv(out / "ray" / "replay_noise.csv")
+    assert len(noise) == 1 and noise.loc[0, "equal"] == 1
     printed = capsys.readouterr().out
+    assert "ray noise, tsf against itself over 1 pair(s) of repeats" in printed
     assert "simulator and Ray side by side, tolerance ±5 s (--tolerance) in both:" in printed
     assert "every conclusion agrees" in printed
     # Without --tolerance the replays set it: their p99 latency or one heartbeat (1 s), whichever is larger.

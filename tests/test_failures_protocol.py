@@ -290,3 +290,25 @@ def test_a_background_snapshot_is_written_by_a_child_while_the_journal_goes_on(t
     state, records = StateStore(tmp_path).load()
     replay_records(state, records)
     assert digest(state) == before
+
+
+# ----- losing an ApplicationMaster host (issue 15) ---------------------------------------
+
+def test_losing_an_am_host_restarts_only_its_apps_keeping_their_work():
+    other = AppSpec("b", Resources.parse("cpu:1;memory_mb:512"), num_tasks=2)
+    c = Harness(max_attempts=2)
+    c.call("am2", Call.REGISTER_APPS, [AppRegistration(other)])          # b lives on another AM host
+    c.run(until=4)                             # a: tasks 0-2 finished at t=3, task 3 running
+    kept = [x.container for x in c.rm.live(app="a") if x.state == RUNNING]
+    assert len(kept) == 1
+    c.apply(Call.LOSE_AM_HOST, "driver", 1, "am", "AM host am died")
+    a, b = c.rm.apps["a"], c.rm.apps["b"]
+    assert (a.attempt, a.launching, a.uncounted) == (2, True, 1)
+    assert (b.attempt, b.launching) == (1, False)                        # the other host's app: untouched
+    assert c.rm.pending_launches() == [("am", "a", 2)]
+    answer = c.call("am", Call.REGISTER_APPS, [AppRegistration(APP, 2)])[0]
+    assert answer.accepted and answer.finished_tasks == (0, 1, 2)        # never run again
+    assert [s.container for s in answer.running] == kept                 # handed over, not killed
+    # losing the host again: attempt 3 although max_attempts is 2, since host losses do not count
+    c.apply(Call.LOSE_AM_HOST, "driver", 2, "am", "AM host am died again")
+    assert (a.attempt, a.done, a.uncounted) == (3, False, 2)

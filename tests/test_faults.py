@@ -100,3 +100,32 @@ def test_the_rm_restarts_recovers_and_resyncs_without_losing_work(local_ray, tmp
 def test_kill_ray_node_needs_a_multi_node_cluster(local_ray, tmp_path):
     with pytest.raises(InputError, match="needs a multi-node Ray cluster"):
         replay(small_config(), out=tmp_path, faults=["kill-ray-node:1@3"], progress=False)
+
+
+def test_a_stalled_rm_loses_no_nm_and_fails_no_app(local_ray, tmp_path):
+    """stall-rm:10@3 blocks the RM's loop for 10 wall seconds, ten times the expiry (nm_expiry
+    and am_expiry 10 heartbeats × 0.05 s = 0.5 s, floored at 1 s).  Every call queues
+    meanwhile; the RM counts only silence it could have heard, so nobody expires."""
+    summary, run = run_with(tmp_path, "stall-rm:10@3")
+    kinds = set(run.events.kind)
+    assert not kinds & {"node_lost", "am_expired", "am_launch"}, kinds
+    assert (run.jobs.status == "finished").all() and (run.tasks.status == "finished").all()
+    # the stall shows: the RM's loop ran at least 9 s late once
+    assert summary["pace"]["lag_wall_s"]["max"] >= 9.0
+
+
+def test_losing_an_am_host_relaunches_its_apps_and_leaves_the_others(local_ray, tmp_path):
+    """Two AM hosts on the one Ray node: j1 (submitted first) on am-0, j2 on am-1.
+    kill-am-host:1@4 kills am-1 mid-run; Ray restarts it, the RM fails j2's attempt
+    (not counted against max_attempts) and launches attempt 2 there, which keeps j2's
+    finished tasks and running containers.  j1 is untouched; nothing fails."""
+    summary = replay(small_config(), out=tmp_path, faults=["kill-am-host:1@4"], progress=False, am_hosts=2)
+    result = check_run(tmp_path)
+    assert result.ok, result.report()
+    assert summary["tasks"]["finished"] == 30 and summary["tasks_finished_twice"] == 0
+    assert summary["faults"]["am_host_restarts"] == 1 and summary["jobs"].get("failed", 0) == 0
+    run = RunDir(tmp_path)
+    expired = events(run, "am_expired")
+    assert list(expired.app) == ["j2"] and expired.detail.iloc[0].startswith("attempt 1: AM host am-1 died")
+    assert list(events(run, "am_registered").app) == ["j2"]           # attempt 2, on the restarted host
+    assert (run.jobs.status == "finished").all()

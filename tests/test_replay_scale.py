@@ -38,7 +38,7 @@ def test_a_stalled_rm_expires_nobody_and_real_silence_still_expires():
     from harness import Harness
 
     from rayrm.rm.service.liveness import Liveness
-    from rayrm.rm.service.protocol import Call, NodeHeartbeat
+    from rayrm.rm.service.protocol import AllocateRequest, Call, NodeHeartbeat
 
     h, live, expiry = Harness(), Liveness(), 10.0
     for t in range(1, 6):                          # the monitor ticks on time every second to t = 5
@@ -54,15 +54,20 @@ def test_a_stalled_rm_expires_nobody_and_real_silence_still_expires():
     h2.now = 105.0
     # ... but heard silence is (105 - 5) - 100 = 0 for every NM and for the AM
     assert live.silent_nodes(h2.rm, 105.0, expiry) == [] and live.silent_apps(h2.rm, 105.0, expiry) == []
-    # the calls queued during the stall arrive now; n2 then really goes quiet
-    h2.call("nm", Call.NODE_HEARTBEAT, [NodeHeartbeat("n1"), NodeHeartbeat("n2")])
-    h2.allocate(0)
-    for t in range(106, 117):
-        live.tick(float(t), float(t))
-        h2.now = float(t)
-        h2.call("nm", Call.NODE_HEARTBEAT, [NodeHeartbeat("n1")])
-        h2.allocate(0)
-    # at t = 116 n2 has been heard nothing for 116 - 105 = 11 s > 10 s, with no stall since
+    # the calls queued during the stall arrive now (sent at t = 6, when they were due); the
+    # hosts' heartbeats carry their send time; n2 then really goes quiet
+    h2.call("nm", Call.NODE_HEARTBEAT, [NodeHeartbeat("n1"), NodeHeartbeat("n2")], (), 6.0)
+    h2.call("am", Call.ALLOCATE, [AllocateRequest("a", 1, 0)], 6.0)
+    for k in range(24):                            # two heartbeats a second, t = 106 .. 117.5
+        t = 106 + 0.5 * k
+        live.tick(t, t)
+        h2.now = t
+        h2.call("nm", Call.NODE_HEARTBEAT, [NodeHeartbeat("n1")], (), t)
+        h2.call("am", Call.ALLOCATE, [AllocateRequest("a", 1, 0)], t)
+    # at t = 116 the NM host has sent 24 heartbeats (>= HOST_CALLS = 20) and 116 - 6 = 110 s
+    # without n2, and n2 was heard at 105 (its queued heartbeat): 116 - 105 = 11 s > 10 s of
+    # silence; at 115 it was only 10
+    assert live.silent_nodes(h2.rm, 115.0, expiry) == []
     assert live.silent_nodes(h2.rm, 116.0, expiry) == ["n2"] and live.silent_apps(h2.rm, 116.0, expiry) == []
     assert h2.apply(Call.EXPIRE_NODES, expiry, ["n2"]) == ["n2"]
     assert h2.rm.apps["a"].attempt == 1 and not h2.rm.apps["a"].done         # no app failed

@@ -300,3 +300,20 @@ def test_simulator_against_ray_flags_what_differs(both_modes, tmp_path, capsys):
     assert (tmp_path / "page" / "sim_vs_ray.png").read_bytes()[:4] == b"\x89PNG"
     out = capsys.readouterr().out
     assert "TSF vs drf, simulator against Ray: differs on tsf shortens (moves +7.1 pts)" in out
+
+
+def test_replay_noise_is_tsf_against_itself(tmp_path):
+    from rayrm.rm.runs.compare import replay_noise
+    # A second replay of TSF where a/1 starts at 4 (delay 4, not 0) and b/10 at 5 (5, not 3).
+    again = [("a", 1, 0, 0, 4, 14, "finished") if a[:2] == ("a", 1) else
+             ("b", 10, 0, 0, 5, 40, "finished") if a[:2] == ("b", 10) else a for a in TSF]
+    reps = [(tmp_path / f"r{k}", {"tsf": write_run(tmp_path / f"r{k}" / "tsf", "tsf", attempts, mode="ray",
+                                                  **latency(1.5))})
+            for k, attempts in ((1, TSF), (2, again))]
+    noise = replay_noise(reps, M.noise_tolerance([d["tsf"] for _, d in reps]))
+    # Tolerance 1.5 s: a/1 +4 and b/10 +2 are beyond it -> 2/14 'shortened', 12/14 equal.
+    assert len(noise) == 1
+    assert (noise.loc[0, "shortened"], noise.loc[0, "equal"], noise.loc[0, "lengthened"]) == (
+        pytest.approx(2 / 14), pytest.approx(12 / 14), 0)
+    # One replica per seed: nothing to compare.
+    assert replay_noise(reps[:1], M.Tolerance(0.0, "")).empty

@@ -62,13 +62,25 @@ def test_batches_write_the_rows_the_whole_run_holds(tmp_path, monkeypatch):
     memory.log.write(tmp_path / "memory", fmt="csv")
     monkeypatch.setattr(runlog, "BATCH", 7)
     streamed = Simulation(cfg, out=tmp_path / "streamed", fmt="csv")
+    held = []                   # (rows the log holds, attempts running) after each start
+    start = runlog.RunLog.start
+
+    def watched(log, *args, **kw):
+        start(log, *args, **kw)
+        held.append((len(log.tasks) + len(log._ended) + len(log.events) + len(log.share_rows),
+                     len(streamed.running) + 1))
+    monkeypatch.setattr(runlog.RunLog, "start", watched)
     streamed.run(progress=False)
     assert streamed.log.tasks == {}                      # an ended attempt is no longer held
+    # the log holds the running attempts and at most a batch (7) of each table beside them
+    # MIXED runs 220 tasks (its 2-task job "huge" is rejected), some of them twice
+    assert len(held) >= 220 and all(rows <= running + 3 * 7 for rows, running in held)
     summary = streamed.log.write(tmp_path / "streamed")
     for key in ("makespan", "jobs", "tasks", "task_queueing_delay", "utilization", "job_completion_time"):
         assert summary[key] == whole[key], key
     for table in ("shares", "events"):
-        assert (tmp_path / "memory" / f"{table}.csv").read_text() == (tmp_path / "streamed" / f"{table}.csv").read_text()
+        memory_rows, streamed_rows = ((tmp_path / d / f"{table}.csv").read_text() for d in ("memory", "streamed"))
+        assert memory_rows == streamed_rows
     mem, st = ((tmp_path / d / "tasks.csv").read_text().splitlines() for d in ("memory", "streamed"))
     assert mem[0] == st[0] and sorted(mem[1:]) == sorted(st[1:]) and mem != st
 
@@ -104,3 +116,19 @@ def test_plain_progress_lines_when_stderr_is_not_a_terminal(monkeypatch):
     assert lines[0].startswith("rayrm simulate: 5,000 of 20,000 tasks started (25%), trace time 1,234 s")
     assert lines[1].startswith("rayrm simulate: 10,000 of 20,000 tasks started (50%), trace time 2,000 s")
     assert len(lines) == 2
+
+
+def test_cli_simulate_parquet_then_check(tmp_path, capsys):
+    import yaml
+
+    from rayrm.rm.cli.main import main
+
+    config = tmp_path / "mixed.yaml"
+    config.write_text(yaml.safe_dump(MIXED))
+    out = tmp_path / "run"
+    assert main(["simulate", str(config), "--format", "parquet", "--out", str(out), "--no-progress"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["events.parquet", "jobs.csv", "nodes.csv",
+                                                     "shares.parquet", "summary.json", "tasks.parquet"]
+    capsys.readouterr()
+    assert main(["check", str(out)]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("OK")

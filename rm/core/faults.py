@@ -9,6 +9,10 @@
     kill-nm-host:I@T       the NodeManager host actor nm-I dies (every NM it runs); Ray
                            restarts it, the driver sees it die and declares its NMs lost,
                            and they register again
+    kill-am-host:I@T       the ApplicationMaster host actor am-I dies (every AM it runs); Ray
+                           restarts it, the RM fails those attempts (not counted against
+                           max_attempts) and launches new ones there, which keep their
+                           apps' finished tasks and running containers
     kill-am:APP@T          APP's ApplicationMaster crashes (its memory is lost, its
                            containers run on); the RM finds out by AM expiry and starts
                            the next attempt (run.max_attempts)
@@ -38,7 +42,7 @@ from rayrm.rm.core.errors import InputError
 
 #: kind -> what its target names (None: no target)
 KINDS = {"kill-nm": "NODE", "kill-nm-host": "INDEX", "kill-am": "APP", "kill-rm": None,
-         "kill-ray-node": "INDEX", "stall-rm": "SECONDS"}
+         "kill-ray-node": "INDEX", "stall-rm": "SECONDS", "kill-am-host": "INDEX"}
 EXAMPLE = "e.g. kill-nm:n30@60, kill-am:job2@50, kill-rm@100, kill-ray-node:1@30"
 _FORM = re.compile(r"^(?P<kind>[a-z-]+)(?::(?P<target>[^@]*))?@(?P<time>.*)$")
 
@@ -118,8 +122,9 @@ def parse_faults(specs, nodes: set[str], apps: set[str], where: str | None = Non
     return sorted(out, key=lambda f: f.time)
 
 
-def check_cluster(faults: list[Fault], ray_nodes: int, nm_hosts: int) -> None:
-    """Indexes against the Ray cluster the replay runs on (``ray_nodes`` nodes, ``nm_hosts`` hosts)."""
+def check_cluster(faults: list[Fault], ray_nodes: int, nm_hosts: int, am_hosts: int = 1) -> None:
+    """Indexes against the Ray cluster the replay runs on (``ray_nodes`` nodes, ``nm_hosts``
+    NM hosts, ``am_hosts`` AM hosts)."""
     for f in faults:
         if f.kind == "kill-ray-node":
             if ray_nodes < 2:
@@ -131,6 +136,9 @@ def check_cluster(faults: list[Fault], ray_nodes: int, nm_hosts: int) -> None:
                                  f"and the AMs); pick 1..{ray_nodes - 1}")
             if f.index >= ray_nodes:
                 raise InputError(f"fault {f.text!r}: the Ray cluster has {ray_nodes} nodes (0..{ray_nodes - 1})")
+        if f.kind == "kill-am-host" and f.index >= am_hosts:
+            many = f"s (0..{am_hosts - 1})" if am_hosts > 1 else " (0)"
+            raise InputError(f"fault {f.text!r}: the replay has {am_hosts} ApplicationMaster host{many}")
         if f.kind == "kill-nm-host" and f.index >= nm_hosts:
             many = f"s (0..{nm_hosts - 1})" if nm_hosts > 1 else " (0)"
             raise InputError(f"fault {f.text!r}: the replay has {nm_hosts} NodeManager host{many}")

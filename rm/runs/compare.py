@@ -189,6 +189,26 @@ def write_comparison(dirs: dict[str, Path], out: str | Path, tol: metrics.Tolera
     return table
 
 
+def replay_noise(reps: list[tuple[Path, dict[str, Path]]], tol: metrics.Tolerance,
+                 baseline: str = BASELINE) -> pd.DataFrame:
+    """The baseline against itself: per pair of replicas that replayed the same seed
+    (consecutive repeats), the shares of tasks "shortened / equal / lengthened" beyond
+    ``tol`` — what replay noise alone produces.  A launch that moves by milliseconds can
+    change the order of later allocations, so this is not bounded by the launch latency;
+    a policy's shares are a finding only where they stand out of these.  Empty when no
+    seed was replayed twice."""
+    by_seed: dict = {}
+    for _, dirs in reps:
+        if baseline in dirs:
+            by_seed.setdefault(metrics.as_run(dirs[baseline]).summary.get("seed"), []).append(dirs[baseline])
+    rows = []
+    for seed, runs in by_seed.items():
+        for a, b in zip(runs, runs[1:]):
+            f = metrics.task_speedup_fractions(metrics.task_speedups(a, b, tol.seconds), tol.seconds)
+            rows.append({"seed": seed, "first": str(a), "second": str(b), **f})
+    return pd.DataFrame(rows, columns=["seed", "first", "second", "tasks", "shortened", "equal", "lengthened"])
+
+
 def write_study(modes: dict[str, list[tuple[Path, dict[str, Path]]]], out: str | Path, *,
                 tolerance: float | None = None, heartbeat: float | None = None, log=print) -> dict:
     """Compare every replica of every mode and write what they say together.
@@ -199,7 +219,9 @@ def write_study(modes: dict[str, list[tuple[Path, dict[str, Path]]]], out: str |
     every table, so the simulator's and Ray's shares count the same differences as equal.
     Writes each replica's ``comparison.csv``; with several replicas of a mode
     ``comparison_stats.csv`` (mean, 95% CI, range) in the mode's directory; with both
-    modes ``sim_vs_ray.csv`` in ``out``.  Returns {'tolerance', 'tables', 'stats', 'sim_vs_ray'}.
+    modes ``sim_vs_ray.csv`` in ``out``; with a seed replayed more than once
+    ``replay_noise.csv`` (``replay_noise``: the baseline against itself).
+    Returns {'tolerance', 'tables', 'stats', 'noise', 'sim_vs_ray'}.
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -215,6 +237,15 @@ def write_study(modes: dict[str, list[tuple[Path, dict[str, Path]]]], out: str |
         tables = result["tables"][mode] = [
             write_comparison(dirs, where, tol, log=(lambda *a: None) if quiet else log) for where, dirs in reps]
         stats = result["stats"][mode] = replica_stats(tables)
+        noise = result.setdefault("noise", {})[mode] = replay_noise(reps, tol)
+        if len(noise):
+            home = _common_parent([where for where, _ in reps])
+            noise.to_csv(home / "replay_noise.csv", index=False, float_format="%.6g")
+            cells = {k: interval(noise[k]) for k in ("shortened", "equal", "lengthened")}
+            log(f"{mode} noise, {BASELINE} against itself over {len(noise)} pair(s) of repeats ({tol.header()}): "
+                + ", ".join(f"'{k}' {100 * v['mean']:.1f}% [{100 * v['min']:.1f}, {100 * v['max']:.1f}]"
+                            for k, v in cells.items())
+                + " — shares between policies within these are noise")
         if len(reps) > 1:
             home = _common_parent([where for where, _ in reps])
             stats.to_csv(home / "comparison_stats.csv", index=False, float_format="%.6g")

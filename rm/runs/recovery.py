@@ -58,6 +58,22 @@ def recovery_times(path: str | Path) -> list[dict]:
         if kind == "kill-am":
             detected = _first(after, "am_expired", app=f.app)
             recovered = _first(after, "am_registered", app=f.app)
+        elif kind == "kill-am-host":
+            # detected: the RM failed the host's attempts; recovered: the last of them has
+            # registered its new attempt (on the restarted host)
+            host = f"AM host am-{spec.split('@')[0].split(':')[1]} died"
+            expired = after[(after.kind == "am_expired") & after.detail.str.contains(host, regex=False)]
+            detected = _row(expired.iloc[0]) if len(expired) else None
+            recovered = detected
+            for app in expired.app.unique():
+                back = after[(after.kind == "am_registered") & (after.app == app)]
+                if not len(back):
+                    recovered = None
+                    break
+                if recovered is not None and float(back.iloc[0].time) > recovered[0]:
+                    recovered = _row(back.iloc[0])
+        elif kind == "stall-rm":
+            detected = recovered = None            # nothing fails: the RM's pace shows the stall
         elif kind == "kill-rm":
             detected = _first(after, "rm_recovered")
             recovered = None

@@ -127,10 +127,15 @@ class ResourceManager:
         if self.store is not None and self.store.exists():
             t0 = time.time()
             self.state, records = self.store.load()
+            loaded = time.time()
             replay_records(self.state, records)
             self.state.news.clear()
+            stats = {"snapshot_bytes": self.store.snapshot_path.stat().st_size,
+                     "journal_bytes": self.store.journal_bytes(), "journal_records": len(records),
+                     "load_s": round(loaded - t0, 4), "replay_s": round(time.time() - loaded, 4),
+                     "restore_s": round(time.time() - t0, 4)}
             self._apply(Call.RECOVERED, f"snapshot {self.store.generation} + {len(records)} journal "
-                                     f"records replayed in {time.time() - t0:.3f}s", RESYNC_GRACE_WALL)
+                                     f"records replayed in {time.time() - t0:.3f}s", RESYNC_GRACE_WALL, stats)
             self._start_monitor()
         else:
             self.state = ResourceManagerState(dims=dims, nodes=nodes, policy=policy, policy_name=policy_name,
@@ -146,18 +151,19 @@ class ResourceManager:
         return self._apply(Call.REGISTER_NODES, caller, request_id, regs)
 
     async def node_heartbeat(self, caller: str, request_id: int, beats: list[NodeHeartbeat],
-                             idle: tuple[str, ...] = (), due: float = 0.0) -> list[NodeHeartbeatResponse]:
+                             idle: tuple[str, ...] = (), due: float = 0.0,
+                             sent: float = 0.0) -> list[NodeHeartbeatResponse]:
         if due:
             self.pace.heartbeat_due(time.time(), due)
-        return self._apply(Call.NODE_HEARTBEAT, caller, request_id, beats, idle)
+        return self._apply(Call.NODE_HEARTBEAT, caller, request_id, beats, idle, sent)
 
     async def register_apps(self, caller: str, request_id: int,
                             regs: list[AppRegistration]) -> list[AppRegistered]:
         return self._apply(Call.REGISTER_APPS, caller, request_id, regs)
 
     async def allocate(self, caller: str, request_id: int, requests: list[AllocateRequest],
-                       wait: float = 0.0) -> list[AllocateResponse]:
-        out = self._apply(Call.ALLOCATE, caller, request_id, requests)
+                       wait: float = 0.0, sent: float = 0.0) -> list[AllocateResponse]:
+        out = self._apply(Call.ALLOCATE, caller, request_id, requests, sent)
         if wait > 0 and not any(r.allocated or r.completed or r.action != "normal" for r in out):
             event = self._events.setdefault(caller, asyncio.Event())
             event.clear()
@@ -174,6 +180,10 @@ class ResourceManager:
     async def lose_host(self, caller: str, request_id: int, host: str, detail: str) -> list[str]:
         """Every NM of NM host ``host`` is LOST now (its actor died)."""
         return self._apply(Call.LOSE_HOST, caller, request_id, host, detail)
+
+    async def lose_am_host(self, caller: str, request_id: int, host: str, detail: str) -> list[str]:
+        """Every current attempt AM host ``host`` ran fails (its actor died); new ones launch."""
+        return self._apply(Call.LOSE_AM_HOST, caller, request_id, host, detail)
 
     async def lose_node(self, node: str, detail: str = "lost") -> list[int]:
         """Declare an NM LOST now (its host stopped it); returns its containers."""
@@ -298,6 +308,7 @@ class ResourceManager:
                 "calls": self.calls, "pace": self.pace.export(),
                 "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024,
                 "snapshots": list(self.snapshots), "snapshot_blocked": list(self.snapshot_blocked),
+                "recoveries": list(s.recoveries),
                 "journal_bytes": self.store.journal_bytes() if self.store is not None else 0}
 
     async def stop(self) -> None:

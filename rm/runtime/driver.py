@@ -43,11 +43,13 @@ from rayrm.rm.core.policies import policy_for_run
 from rayrm.rm.runs.metrics import percentiles
 from rayrm.rm.runtime.pace import pace_summary, pace_warning
 from rayrm.rm.runtime.session import connect
-from rayrm.rm.runtime.supervisor import (NM_HOST_RESTARTS, FaultInjector, StopSignal, Supervisor, merge_outcomes,
+from rayrm.rm.runtime.supervisor import (AM_HOST_RESTARTS, NM_HOST_RESTARTS, FaultInjector, StopSignal, Supervisor, merge_outcomes,
                                          rm_call)
 from rayrm.rm.service.protocol import MIN_EXPIRY_WALL, NAMESPACE, RM_NAME
+from rayrm.rm.service.store import StateStore
 
 START_LEAD = 0.3          # wall seconds between the last preparation and t = 0
+INTERRUPT_EXPORT_WAIT = 3.0   # wall seconds an interrupted replay waits for the RM's run log
 
 
 def _scaled(values, scale: float) -> dict:
@@ -127,10 +129,20 @@ class _Session:
 
     def __init__(self):
         self.actors: list = []
+        self.pinned: list = []
 
     def add(self, actor):
         self.actors.append(actor)
         return actor
+
+    def pin(self, value):
+        """``ray.put(value)``, the reference held until the replay ends: a restartable actor
+        constructed from it (the RM, NM and AM hosts) can be restarted — Ray re-reads its
+        constructor arguments, and large ones live in the object store only while referenced."""
+        import ray  # noqa: PLC0415
+        ref = ray.put(value)
+        self.pinned.append(ref)
+        return ref
 
     def close(self) -> None:
         import ray  # noqa: PLC0415
@@ -140,6 +152,7 @@ class _Session:
             except Exception:  # noqa: BLE001 - already gone
                 pass
         self.actors.clear()
+        self.pinned.clear()
 
 
 @dataclass
@@ -197,7 +210,9 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     here = ray.get_runtime_context().get_node_id()
     ray_nodes = alive_ray_nodes()
     plan = plan_replay(cfg, ray_nodes, executor)
-    check_cluster(faults, len(ray_nodes), len(plan.hosted))
+    doomed = {ray_nodes[f.index].node_id for f in faults if f.kind == "kill-ray-node" and f.index < len(ray_nodes)}
+    am_nodes = am_host_nodes([r for r in ray_nodes if r.node_id not in doomed] or ray_nodes[:1], am_hosts)
+    check_cluster(faults, len(ray_nodes), len(plan.hosted), len(am_nodes))
     chosen = plan.executor
     state_dir = _state_dir(out)
     secret = os.urandom(16)
@@ -207,7 +222,7 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     rm = session.add(ResourceManager.options(
         name=RM_NAME, namespace=NAMESPACE, max_restarts=RM_MAX_RESTARTS,
         scheduling_strategy=Affinity(here, soft=False)).remote(
-        dims=cfg.dims, nodes=cfg.nodes, policy=policy_obj, policy_name=policy_name, time_scale=scale,
+        dims=cfg.dims, nodes=session.pin(cfg.nodes), policy=policy_obj, policy_name=policy_name, time_scale=scale,
         heartbeat_interval=float(cfg.run["heartbeat_interval"]), nm_expiry=int(cfg.run["nm_expiry"]),
         am_expiry=int(cfg.run["am_expiry"]), max_attempts=int(cfg.run["max_attempts"]),
         state_dir=str(state_dir), secret=secret, name=cfg.name, seed=seed))
@@ -218,8 +233,8 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
         hosts[f"nm-{i}"] = session.add(NodeManagerHost.options(
             name=f"rayrm-nm-{i}", namespace=NAMESPACE, max_restarts=NM_HOST_RESTARTS,
             scheduling_strategy=Affinity(rid, soft=False)).remote(
-            f"nm-{i}", RM_NAME, specs, rid, interval_wall=interval_wall, executor=chosen,
-            container_actor=container_actor, events=plan.events.get(rid, ()), secret=secret))
+            f"nm-{i}", RM_NAME, session.pin(specs), rid, interval_wall=interval_wall, executor=chosen,
+            container_actor=container_actor, events=session.pin(plan.events.get(rid, ())), secret=secret))
         host_of_node.update({s.name: f"nm-{i}" for s in specs})
         host_of_node.update({e[2]: f"nm-{i}" for e in plan.events.get(rid, ()) if e[1] == "join"})
     ray.get([h.prewarm.remote(plan.warm[rid]) for h, rid in zip(hosts.values(), plan.hosted)])
@@ -229,32 +244,32 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     # RM is the only central actor; the jobs are dealt round-robin in submit order.  Not on
     # a Ray node a kill-ray-node fault will take down: the replay survives losing NM hosts,
     # not (yet) an AM host.
-    doomed = {ray_nodes[f.index].node_id for f in faults if f.kind == "kill-ray-node"}
-    am_nodes = am_host_nodes([r for r in ray_nodes if r.node_id not in doomed], am_hosts)
     dealt: list[list] = [[] for _ in am_nodes]
     for k, job in enumerate(sorted(jobs, key=lambda j: (j.spec.submit, j.spec.app_id))):
         dealt[k % len(am_nodes)].append(job)
     ams, am_of_app = {}, {}
     for i, (rid, mine) in enumerate(zip(am_nodes, dealt)):
         ams[f"am-{i}"] = session.add(ApplicationMasterHost.options(
-            name=f"rayrm-am-{i}", namespace=NAMESPACE, scheduling_strategy=Affinity(rid, soft=False)).remote(
-            f"am-{i}", rm, hosts, mine, time_scale=scale, interval_wall=interval_wall, payload=kind))
+            name=f"rayrm-am-{i}", namespace=NAMESPACE, max_restarts=AM_HOST_RESTARTS,
+            scheduling_strategy=Affinity(rid, soft=False)).remote(
+            f"am-{i}", RM_NAME, {h: f"rayrm-{h}" for h in hosts}, session.pin(mine), time_scale=scale,
+            interval_wall=interval_wall, payload=kind))
         am_of_app.update({j.spec.app_id: ams[f"am-{i}"] for j in mine})
     ray.get([am.ready.remote() for am in ams.values()])
 
     start_wall = time.time() + START_LEAD
     ray.get([rm.start_clock.remote(start_wall)] + [h.start.remote(start_wall, scale) for h in hosts.values()])
-    done_refs = [am.run.remote(start_wall) for am in ams.values()]
+    done_refs = {am.run.remote(start_wall): hid for hid, am in ams.items()}
     total = sum(j.app.num_tasks for j in cfg.jobs)
     max_task = max((max(a.durations) if a.durations else 0.0) for a in jobs) * scale
     injector = None
     if faults:
         nms_on = {rid: sorted(s.name for s in specs) for rid, specs in plan.hosted.items()}
         expiry = max(MIN_EXPIRY_WALL, int(cfg.run["nm_expiry"]) * interval_wall)
-        injector = FaultInjector(faults, start_wall=start_wall, time_scale=scale, rm=rm, am=am_of_app, hosts=hosts,
+        injector = FaultInjector(faults, start_wall=start_wall, time_scale=scale, rm=rm, am=am_of_app, am_hosts=ams, hosts=hosts,
                                  host_of_node=host_of_node, ray_nodes=ray_nodes, nms_on_ray_node=nms_on,
                                  nm_restart_after=2 * expiry, kill_ray_node=kill_ray_node)
-    supervisor = Supervisor(rm, hosts, injector, start_wall=start_wall, time_scale=scale, total=total,
+    supervisor = Supervisor(rm, hosts, injector, ams=ams, start_wall=start_wall, time_scale=scale, total=total,
                             label=policy_name, progress=progress, stall_after=120.0 + 3 * max_task,
                             until=until, stop=stop)
     outcome = supervisor.run(done_refs)
@@ -262,13 +277,24 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     wall_seconds = time.time() - start_wall
     if interrupted:
         # what the AMs know so far (their run goes on until they are killed)
-        ready, _ = ray.wait([am.outcome_now.remote() for am in ams.values()], num_returns=len(ams), timeout=3.0)
+        ready, _ = ray.wait([am.outcome_now.remote() for am in ams.values()], num_returns=len(ams), timeout=1.5)
         outcome |= merge_outcomes([o for o in (_get_or_none(r) for r in ready) if o is not None])
-    host_stats = supervisor.stop_hosts(timeout=3.0 if interrupted else 10.0)
-    exported = rm_call(rm.export)
-    rm_call(rm.stop)
-    import shutil  # noqa: PLC0415
-    shutil.rmtree(state_dir, ignore_errors=True)
+    if interrupted:
+        # within seconds: a busy RM is not waited for; its last snapshot stands in for it
+        host_stats = supervisor.stop_hosts(timeout=1.0, ask_rm=False)
+        try:
+            exported = ray.get(rm.export.remote(), timeout=INTERRUPT_EXPORT_WAIT)
+            rm.stop.remote()
+        except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
+            exported = export_from_store(state_dir, wall_seconds)
+            interrupted += f"; the RM did not answer within {INTERRUPT_EXPORT_WAIT:g}s: " \
+                           f"the run as of its last snapshot (t = {exported['progress']['time']:.0f})"
+    else:
+        host_stats = supervisor.stop_hosts()
+        exported = rm_call(rm.export)
+        rm_call(rm.stop)
+        import shutil  # noqa: PLC0415
+        shutil.rmtree(state_dir, ignore_errors=True)
 
     log = exported["log"]
     if interrupted:
@@ -310,6 +336,7 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
         extra["faults"] = {"injected": [f.text for f, _ in injector.done],
                            "rm_restarts": exported["progress"]["epoch"],
                            "nm_host_restarts": supervisor.host_restarts,
+                           "am_host_restarts": supervisor.am_host_restarts,
                            "nm_hosts_lost": sorted(supervisor.dead_hosts),
                            "am_crashes": outcome.get("crashes", 0)}
     if out is not None:
@@ -323,6 +350,22 @@ def am_host_nodes(ray_nodes: list, count: int | None = None) -> list[str]:
     with_cpus = [r.node_id for r in ray_nodes if r.cpus > 0] or [ray_nodes[0].node_id]
     n = len(with_cpus) if count is None else max(1, int(count))
     return [with_cpus[i % len(with_cpus)] for i in range(n)]
+
+
+def export_from_store(state_dir: Path, wall_seconds: float) -> dict:
+    """What ``ResourceManager.export`` gives, from the RM's last snapshot on disk (the RM
+    did not answer an interrupted replay in time); measurements it alone held are empty."""
+    store = StateStore(state_dir)
+    with open(store.snapshot_path, "rb") as fh:
+        import pickle  # noqa: PLC0415
+        _, state = pickle.load(fh)
+    last = max((x for row in state.log.tasks.values() for x in row[5:7] if x is not None), default=0.0)
+    return {"log": state.log, "alloc_to_running": list(state.alloc_to_running),
+            "alloc_to_launch": list(state.alloc_to_launch),
+            "progress": state.progress(state.start_wall or 0.0) | {"time": last},
+            "calls": 0, "pace": {"interval_wall": 0.0, "samples": [], "beat_lags": []},
+            "cpu_seconds": 0.0, "peak_rss_mb": 0.0, "snapshots": [], "snapshot_blocked": [],
+            "recoveries": list(state.recoveries), "journal_bytes": 0}
 
 
 def _get_or_none(ref):
@@ -344,7 +387,8 @@ def rm_costs(exported: dict) -> dict:
             "snapshot_max_s": round(max((t for _, t in snaps), default=0.0), 3),
             "snapshot_total_s": round(sum(t for _, t in snaps), 3),
             "snapshot_loop_blocked_max_s": round(max(exported.get("snapshot_blocked") or [0.0]), 4),
-            "journal_mb": round(exported["journal_bytes"] / 2**20, 2)}
+            "journal_mb": round(exported["journal_bytes"] / 2**20, 2),
+            "restores": exported.get("recoveries", [])}
 
 
 def _state_dir(out) -> Path:

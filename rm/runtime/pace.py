@@ -87,6 +87,8 @@ def pace_summary(meter: dict, *, time_scale: float, delivery=(), launch=(), cpu_
     """
     interval = meter["interval_wall"]
     lags = [x for _, x in meter["samples"]]
+    if not lags:
+        return {"kept_pace": None, "note": "not measured (the RM's measurements were not available)"}
     behind = sum(1 for x in lags if x > interval) / len(lags) if lags else 0.0
     out = {"heartbeat_interval_wall_s": interval,
            "lag_wall_s": _pct(lags), "lag_trace_s": _pct(lags, 1.0 / time_scale),
@@ -104,7 +106,7 @@ def pace_summary(meter: dict, *, time_scale: float, delivery=(), launch=(), cpu_
 
 def pace_warning(pace: dict, time_scale: float) -> str:
     """The line the user sees when the replay fell behind ('' when it kept pace)."""
-    if pace.get("kept_pace", True):
+    if pace.get("kept_pace") is not False:
         return ""
     lag = pace.get("lag_wall_s", {})
     return (f"WARNING: the replay fell behind its schedule for {pace['behind_fraction']:.0%} of the run "

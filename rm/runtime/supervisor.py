@@ -27,6 +27,7 @@ from rayrm.rm.core.faults import Fault
 from rayrm.rm.service.client import BUDGET, MAX_DELAY
 
 NM_HOST_RESTARTS = 3          # Ray restarts of one NodeManager host actor
+AM_HOST_RESTARTS = 3          # Ray restarts of one ApplicationMaster host actor
 PLAIN_EVERY = 10.0            # wall seconds between progress lines when stderr is not a terminal
 
 
@@ -49,11 +50,12 @@ class FaultInjector:
     """Injects ``faults`` at wall time start_wall + T × time_scale (see rm.faults)."""
 
     def __init__(self, faults: list[Fault], *, start_wall: float, time_scale: float, rm, am, hosts: dict,
+                 am_hosts: dict | None = None,
                  host_of_node: dict[str, str], ray_nodes: list, nms_on_ray_node: dict[str, list[str]],
                  nm_restart_after: float, kill_ray_node=None):
         self.todo = sorted(faults, key=lambda f: f.time)
         self.start_wall, self.scale = start_wall, time_scale
-        self.rm, self.am, self.hosts = rm, am, hosts
+        self.rm, self.am, self.hosts, self.am_hosts = rm, am, hosts, am_hosts or {}
         self.host_of_node, self.ray_nodes, self.nms_on = host_of_node, ray_nodes, nms_on_ray_node
         self.restart_after = nm_restart_after
         self.kill_ray_node = kill_ray_node or kill_raylet
@@ -91,6 +93,10 @@ class FaultInjector:
             nodes = sorted(n for n, h in self.host_of_node.items() if h == host_id)
             self._log(f, extra=f"{host_id}: {' '.join(nodes)}")
             ray.kill(self.hosts[host_id], no_restart=False)
+        elif f.kind == "kill-am-host":
+            host_id = f"am-{f.index}"
+            self._log(f, extra=host_id)
+            ray.kill(self.am_hosts[host_id], no_restart=False)
         elif f.kind == "kill-am":
             self._log(f, app=f.target)
             ray.get(self.am[f.target].kill_am.remote(f.target))
@@ -218,7 +224,8 @@ class StopSignal:
 class Supervisor:
     """Waits for the AMs while watching hosts and injecting faults (module docstring)."""
 
-    def __init__(self, rm, hosts: dict, injector: FaultInjector | None, *, start_wall: float,
+    def __init__(self, rm, hosts: dict, injector: FaultInjector | None, *, ams: dict | None = None,
+                 start_wall: float,
                  time_scale: float, total: int, label: str, progress: bool | None, stall_after: float,
                  until: float | None = None, stop: "StopSignal | None" = None):
         self.rm, self.hosts, self.injector = rm, hosts, injector
@@ -227,15 +234,17 @@ class Supervisor:
         self.show = True if progress is None else progress
         self.dead_hosts: set[str] = set()
         self.host_restarts = 0
+        self.ams = ams or {}
+        self.am_host_restarts = 0
         self._rid = 10_000_000        # driver request ids apart from the injector's
         self.until_wall = None if until is None else start_wall + until * time_scale
         self.stop = stop or StopSignal(install=False)
 
-    def run(self, done_refs: list) -> dict:
+    def run(self, done_refs: dict) -> dict:
         """The AM hosts' outcomes merged, or ``{"interrupted": reason}`` when the run was
         stopped (a signal, or trace time ``until`` reached) before every AM was done."""
         import ray  # noqa: PLC0415
-        waiting, outcomes = list(done_refs), []
+        waiting, outcomes = dict(done_refs), []         # AM host run() ref -> host id
         lifelines = {h.lifeline.remote(): hid for hid, h in self.hosts.items()}
         resuming: dict = {}
         tty = sys.stderr.isatty()
@@ -248,11 +257,11 @@ class Supervisor:
             ready, _ = ray.wait([*waiting, *lifelines, *resuming], num_returns=1, timeout=wait)
             for ref in ready:
                 if ref in waiting:
-                    waiting.remove(ref)
+                    hid = waiting.pop(ref)
                     try:
                         outcomes.append(ray.get(ref))
                     except ray.exceptions.RayActorError as e:
-                        raise RuntimeError(f"an ApplicationMaster host died: {e}") from None
+                        waiting[self._am_host_down(hid, e)] = hid
                 elif ref in lifelines:
                     self._host_down(lifelines.pop(ref), ref, resuming)
                 elif ref in resuming:
@@ -294,6 +303,18 @@ class Supervisor:
                 raise RuntimeError(f"the replay made no progress for {self.stall_after:.0f}s "
                                    f"(finished {p['finished']}/{self.total}, pending {p['pending']})")
 
+    def _am_host_down(self, hid: str, error) -> object:
+        """An AM host died: the RM fails its attempts (uncounted) and launches new ones, and
+        the host — restarted by Ray with its jobs — runs again; returns its new run() ref."""
+        if self.am_host_restarts >= AM_HOST_RESTARTS * max(1, len(self.ams)) or hid not in self.ams:
+            raise RuntimeError(f"ApplicationMaster host {hid} died: {error}")
+        self.am_host_restarts += 1
+        self._rid += 1
+        rm_call(self.rm.lose_am_host, "driver-am-hosts", self._rid, hid,
+                f"AM host {hid} died ({type(error).__name__})")
+        rm_call(self.ams[hid].outcome_now)       # returns once Ray has restarted the host
+        return self.ams[hid].run.remote(self.start_wall)
+
     def _host_down(self, hid: str, ref, resuming: dict) -> None:
         """A lifeline returned: the host was stopped, its heartbeat loop failed, or it died."""
         import ray  # noqa: PLC0415
@@ -309,14 +330,15 @@ class Supervisor:
         rm_call(self.rm.lose_host, "driver-hosts", self._rid, hid, f"NM host {hid} died ({why})")
         resuming[self.hosts[hid].resume.remote(self.start_wall, self.scale)] = hid
 
-    def stop_hosts(self, timeout: float = 10.0) -> list[dict]:
+    def stop_hosts(self, timeout: float = 10.0, ask_rm: bool = True) -> list[dict]:
         """Stop every host that still runs a live NM; returns their measurements.
 
         A host on a Ray node that died may not be known dead yet; the RM, which lost
-        its NMs, says which hosts are worth asking.
+        its NMs, says which hosts are worth asking (``ask_rm``; an interrupted replay
+        does not wait for a busy RM and asks every host, each within ``timeout``).
         """
         import ray  # noqa: PLC0415
-        alive = set(rm_call(self.rm.progress)["hosts_alive"])
+        alive = set(rm_call(self.rm.progress)["hosts_alive"]) if ask_rm else set(self.hosts)
         refs = [h.stop.remote() for hid, h in self.hosts.items() if hid in alive and hid not in self.dead_hosts]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
         out = []

@@ -48,9 +48,9 @@ class AppProtocol:
             if app is None:
                 out.append(self._new_app(now, caller, reg))
                 continue
-            if app.done:
+            if app.done:                   # with its finished tasks: an AM host restarted after it ended
                 out.append(AppRegistered(spec.app_id, False, "the application has ended", SHUTDOWN,
-                                         app.attempt))
+                                         app.attempt, tuple(sorted(app.finished_tasks))))
                 continue
             if reg.attempt != app.attempt:
                 self._refuse(now, "fenced", app=spec.app_id,
@@ -59,6 +59,8 @@ class AppProtocol:
                 continue
             kind = "am_registered" if app.launching else "am_resync"
             app.launching, app.resync, app.host, app.last_seen = False, False, caller, now
+            self.launching_apps.discard(spec.app_id)
+            self._as_of_host(app, caller)
             self._resync_apps.discard(spec.app_id)
             running = tuple(ContainerStatus(c.container, c.app, c.task, c.attempt, c.node, RUNNING,
                                             c.launched if c.launched is not None else now)
@@ -84,6 +86,7 @@ class AppProtocol:
             self.log.reject(spec, reason, t, self.wall(now))
             return AppRegistered(spec.app_id, False, reason)
         self.apps[spec.app_id] = AppRecord(spec, caller, 1, t, last_seen=now)
+        self._as_of_host(self.apps[spec.app_id], caller)
         self.total_tasks += spec.num_tasks
         self.log.submit(spec, t, self.wall(now))
         if reg.ray_node:
@@ -107,8 +110,12 @@ class AppProtocol:
 
     @idempotent
     def allocate(self, now: float, caller: str, request_id: int,
-                 requests: list[AllocateRequest]) -> list[AllocateResponse]:
-        """AM heartbeats: releases, absolute asks, and what is waiting for each app."""
+                 requests: list[AllocateRequest], sent: float = 0.0) -> list[AllocateResponse]:
+        """AM heartbeats: releases, absolute asks, and what is waiting for each app.
+
+        ``sent``: the host's wall time sending the call (liveness, ``rm/service/liveness.py``).
+        """
+        self._host_sent(caller, sent)
         out = []
         for req in requests:
             app, refusal = self._current(now, req.app, req.attempt, "allocate")
@@ -116,6 +123,7 @@ class AppProtocol:
                 out.append(refusal)
                 continue
             app.host, app.last_seen = caller, now
+            self._carried(app, caller, sent)
             for cid in req.releases:
                 self._release_unused(now, app, cid)
             self._set_ask(app, req.ask - len(app.undelivered))
@@ -213,6 +221,9 @@ class AppProtocol:
                 self._set_state(rec, RELEASED)
         self._touched.add(app_id)
         status = "finished" if len(app.finished_tasks) == app.spec.num_tasks else "failed"
+        self.launching_apps.discard(app_id)
+        if status == "failed":
+            self.failed_app_ids.add(app_id)
         t = app.last_finish if app.last_finish is not None and status == "finished" else self.trace(now)
         self.log.app_done(app_id, t, self.wall(now), status=status)
         if reason:
@@ -236,8 +247,13 @@ class AppProtocol:
         self._after(now)
         return gone
 
-    def fail_attempt(self, now: float, app_id: str, why: str) -> None:
-        """The app's current attempt FAILED: keep its work, start the next attempt or fail the app."""
+    def fail_attempt(self, now: float, app_id: str, why: str, counted: bool = True) -> None:
+        """The app's current attempt FAILED: keep its work, start the next attempt or fail the app.
+
+        ``counted=False``: the attempt was lost with its AM host, not by its own fault; as
+        in YARN (an AM container lost with its node does not count), it is not held
+        against ``max_attempts``.
+        """
         app = self.apps[app_id]
         self._event(now, "am_expired", app=app_id, detail=why)
         for c in self.live(app=app_id):
@@ -248,18 +264,36 @@ class AppProtocol:
                     node.cleanup.append(c.container)
         self._resync_apps.discard(app_id)
         self._check_resynced(now)
-        if app.attempt >= self.max_attempts:
-            self._finish_app(now, app, reason=f"{app.attempt} of {self.max_attempts} attempts failed")
+        if not counted:
+            app.uncounted += 1
+        if app.attempt - app.uncounted >= self.max_attempts:
+            self._finish_app(now, app, reason=f"{app.attempt - app.uncounted} of {self.max_attempts} "
+                                              f"attempts failed")
             return
         app.attempt += 1
         app.launching, app.resync, app.last_seen = True, False, now
+        self.launching_apps.add(app_id)
+        self._as_of_host(app, app.host)              # the new attempt's silence starts now
         self._event(now, "am_launch", app=app_id, detail=f"attempt {app.attempt}")
+
+    @idempotent
+    def lose_am_host(self, now: float, caller: str, request_id: int, host: str,
+                     detail: str = "AM host died") -> list[str]:
+        """The AM host ``host`` died: every current attempt it ran fails, uncounted, and the
+        RM starts the next (YARN's work-preserving AM restart: finished tasks stay
+        finished, running containers are handed over, those granted but not started are
+        released).  Returns the apps."""
+        gone = sorted(a for a, r in self.apps.items() if r.host == host and not r.done)
+        for a in gone:
+            self.fail_attempt(now, a, f"attempt {self.apps[a].attempt}: {detail}", counted=False)
+        self._after(now)
+        return gone
 
     def pending_launches(self) -> list[tuple[str, str, int]]:
         """(AM host, app, attempt) of every attempt the RM started that has not registered."""
-        return [(r.host, a, r.attempt) for a, r in self.apps.items() if r.launching and not r.done]
+        return [(self.apps[a].host, a, self.apps[a].attempt) for a in sorted(self.launching_apps)
+                if self.apps[a].launching and not self.apps[a].done]
 
     def failed_apps(self) -> list[tuple[str, str]]:
         """(AM host, app) of every app that ended without all its tasks finished."""
-        return [(r.host, a) for a, r in self.apps.items()
-                if r.done and len(r.finished_tasks) < r.spec.num_tasks]
+        return [(self.apps[a].host, a) for a in sorted(self.failed_app_ids)]

@@ -46,7 +46,9 @@ class RMClient:
 
     def __init__(self, rm, caller: str):
         self.rm, self.caller = rm, caller
-        self.request_id = 0
+        # ids start from the clock in microseconds: a host Ray restarted (same caller name)
+        # never reuses an id the RM still holds the answer of
+        self.request_id = int(time.time() * 1e6)
         self.calls = 0
 
     def _next(self) -> int:
@@ -58,13 +60,14 @@ class RMClient:
         return await call_with_retry(self.rm.register_nodes, self.caller, self._next(), regs)
 
     async def node_heartbeat(self, beats: list, idle: tuple = (), due: float = 0.0) -> list:
-        return await call_with_retry(self.rm.node_heartbeat, self.caller, self._next(), beats, idle, due)
+        return await call_with_retry(self.rm.node_heartbeat, self.caller, self._next(), beats, idle, due,
+                                     time.time())
 
     async def register_apps(self, regs: list) -> list:
         return await call_with_retry(self.rm.register_apps, self.caller, self._next(), regs)
 
     async def allocate(self, requests: list, wait: float = 0.0) -> list:
-        return await call_with_retry(self.rm.allocate, self.caller, self._next(), requests, wait)
+        return await call_with_retry(self.rm.allocate, self.caller, self._next(), requests, wait, time.time())
 
     async def finish_apps(self, items: list[tuple[str, int]]) -> list[str]:
         return await call_with_retry(self.rm.finish_apps, self.caller, self._next(), items)

@@ -8,12 +8,17 @@ host may be slow to send.  At paper scale on two cores this turned overload into
 the failure of every app.  Two rules replace it.
 
 **Relative to the host.**  Every NM and AM lives in a host actor that makes the
-calls (one in flight at a time).  The RM notes when it applied each host's latest
-call (``caller_seen``).  If the host's calls went on for more than ``expiry``
-without a word from one of its NMs (or AMs), that one is silent: its host could
-send and chose not to — the NM crashed (``kill-nm``) or the AM did (``kill-am``).
-Queueing in the RM, an RM stall, or a slow host delay all its calls alike and
-expire nobody.
+calls (one in flight at a time), and every heartbeat (``node_heartbeat``,
+``allocate``) carries the host's wall time of sending it.  The RM keeps, per host,
+the latest such send time (``host_sent``) and, per NM or AM, the send time of the
+last call that carried it (``last_sent``).  A host sends each live NM at least
+once per heartbeat interval and every active AM in each ``allocate``, so if the
+host sent for more than ``expiry`` without one of them, that one is silent: its
+host could send it and did not — the NM crashed (``kill-nm``) or the AM did
+(``kill-am``) — provided the host also sent ``HOST_CALLS`` heartbeats meanwhile
+(after a pause, a host's first call leaves out the NMs not quite due yet).  The RM's slowness (queueing, a stall, long round trips) and a
+host slow to send delay every call alike and expire nobody: the times compared
+are the host's own.
 
 **The host itself silent.**  A host that makes no call at all (it hung, or has
 nothing active) is judged on the RM's own clock with its stalls taken out.  The
@@ -25,8 +30,11 @@ since ``last_seen`` is
     heard(now) = (now − last_seen) − (Stall(now) − Stall(last_seen))
 
 and a caller whose host is also silent expires when heard(now) > expiry and its
-host's heard silence exceeds ``HOST_FACTOR`` × expiry.  (A host that died is
-noticed at once anyway: the driver holds a call open on it.)
+host's heard silence exceeds ``HOST_FACTOR`` × expiry: a host that hung (one that
+died is noticed at once anyway: the driver holds a call open on it).  The factor
+is large because an overloaded host is slow to send, not dead.  An attempt the RM
+has launched and that has not registered yet is judged by this rule alone: its
+host may be slow to start it.
 
 Plain Python, no Ray and no clock reads: the RM actor feeds it ``tick(now, planned)``
 and asks ``silent_nodes`` / ``silent_apps``; the state applies what they return
@@ -38,7 +46,10 @@ from __future__ import annotations
 import bisect
 
 #: a caller whose host is silent too expires only once the host has been silent this many expiries
-HOST_FACTOR = 5.0
+HOST_FACTOR = 30.0
+#: ... and relative to its host only once the host has sent this many heartbeats without it (an
+#: NM host sends the NMs due within a tenth of an interval: a live NM is in every ~11th call)
+HOST_CALLS = 20
 
 
 class Liveness:
@@ -69,22 +80,21 @@ class Liveness:
         """Silence the RM could have heard since ``last_seen``."""
         return (now - last_seen) - self.stalled_since(last_seen)
 
-    def _silent(self, last_seen: float, host_seen: float | None, now: float, expiry: float) -> bool:
-        if now - last_seen <= expiry:
+    def _silent(self, r, state, now: float, expiry: float) -> bool:
+        if now - r.last_seen <= expiry:
             return False
-        if host_seen is not None and host_seen - last_seen > expiry:
-            return True                  # its host kept calling without it
-        host = last_seen if host_seen is None else host_seen
-        return self.heard(last_seen, now) > expiry and self.heard(host, now) > HOST_FACTOR * expiry
+        host_sent = state.host_sent.get(r.host)
+        if r.last_sent and host_sent is not None and host_sent - r.last_sent > expiry \
+                and state.host_calls.get(r.host, 0) - r.last_call >= HOST_CALLS \
+                and not getattr(r, "launching", False):
+            return True                  # its host went on sending without it
+        host_seen = state.caller_seen.get(r.host, r.last_seen)
+        return self.heard(r.last_seen, now) > expiry and self.heard(host_seen, now) > HOST_FACTOR * expiry
 
     def silent_nodes(self, state, now: float, expiry: float) -> list[str]:
         """Live NMs silent for longer than ``expiry`` by the rules of the module docstring."""
-        seen = state.caller_seen
-        return [n for n, r in state.nodes.items()
-                if r.alive and self._silent(r.last_seen, seen.get(r.host), now, expiry)]
+        return [n for n, r in state.nodes.items() if r.alive and self._silent(r, state, now, expiry)]
 
     def silent_apps(self, state, now: float, expiry: float) -> list[str]:
         """Current AM attempts silent for longer than ``expiry`` (module docstring)."""
-        seen = state.caller_seen
-        return [a for a, r in state.apps.items()
-                if not r.done and self._silent(r.last_seen, seen.get(r.host), now, expiry)]
+        return [a for a, r in state.apps.items() if not r.done and self._silent(r, state, now, expiry)]

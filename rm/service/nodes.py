@@ -54,6 +54,7 @@ class NodeProtocol:
                 self._touch_all()
             was_resync = rec.resync
             rec.host, rec.ray_node, rec.alive, rec.last_seen, rec.resync = caller, reg.ray_node, True, now, False
+            self._as_of_host(rec, caller)
             if self.start_wall is not None:
                 if rejoin:
                     self.log.add_node(rec.spec, self.trace(now), self.wall(now), ray_node=reg.ray_node)
@@ -83,24 +84,27 @@ class NodeProtocol:
 
     @idempotent
     def node_heartbeat(self, now: float, caller: str, request_id: int, beats: list[NodeHeartbeat],
-                       idle: tuple[str, ...] = ()) -> list[NodeHeartbeatResponse]:
+                       idle: tuple[str, ...] = (), sent: float = 0.0) -> list[NodeHeartbeatResponse]:
         """NODE_UPDATE for a batch of NMs: apply statuses, schedule, answer each NM.
 
         ``idle`` names NMs of the batch with nothing to report (no statuses, no refusals),
         sent as bare names; they are answered only when the RM has something for them
         (an action other than NORMAL, or containers to clean up), after the ``beats``'
         answers.  At paper scale most heartbeats are idle, and this keeps the call small.
+        ``sent``: the host's wall time sending the call (liveness, ``rm/service/liveness.py``).
         """
-        out = [self._beat(now, caller, beat.node, beat) for beat in beats]
+        self._host_sent(caller, sent)
+        out = [self._beat(now, caller, beat.node, beat, sent) for beat in beats]
         for name in idle:
-            resp = self._beat(now, caller, name, None)
+            resp = self._beat(now, caller, name, None, sent)
             if resp.action != NORMAL or resp.cleanup:
                 out.append(resp)
         self._schedule(now)
         self._after(now)
         return out
 
-    def _beat(self, now: float, caller: str, name: str, beat: NodeHeartbeat | None) -> NodeHeartbeatResponse:
+    def _beat(self, now: float, caller: str, name: str, beat: NodeHeartbeat | None,
+              sent: float = 0.0) -> NodeHeartbeatResponse:
         rec = self.nodes.get(name)
         if rec is None or not rec.alive:
             return NodeHeartbeatResponse(name, RESYNC)
@@ -108,6 +112,7 @@ class NodeProtocol:
             self._refuse(now, "refused", node=name, detail=f"heartbeat from host {caller}; host {rec.host} runs this node")
             return NodeHeartbeatResponse(name, FENCED)
         rec.last_seen = now
+        self._carried(rec, caller, sent)
         if rec.resync:
             return NodeHeartbeatResponse(name, RESYNC)
         self.heartbeats += 1

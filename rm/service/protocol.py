@@ -66,6 +66,7 @@ class Call(str, enum.Enum):
     POLL = "poll"                    # the second half of a long-polled allocate
     LOSE_NODE = "lose_node"
     LOSE_HOST = "lose_host"
+    LOSE_AM_HOST = "lose_am_host"
     FAULT = "fault"
     START_CLOCK = "start_clock"
     EXPIRE_NODES = "expire_nodes"

@@ -34,6 +34,8 @@ class NodeRecord:
     ray_node: str = ""
     alive: bool = False
     last_seen: float = 0.0
+    last_sent: float = 0.0               # its host's send time of the last call that carried it
+    last_call: int = 0                   # its host's heartbeat count then
     cleanup: list[int] = field(default_factory=list)
     resync: bool = False
 
@@ -75,7 +77,10 @@ class AppRecord:
     last_finish: float | None = None
     done: bool = False
     last_seen: float = 0.0
+    last_sent: float = 0.0               # its host's send time of the last allocate that carried it
+    last_call: int = 0                   # its host's allocate count then
     launching: bool = False
+    uncounted: int = 0                   # attempts lost with their AM host (not held against max_attempts)
     resync: bool = False
 
 

@@ -58,6 +58,8 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
         self.start_wall: float | None = None
         self.nodes: dict[str, NodeRecord] = {n.name: NodeRecord(n) for n in nodes}
         self.apps: dict[str, AppRecord] = {}
+        self.launching_apps: set[str] = set()   # attempts started, not registered (the AM launcher's work)
+        self.failed_app_ids: set[str] = set()   # apps that ended with tasks unfinished
         self.containers: dict[int, ContainerRecord] = {}
         # live containers (neither COMPLETE nor RELEASED) by app and by node, so that failing
         # an app, losing a node or resyncing touches only their own (issue 11)
@@ -66,6 +68,8 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
         self.running_count = 0
         self._responses: dict[str, tuple[int, object]] = {}
         self.caller_seen: dict[str, float] = {}    # host (caller) -> when its last call was applied
+        self.host_sent: dict[str, float] = {}      # host -> send time of its latest heartbeat / allocate
+        self.host_calls: dict[str, int] = {}       # host -> heartbeats / allocates it has sent
         self.news: set[str] = set()          # AM hosts with something to deliver
         self.total_tasks = 0
         self.finished = 0
@@ -74,6 +78,7 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
         self.duplicate_finishes = 0
         self.refused = 0
         self.epoch = 0                       # RM restarts recovered so far
+        self.recoveries: list[dict] = []     # per RM restart: snapshot and journal size, restore time
         self._resync_nodes: set[str] = set()
         self._resync_apps: set[str] = set()
         self._resync_since: float | None = None
@@ -121,7 +126,7 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
         """A fault is about to be injected (events.csv ``fault``), logged before it happens."""
         self._event(now, "fault", node=node, app=app, detail=spec)
 
-    def recovered(self, now: float, detail: str = "", grace: float = 0.0) -> None:
+    def recovered(self, now: float, detail: str = "", grace: float = 0.0, stats: dict | None = None) -> None:
         """The RM restarted and rebuilt this state: every NM and AM must RESYNC.
 
         Liveness restarts ``grace`` seconds after ``now``: the RM's downtime is
@@ -131,13 +136,18 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
         every running AM attempt has registered again.
         """
         self.epoch += 1
+        self.recoveries.append(dict(stats or {}, epoch=self.epoch))
         self._resync_nodes = {n for n, r in self.nodes.items() if r.alive}
         self._resync_apps = {a for a, r in self.apps.items() if not r.done and not r.launching}
         for n in self._resync_nodes:
             self.nodes[n].resync, self.nodes[n].last_seen = True, now + grace
+            self.nodes[n].last_sent = self.host_sent.get(self.nodes[n].host, 0.0) + grace
+            self.nodes[n].last_call = self.host_calls.get(self.nodes[n].host, 0)
         for a, r in self.apps.items():
             r.resync = a in self._resync_apps
             r.last_seen = now + grace
+            r.last_sent = self.host_sent.get(r.host, 0.0) + grace
+            r.last_call = self.host_calls.get(r.host, 0)
         self._resync_since = now
         self._event(now, "rm_recovered", detail=f"epoch {self.epoch}; {detail}".rstrip("; "))
         self._check_resynced(now)
@@ -186,6 +196,21 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
         self._touched.clear()
 
     # ----- views ---------------------------------------------------------------
+
+    def _host_sent(self, caller: str, sent: float) -> None:
+        """A heartbeat or allocate of host ``caller`` sent at ``sent`` (liveness)."""
+        if sent:
+            self.host_sent[caller] = max(sent, self.host_sent.get(caller, 0.0))
+            self.host_calls[caller] = self.host_calls.get(caller, 0) + 1
+
+    def _carried(self, rec, caller: str, sent: float) -> None:
+        """``rec`` (an NM or AM record) was in a call its host sent at ``sent``."""
+        if sent:
+            rec.last_sent, rec.last_call = sent, self.host_calls.get(caller, 0)
+
+    def _as_of_host(self, rec, host: str) -> None:
+        """Start ``rec``'s silence from its host's latest call (registered, launched, restarted)."""
+        rec.last_sent, rec.last_call = self.host_sent.get(host, 0.0), self.host_calls.get(host, 0)
 
     @property
     def pending_asks(self) -> int:
@@ -239,6 +264,7 @@ _DISPATCH = {
     Call.POLL: ResourceManagerState.poll,
     Call.LOSE_NODE: ResourceManagerState.lose_node,
     Call.LOSE_HOST: ResourceManagerState.lose_host,
+    Call.LOSE_AM_HOST: ResourceManagerState.lose_am_host,
     Call.FAULT: ResourceManagerState.fault,
     Call.START_CLOCK: ResourceManagerState.start_clock,
     Call.EXPIRE_NODES: ResourceManagerState.expire_nodes,

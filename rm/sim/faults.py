@@ -53,6 +53,7 @@ NOT_SIMULATED = {
     "kill-nm-host": "an NM host is a Ray actor and a simulation has none (kill-nm crashes one NM)",
     "kill-ray-node": "a simulation has no Ray nodes (kill-nm crashes one NM)",
     "stall-rm": "the simulated RM takes no time, so a stall of its loop changes nothing it models",
+    "kill-am-host": "an AM host is a Ray actor and a simulation has none (kill-am crashes one AM)",
 }
 #: RM calls that fail while the RM is down and are retried until it has resynchronised
 RETRIED = ("nm_back", "am_register", "release")
