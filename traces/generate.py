@@ -12,22 +12,16 @@ The model (machine mix of drfh-paper Table I, 21 attributes over 4 classes,
 constraints after tsf-paper Fig. 8a and choosy-paper §7.1, job sizes after tsf-paper
 Fig. 8b, Pareto α = 1.9 durations after choosy-paper §6.2) is documented in
 ``rayrm.traces.google_model``; building and measuring the workload is ``rayrm.traces.google_workload``.
-This module stays light (no numpy at import) because ``rayrm`` builds its parser from it.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-_EXPORTS = ("generate_google", "google_experiment", "write_google", "format_stats", "TARGETS")
-__all__ = [*_EXPORTS, "add_arguments", "run"]
+from rayrm.traces.google_workload import TARGETS, format_stats, generate_google, google_experiment, write_google
 
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        from rayrm.traces import google_workload  # noqa: PLC0415 (numpy only when used)
-        return getattr(google_workload, name)
-    raise AttributeError(f"module 'rayrm.traces.generate' has no attribute {name!r}")
+__all__ = ["generate_google", "google_experiment", "write_google", "format_stats", "TARGETS",
+           "add_arguments", "run"]
 
 
 # ----- command line (called by rm/cli/trace.py) ------------------------------
@@ -48,8 +42,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from rayrm.traces.google_workload import format_stats, write_google  # noqa: PLC0415
-
     stats = write_google(args.output, args.nodes, args.jobs, args.tasks, args.seed,
                          load=args.load, span=args.span, max_duration=args.max_duration)
     csv_name = Path(args.output).with_name(Path(args.output).stem + ".jobs.csv")
