@@ -6,6 +6,8 @@
   disk == ssd) from t=2; time scale 0.05.
 * ``MIXED`` — three racks of different shapes, nodes joining and leaving, every kind of
   constraint and duration, one job no node can run.
+* ``FIG2_YAML`` — tsf-paper Fig. 2 as a config: m1, m2 <18 cpu, 18 GB>; u1 <1, 2>
+  anywhere, u2 <1, 3> on m2 only.
 * ``REJECTS`` / ``REASONS`` — a runnable job and three that no node can ever run, with
   the reason each is rejected.
 """
@@ -92,3 +94,16 @@ REJECTS = dict(BASE, workload={"jobs": BASE["workload"]["jobs"] + [
 REASONS = {"gpu": "demand names resource gpu that no node has",
            "nomatch": "no node matches constraint 'disk == hdd'",
            "huge": "demand cpu:4 exceeds every eligible node (2 match the constraint)"}
+
+
+FIG2_YAML = """
+cluster:
+  nodes:
+    - {name: m1, capacity: {cpu: 18, memory_mb: 18}}
+    - {name: m2, capacity: {cpu: 18, memory_mb: 18}}
+workload:
+  jobs:
+    - {id: u1, tasks: 100, demand: {cpu: 1, memory_mb: 2}, duration: 10}
+    - {id: u2, tasks: 100, demand: {cpu: 1, memory_mb: 3}, duration: 10, constraint: "node in (m2)"}
+policy: tsf
+"""

@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 import pytest
+from samples import FIG2_YAML
 
 from rayrm.rm.offline.audit.search import (PROPERTIES, Tally, allocate, check_ef, check_po, check_si, extreme_placement, lie_outcome,
                       run_audit)
@@ -142,19 +143,6 @@ def test_cli_json_shape(capsys):
     for prop in PROPERTIES:
         assert set(out["policies"]["tsf"][prop]) == {"holds", "tried", "counterexample"}
         assert out["policies"]["tsf"][prop]["holds"] is True and out["policies"]["tsf"][prop]["counterexample"] is None
-
-
-FIG2_YAML = """
-cluster:
-  nodes:
-    - {name: m1, capacity: {cpu: 18, memory_mb: 18}}
-    - {name: m2, capacity: {cpu: 18, memory_mb: 18}}
-workload:
-  jobs:
-    - {id: u1, tasks: 100, demand: {cpu: 1, memory_mb: 2}, duration: 10}
-    - {id: u2, tasks: 100, demand: {cpu: 1, memory_mb: 3}, duration: 10, constraint: "node in (m2)"}
-policy: tsf
-"""
 
 
 def test_what_if_fig2(tmp_path, capsys):

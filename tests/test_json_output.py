@@ -14,21 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from samples import FIG2_YAML
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_CLI = "import sys; from rayrm.rm.cli.main import main; sys.exit(main(sys.argv[1:]))"
-
-FIG2_YAML = """
-cluster:
-  nodes:
-    - {name: m1, capacity: {cpu: 18, memory_mb: 18}}
-    - {name: m2, capacity: {cpu: 18, memory_mb: 18}}
-workload:
-  jobs:
-    - {id: u1, tasks: 100, demand: {cpu: 1, memory_mb: 2}, duration: 10}
-    - {id: u2, tasks: 100, demand: {cpu: 1, memory_mb: 3}, duration: 10, constraint: "node in (m2)"}
-policy: tsf
-"""
 
 
 def rayrm_stdout(*argv: str, cwd: Path) -> str:
