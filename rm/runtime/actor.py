@@ -48,7 +48,8 @@ import time
 
 import ray
 
-from rayrm.rm.service.protocol import (MIN_EXPIRY_WALL, NAMESPACE, RM_NAME, AllocateRequest, AllocateResponse,
+from rayrm.rm.core.config import MIN_EXPIRY_WALL
+from rayrm.rm.service.protocol import (NAMESPACE, AllocateRequest, AllocateResponse,
                                       AppRegistered, AppRegistration, Call, NodeHeartbeat, NodeHeartbeatResponse,
                                       NodeRegistration)
 from rayrm.rm.service.store import SNAPSHOT_RECORDS, SNAPSHOT_SECONDS, StateStore, replay_records

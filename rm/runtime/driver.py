@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rayrm.nodes.placement import alive_ray_nodes, place_nodes
-from rayrm.rm.core.config import ExperimentConfig, load_config
+from rayrm.rm.core.config import MIN_EXPIRY_WALL, ExperimentConfig, load_config
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.faults import check_cluster, config_faults
 from rayrm.rm.core.policies import policy_for_run
@@ -46,7 +46,7 @@ from rayrm.rm.runtime.pace import pace_summary, pace_warning
 from rayrm.rm.runtime.session import connect
 from rayrm.rm.runtime.supervisor import (AM_HOST_RESTARTS, NM_HOST_RESTARTS, FaultInjector, StopSignal, Supervisor, merge_outcomes,
                                          rm_call)
-from rayrm.rm.service.protocol import MIN_EXPIRY_WALL, NAMESPACE, RM_NAME
+from rayrm.rm.service.protocol import NAMESPACE, RM_NAME
 from rayrm.rm.service.store import StateStore
 from rayrm.rm.sim.engine import simulate
 

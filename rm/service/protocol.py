@@ -39,7 +39,6 @@ import hmac
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from rayrm.rm.core.config import MIN_EXPIRY_WALL  # noqa: F401 (the protocol's expiry floor)
 from rayrm.rm.core.model import AppSpec
 
 NORMAL, RESYNC, SHUTDOWN, FENCED = "normal", "resync", "shutdown", "fenced"
