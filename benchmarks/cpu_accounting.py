@@ -11,7 +11,8 @@ container executors and idle workers, raylet, GCS, driver, other), the CPU secon
 spent while it watched and their share of the machine's cores × wall seconds.
 With ``--py-spy DIR`` it also records (``py-spy record --nonblocking``) the RM actor,
 the first NM host and the first AM host for ``--py-spy-seconds`` starting
-``--py-spy-at`` seconds in.
+``--py-spy-at`` seconds in.  ``series`` in the output has the cumulative figures every
+sample, to split a long run (``bench_replay_scale.py``'s time scales) by wall time.
 """
 
 from __future__ import annotations
@@ -82,7 +83,11 @@ def main() -> None:
                 titles[p.pid] = t
         first_pass = False
         busy = psutil.cpu_times()
-        series.append((round(time.time() - t0, 1), round(sum(busy[:3]) - sum(cpu0[:3]), 1)))
+        by_role: dict[str, float] = defaultdict(float)
+        for pid, used in last.items():
+            by_role[role(titles.get(pid, ""))] += used - first.get(pid, 0.0)
+        series.append((round(time.time(), 1), round(sum(busy[:3]) - sum(cpu0[:3]), 1),
+                       {k: round(v, 1) for k, v in by_role.items()}))
         if args.py_spy and not spied and time.time() - t0 >= args.py_spy_at:
             spied = True
             os.makedirs(args.py_spy, exist_ok=True)
@@ -115,7 +120,8 @@ def main() -> None:
                "softirq": getattr(cpu1, "softirq", 0) - getattr(cpu0, "softirq", 0)}
     result = {"wall_s": round(wall, 1), "cores": cores, "machine_cpu_s": {k: round(v, 1) for k, v in machine.items()},
               "per_role_cpu_s": {k: round(v, 1) for k, v in sorted(per_role.items(), key=lambda kv: -kv[1])},
-              "per_process": per_proc[:40], "busy_series": series}
+              "per_process": per_proc[:40],
+              "series": series}    # (wall time, machine busy CPU s, role -> CPU s), cumulative
     with open(args.out, "w") as fh:
         json.dump(result, fh, indent=1)
     busy = machine["user"] + machine["nice"] + machine["system"]      # Ray's workers run niced
