@@ -14,11 +14,14 @@ lists in ``cleanup``.  ``start_containers`` (from AMs) starts a container only o
 an NM of this host that is alive, and at most once per container id.
 
 Regular heartbeats go out in slots: the host's NMs are dealt into
-interval / ``batch_window`` slots (default ten per interval) whose phases spread
-over the interval, and a slot's NMs beat in one call, so a host makes about ten
-calls per interval however many NMs it holds, and its loop does per-slot, not
-per-NM, scheduling work (at 1,000 NMs and 0.02 s intervals that is 50,000 NM
-heartbeats per wall second).
+interval / ``batch_window`` slots (default ten per interval, but no slot narrower
+than ``MIN_BATCH_WINDOW`` wall seconds) whose phases spread over the interval, and a
+slot's NMs beat in one call, so a host makes at most ten calls per interval however
+many NMs it holds, and its loop does per-slot, not per-NM, scheduling work (at 1,000
+NMs and 0.02 s intervals that is 50,000 NM heartbeats per wall second).  The floor
+exists because each call costs the RM and the host a fixed ~0.5 ms of Ray work
+whatever it carries: at time scale 0.02 ten slots were 500 calls a wall second,
+~0.6 cores on a cluster with nothing running; 5 ms slots make it 200.
 
 Failures (issue 5).  ``start_containers`` refuses a launch whose container token
 (rm/service/protocol.py) is not the RM's for that container, app and node — an AM can
@@ -53,6 +56,20 @@ from rayrm.rm.service.client import RMClient
 from rayrm.rm.service.protocol import (COMPLETE, FAILED, FINISHED, KILLED, NAMESPACE, NORMAL, RESYNC, RUNNING,
                                       ContainerLaunch, ContainerStatus, NodeHeartbeat, token_valid)
 
+# The narrowest heartbeat slot, wall seconds (see the module docstring): a call per
+# slot costs a fixed amount of Ray work, so slots are not made narrower than this.
+MIN_BATCH_WINDOW = 0.005
+
+
+def slot_count(n: int, interval: float, window: float | None = None) -> int:
+    """How many heartbeat slots ``n`` NMs beating every ``interval`` wall seconds are
+    dealt into: interval / window, window = max(interval / 10, MIN_BATCH_WINDOW) unless
+    given (one slot per NM when it is 0), at least 1 and at most ``n``."""
+    if window is None:
+        window = max(interval / 10, MIN_BATCH_WINDOW)
+    if n <= 0:
+        return 0
+    return n if window <= 0 else max(1, min(n, round(interval / window)))
 
 @ray.remote(num_cpus=0, max_concurrency=10_000)
 class NodeManagerHost:
@@ -73,7 +90,7 @@ class NodeManagerHost:
         self.interval = interval_wall
         # NMs due within the window are sent together (a little early): at most ~10 calls
         # per interval per host for regular heartbeats; completions go out at once (OOB).
-        self.window = interval_wall / 10 if batch_window is None else batch_window
+        self.window = max(interval_wall / 10, MIN_BATCH_WINDOW) if batch_window is None else batch_window
         now = time.time()
         self.nms = {s.name: NodeManagerState(s, now) for s in nodes}
         self._slots: list[list[str]] = []       # slot -> its NMs (they beat together)
@@ -137,7 +154,7 @@ class NodeManagerHost:
         n = len(names)
         if not n:
             return
-        k = n if self.window <= 0 else max(1, min(n, round(self.interval / self.window)))
+        k = slot_count(n, self.interval, self.window)
         for j in range(k):
             self._add_slot(names[j * n // k:(j + 1) * n // k], now + self.interval * (j + 0.5) / k)
 
@@ -170,41 +187,40 @@ class NodeManagerHost:
                 if self._slot_due[sid] == t:               # else a stale entry
                     due_slots[sid] = t
             nms = self.nms
-            due_names: dict[str, float] = {}
-            for sid, t in due_slots.items():
+            names: list[str] = []
+            for sid in due_slots:
                 for name in self._slots[sid]:
                     nm = nms.get(name)
                     if nm is not None and nm.alive and nm.slot == sid:   # else stopped, or restarted elsewhere
-                        due_names[name] = t
-            oob = self._oob - due_names.keys()
-            self._oob = set()
-            names = list(due_names) + sorted(n for n in oob if nms[n].alive)
+                        names.append(name)
+            n_due = len(names)
+            if self._oob:
+                oob = self._oob.difference(names)
+                self._oob = set()
+                names += sorted(n for n in oob if nms[n].alive)
             backlog = sum(len(self._slots[sid]) for sid, t in due_slots.items() if now - t > self.interval)
             self.stats["backlog_max"] = max(self.stats["backlog_max"], backlog)
             self.stats["backlog_sum"] += backlog
             if names:
-                await self._beat(names, due_names, due_slots)
+                await self._beat(names, n_due, due_slots)
             for sid, t in due_slots.items():
                 nxt = t + self.interval
                 if nxt < time.time():                      # fell behind: keep the phase, skip beats
                     nxt += self.interval * int((time.time() - nxt) / self.interval + 1)
-                self._slot_due[sid] = nxt
-                for name in self._slots[sid]:
-                    nm = nms.get(name)
-                    if nm is not None and nm.slot == sid:
-                        nm.due = nxt
+                self._slot_due[sid] = nxt              # its NMs' next beat (not copied into each NM)
                 heapq.heappush(heap, (nxt, sid))
 
-    async def _beat(self, names: list[str], due: dict[str, float], slots: dict[int, float]) -> None:
+    async def _beat(self, names: list[str], n_due: int, slots: dict[int, float]) -> None:
         """One node_heartbeat call for ``names``: NMs with something to report as
         NodeHeartbeats, the idle ones as bare names (the RM answers those only when it
-        has something for them).  ``slots``: the heartbeat slots due (slot -> due time);
-        one lag sample per slot (its NMs share the due time)."""
-        beats, sent_by, idle = [], {}, []
+        has something for them).  The first ``n_due`` are regular beats, the rest OOB.
+        ``slots``: the heartbeat slots due (slot -> due time); one lag sample per slot
+        (its NMs share the due time)."""
+        beats, idle = [], []
         nms = self.nms
-        for name in names:
-            nm = nms[name]
-            sent_by[name] = nm
+        sent_nms = [nms[name] for name in names]
+        sent_by = dict(zip(names, sent_nms))
+        for name, nm in zip(names, sent_nms):
             if not nm.new and not nm.unacked and not nm.refused:
                 idle.append(name)
                 continue
@@ -214,7 +230,7 @@ class NodeManagerHost:
         sent = time.time()
         self.stats["sent"] += len(names)
         self.stats["batches"] += 1
-        self.stats["oob"] += len(names) - len(due)
+        self.stats["oob"] += len(names) - n_due
         responses = await self.rm.node_heartbeat(beats, tuple(idle), min(slots.values(), default=0.0))
         got = time.time()
         self.stats["answered"] += len(names)

@@ -21,7 +21,7 @@ class NodeManagerState:
     def __init__(self, spec: NodeSpec, due: float):
         self.spec = spec
         self.alive = True
-        self.due = due
+        self.due = due                                       # its first beat; then its slot's
         self.slot = -1                                       # its heartbeat slot in the host
         self.new: list[ContainerStatus] = []                 # RUNNING, not yet reported
         self.unacked: dict[int, ContainerStatus] = {}        # COMPLETE, not yet acknowledged

@@ -48,3 +48,17 @@ def test_an_idle_am_keeps_its_ask_and_hears_only_news():
     assert h.rm.apply(Call.POLL, 1.5, "am", h.rid["am"], [], (("a", 1),)) == []
     # a bare AM of an attempt that is not current is fenced, as a full request would be
     assert [(r.app, r.action) for r in h.call("am", Call.ALLOCATE, [], 2.0, (("a", 2),))] == [("a", FENCED)]
+
+
+def test_heartbeat_slots_are_no_narrower_than_the_floor_and_the_interval_is_unchanged():
+    from rayrm.nodes.host import MIN_BATCH_WINDOW, slot_count
+    assert MIN_BATCH_WINDOW == 0.005
+    # time scale 0.05: a 0.05 s interval, ten 5 ms slots (the floor does not bind)
+    assert slot_count(1000, 0.05) == 10
+    # 0.02: ten slots would be 2 ms wide; 0.02 / 0.005 = 4 slots, each NM still beats every 0.02 s
+    assert slot_count(1000, 0.02) == 4
+    # 0.005: one slot holding every NM; 1 s (time scale 1): still ten
+    assert slot_count(1000, 0.005) == 1 and slot_count(1000, 1.0) == 10
+    # never more slots than NMs, none for no NMs; window 0 is one slot per NM; a given window wins
+    assert slot_count(3, 1.0) == 3 and slot_count(0, 1.0) == 0
+    assert slot_count(7, 0.02, 0.0) == 7 and slot_count(1000, 0.02, 0.002) == 10
