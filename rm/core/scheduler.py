@@ -46,6 +46,8 @@ class OnlineScheduler:
         dims = tuple(dims)
         self.policy.prepare(nodes, dims)
         p = self.policy
+        # key = running * unit for most policies (Policy.key): computed inline in _set_key
+        self._unit_key = type(p).key is Policy.key
         self.cluster = ClusterState(dims, p.virtual_dims, p.virtual_capacity, p.virtual_demand,
                                     track_free=p.best_fit)
         self._order: list[tuple] = []      # (key, submit, app_id, app) of apps with pending > 0
@@ -302,8 +304,8 @@ class OnlineScheduler:
     # ----- the sorted order ----------------------------------------------------
 
     def _set_key(self, app: AppState) -> None:
-        app.key = self.policy.key(app)
-        app.entry = (app.key, app.submit, app.app_id, app)
+        app.key = key = app.running * app.unit if self._unit_key else self.policy.key(app)
+        app.entry = (key, app.submit, app.app_id, app)
 
     def _enter(self, app: AppState) -> None:
         self._set_key(app)
@@ -320,9 +322,15 @@ class OnlineScheduler:
         """The app's running count changed: recompute its key and its place in the order."""
         if app.pending > 0:                 # in the order: move it to its new place
             order = self._order
-            del order[bisect_left(order, app.entry)]
+            i = bisect_left(order, app.entry)
             self._set_key(app)
-            insort(order, app.entry)
+            entry = app.entry
+            # still between its neighbours (the usual case): it keeps its place
+            if (i + 1 < len(order) and order[i + 1] < entry) or (i > 0 and entry < order[i - 1]):
+                del order[i]
+                insort(order, entry)
+            else:
+                order[i] = entry
         else:
             self._set_key(app)
 

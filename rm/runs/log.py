@@ -145,19 +145,27 @@ def choose_format(fmt: str | None, task_rows: int) -> str:
     return fmt
 
 
-def _arrow_table(table: str, rows: list):
-    """A batch of rows as a pyarrow Table of ``arrow_schema(table)``: times and shares to
-    6 decimals as in CSV, NaN and None null, text columns text ('' for None)."""
-    import pyarrow as pa  # noqa: PLC0415 (only when Parquet is written)
+def _arrow_arrays(table: str, rows: list, for_csv: bool) -> list:
+    """A batch of rows as pyarrow arrays, one per column of ``TABLES[table]``: times and
+    shares to 6 decimals, NaN and None null, ints as int64.  Text columns are text ('' for
+    None) for Parquet; for CSV a text column of whole numbers and '' (events.task and
+    .container) stays int64 with nulls, which writes the same cells without a str() each."""
+    import pyarrow as pa  # noqa: PLC0415 (only when a run directory is written)
 
-    schema = arrow_schema(table)
     arrays = []
     for (name, kind), col in zip(TABLES[table].items(), _columns(rows, len(TABLES[table]))):
         if kind == "str":
-            if not all(v.__class__ is str for v in col):
-                col = ["" if v is None else v if v.__class__ is str else str(v) for v in col]
-            arrays.append(pa.array(col, pa.string()))
+            kinds = set(map(type, col))
+            if kinds <= {str}:
+                arrays.append(pa.array(col, pa.string()))
+            elif for_csv and kinds <= {int, str} and all(v == "" for v in set(col) if v.__class__ is str):
+                arrays.append(pa.array([v if v.__class__ is int else None for v in col], pa.int64()))
+            else:
+                arrays.append(pa.array(["" if v is None else v if v.__class__ is str else str(v) for v in col],
+                                       pa.string()))
         elif kind == "int":
+            arrays.append(pa.array(col, pa.int64()))
+        elif for_csv and set(map(type, col)) <= {int}:      # shares.running: a count
             arrays.append(pa.array(col, pa.int64()))
         else:
             values = _floats(col)
@@ -165,7 +173,36 @@ def _arrow_table(table: str, rows: list):
                 values = np.round(values, 6)
             nan = np.isnan(values)
             arrays.append(pa.array(values, pa.float64(), mask=nan if nan.any() else None))
-    return pa.Table.from_arrays(arrays, schema=schema)
+    return arrays
+
+
+def _arrow_table(table: str, rows: list):
+    """A batch of rows as a pyarrow Table of ``arrow_schema(table)`` (``_arrow_arrays``)."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    return pa.Table.from_arrays(_arrow_arrays(table, rows, False), schema=arrow_schema(table))
+
+
+def _csv_bytes(table: str, rows: list) -> bytes | None:
+    """A batch's CSV lines, formatted by pyarrow in C++ rather than cell by cell in Python;
+    None when a text cell needs quoting (the caller then formats the batch in Python).
+
+    The cells are those of csv.writer but for the spelling of floats: pyarrow writes the
+    shortest decimal that reads back as the same double without an exponent below 1e16
+    and no trailing '.0' ('1' for 1.0, '0.000098' for 9.8e-05, where repr gives '1.0' and
+    '9.8e-05'); every reader parses both to the same value.
+    """
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.csv as pacsv  # noqa: PLC0415
+
+    names = list(TABLES[table])
+    batch = pa.Table.from_arrays(_arrow_arrays(table, rows, True), names=names)
+    sink = pa.BufferOutputStream()
+    try:
+        pacsv.write_csv(batch, sink, pacsv.WriteOptions(include_header=False, quoting_style="none", eol="\r\n"))
+    except pa.ArrowInvalid:         # a comma, quote or line break in a text cell
+        return None
+    return sink.getvalue().to_pybytes()
 
 
 class _TableSink:
@@ -178,8 +215,8 @@ class _TableSink:
             if other != fmt:
                 (out / f"{table}.{other}").unlink(missing_ok=True)
         if fmt == "csv":
-            self._fh = open(self.path, "w", newline="")
-            self._fh.write(",".join(_quote(h) for h in TABLES[table]) + "\r\n")
+            self._fh = open(self.path, "wb")
+            self._fh.write((",".join(_quote(h) for h in TABLES[table]) + "\r\n").encode())
             self._rounded = rounded_positions(table)
         else:
             import pyarrow.parquet as pq  # noqa: PLC0415
@@ -193,10 +230,12 @@ class _TableSink:
             return
         self.rows += len(rows)
         if self.fmt == "csv":
-            columns = _columns(rows, len(TABLES[self.table]))
-            cols = [_text_column(c, i in self._rounded) for i, c in enumerate(columns)]
-            self._fh.write("\r\n".join(map(",".join, zip(*cols))))
-            self._fh.write("\r\n")
+            text = _csv_bytes(self.table, rows)
+            if text is None:
+                columns = _columns(rows, len(TABLES[self.table]))
+                cols = [_text_column(c, i in self._rounded) for i, c in enumerate(columns)]
+                text = ("\r\n".join(map(",".join, zip(*cols))) + "\r\n").encode()
+            self._fh.write(text)
         else:
             self._writer.write_table(_arrow_table(self.table, rows))
 
