@@ -1,0 +1,134 @@
+"""The least per-task Python work a simulator of a run must do, timed against the heapq floor.
+
+``bench_sim.py`` compares the whole ``rayrm simulate`` process with the *floor*: a bare
+heapq loop that pushes and pops two events per task.  This script asks how much of the
+gap is irreducible: it replays a finished run directory's own placements (so every
+scheduling *decision* comes for free — which app, which node, when) and does only the
+work a correct Python simulator must still do for each task attempt:
+
+* pop its arrival or completion event (heapq), as the floor does;
+* release: the node's free vector gets the demand back, the app's running count drops,
+  its key (running × unit) is recomputed and the policy order updated (one heappush
+  into a lazily-cleaned priority heap, the cheapest ordered structure there is);
+* place: the node's free vector loses the demand, the app's running count and key grow
+  (one heappop + heappush for the order), and the completion is pushed;
+* record: its task row, a start and an end event row, and a share row at each start and
+  end (what ``RunLog`` writes; docs/design.md), formatted to CSV by pyarrow in C++, the
+  fastest writer rayrm has.
+
+Nothing else: no constraint checks, no fit search, no node choice, no start-up, no config
+load (all timed in ``bench_sim.py``).  So its time is a strict lower bound of a simulator
+in Python that writes the run directory, and its ratio to the floor a bound on how close
+``rayrm simulate`` can get.
+
+    python benchmarks/bench_core.py CONFIG RUN_DIR      # RUN_DIR: rayrm simulate CONFIG --out RUN_DIR
+
+Run it under the shared lock: ``flock /tmp/rayrm-heavy.lock timeout 600 python ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import io
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def load(config: Path, run: Path):
+    """(jobs: app -> (submit, demand, unit), node names, placements sorted by start)."""
+    from rayrm.rm.core.config import load_config  # noqa: PLC0415
+    from rayrm.rm.runs.reader import RunDir  # noqa: PLC0415
+
+    cfg = load_config(config)
+    dims = cfg.dims
+    jobs = {j.app.app_id: (j.app.submit, j.app.demand.vector(dims), 1.0 / j.app.num_tasks) for j in cfg.jobs}
+    tasks = RunDir(run).tasks
+    nodes = sorted(set(tasks["node"]))
+    index = {n: i for i, n in enumerate(nodes)}
+    placements = list(zip(tasks["app"], tasks["task"].tolist(), tasks["attempt"].tolist(),
+                          [index[n] for n in tasks["node"]], tasks["submit"].tolist(), tasks["start"].tolist(),
+                          tasks["finish"].tolist()))
+    return jobs, nodes, placements, len(dims)
+
+
+def core_loop(jobs: dict, nodes: list, placements: list, width: int) -> tuple[float, int]:
+    """Seconds for the irreducible per-task work (module docstring); returns (s, rows)."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.csv as pacsv  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    free = [[1e18] * width for _ in nodes]
+    running = dict.fromkeys(jobs, 0)
+    order: list = []
+    heap: list = []
+    push, pop = heapq.heappush, heapq.heappop
+    seq = 0
+    for p in placements:                  # each attempt becomes due at its recorded start
+        seq += 1
+        push(heap, (p[5], 1, seq, p))
+    task_rows, event_rows, share_rows = [], [], []
+    while heap:
+        t, kind, _, p = pop(heap)
+        app, task, attempt, m, submit, start, finish = p
+        sub, demand, unit = jobs[app]
+        f = free[m]
+        n = running[app]
+        if kind == 1:                     # place
+            for r in range(width):
+                f[r] -= demand[r]
+            n += 1
+            if order:
+                pop(order)
+            push(order, (n * unit, sub, app))
+            seq += 1
+            push(heap, (finish, 0, seq, p))
+            event_rows.append((t, None, "start", app, task, seq, m, ""))
+        else:                             # complete
+            for r in range(width):
+                f[r] += demand[r]
+            n -= 1
+            push(order, (n * unit, sub, app))
+            task_rows.append((app, task, attempt, m, submit, start, t, "finished"))
+            event_rows.append((t, None, "finished", app, task, seq, m, ""))
+        running[app] = n
+        share_rows.append((t, app, n * unit, n * unit, n * unit, n * unit, n))
+    out = io.BytesIO()
+    options = pacsv.WriteOptions(include_header=False, quoting_style="none")
+    for rows in (task_rows, event_rows, share_rows):
+        cols = [list(c) for c in zip(*rows)]
+        arrays = []
+        for c in cols:
+            if isinstance(c[0], float):
+                arrays.append(pa.array(np.round(np.array(c, dtype=float), 6)))
+            elif c[0] is None:
+                arrays.append(pa.nulls(len(c)))
+            else:
+                arrays.append(pa.array(c))
+        pacsv.write_csv(pa.Table.from_arrays(arrays, names=[str(i) for i in range(len(arrays))]), out, options)
+    return time.perf_counter() - t0, len(task_rows) + len(event_rows) + len(share_rows)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("config")
+    ap.add_argument("run", help="a run directory of CONFIG (rayrm simulate CONFIG --out RUN)")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args(argv)
+    from bench_sim import heapq_floor  # noqa: PLC0415  (same directory)
+
+    jobs, nodes, placements, width = load(Path(args.config), Path(args.run))
+    print(f"{len(placements):,} attempts on {len(nodes):,} nodes")
+    print(f"{'floor s':>8} {'core s':>8} {'core x floor':>13} {'rows':>10}")
+    for _ in range(args.repeat):
+        floor = heapq_floor(Path(args.config))
+        core, rows = core_loop(jobs, nodes, placements, width)
+        print(f"{floor:8.2f} {core:8.2f} {core / floor:13.1f} {rows:10,}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
