@@ -286,14 +286,7 @@ class OnlineScheduler:
         app.pending -= 1
         self._set_key(app)
         if app.pending > 0:
-            # An entry still between its neighbours keeps its place (the usual case: the key
-            # grows by one unit and the app stays ahead of the next one).
-            entry = app.entry
-            if (i + 1 < len(main) and main[i + 1] < entry) or (i > 0 and entry < main[i - 1]):
-                del main[i]
-                insort(main, entry)
-            else:
-                main[i] = entry
+            _reposition(main, i, app.entry)
             if order is not main:
                 insort(order, app.entry)
         else:
@@ -321,16 +314,9 @@ class OnlineScheduler:
     def _rekey(self, app: AppState) -> None:
         """The app's running count changed: recompute its key and its place in the order."""
         if app.pending > 0:                 # in the order: move it to its new place
-            order = self._order
-            i = bisect_left(order, app.entry)
+            i = bisect_left(self._order, app.entry)
             self._set_key(app)
-            entry = app.entry
-            # still between its neighbours (the usual case): it keeps its place
-            if (i + 1 < len(order) and order[i + 1] < entry) or (i > 0 and entry < order[i - 1]):
-                del order[i]
-                insort(order, entry)
-            else:
-                order[i] = entry
+            _reposition(self._order, i, app.entry)
         else:
             self._set_key(app)
 
@@ -344,3 +330,14 @@ class OnlineScheduler:
         for entry in self._order:
             self._index.set_pending(entry[3].app_id, True)
 
+
+def _reposition(order: list, i: int, entry: tuple) -> None:
+    """Put ``entry`` in the sorted ``order`` in place of the entry at ``i`` (its app's old one).
+
+    An entry still between its neighbours keeps the place (the usual case: the key moves
+    by one unit and the app stays between the same two), saving a del + insort."""
+    if (i + 1 < len(order) and order[i + 1] < entry) or (i > 0 and entry < order[i - 1]):
+        del order[i]
+        insort(order, entry)
+    else:
+        order[i] = entry
