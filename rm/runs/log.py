@@ -149,31 +149,77 @@ def _arrow_arrays(table: str, rows: list, for_csv: bool) -> list:
     """A batch of rows as pyarrow arrays, one per column of ``TABLES[table]``: times and
     shares to 6 decimals, NaN and None null, ints as int64.  Text columns are text ('' for
     None) for Parquet; for CSV a text column of whole numbers and '' (events.task and
-    .container) stays int64 with nulls, which writes the same cells without a str() each."""
-    import pyarrow as pa  # noqa: PLC0415 (only when a run directory is written)
+    .container) stays int64 with nulls, which writes the same cells without a str() each.
 
+    The arrays are built from numpy and bytes buffers (``_pa_*``), not ``pa.array``: that
+    one imports pandas on first use (pyarrow checks every input for pandas types), a fifth
+    of a second on every ``rayrm simulate``."""
     arrays = []
     for (name, kind), col in zip(TABLES[table].items(), _columns(rows, len(TABLES[table]))):
         if kind == "str":
             kinds = set(map(type, col))
             if kinds <= {str}:
-                arrays.append(pa.array(col, pa.string()))
+                arrays.append(_pa_strings(col))
             elif for_csv and kinds <= {int, str} and all(v == "" for v in set(col) if v.__class__ is str):
-                arrays.append(pa.array([v if v.__class__ is int else None for v in col], pa.int64()))
+                arrays.append(_pa_ints(col, np.fromiter((v.__class__ is int for v in col), bool, len(col))))
             else:
-                arrays.append(pa.array(["" if v is None else v if v.__class__ is str else str(v) for v in col],
-                                       pa.string()))
-        elif kind == "int":
-            arrays.append(pa.array(col, pa.int64()))
-        elif for_csv and set(map(type, col)) <= {int}:      # shares.running: a count
-            arrays.append(pa.array(col, pa.int64()))
+                arrays.append(_pa_strings(["" if v is None else v if v.__class__ is str else str(v) for v in col]))
+        elif kind == "int" or (for_csv and set(map(type, col)) <= {int}):   # shares.running: a count
+            arrays.append(_pa_ints(col))
         else:
             values = _floats(col)
             if name in ROUNDED[table]:
                 values = np.round(values, 6)
-            nan = np.isnan(values)
-            arrays.append(pa.array(values, pa.float64(), mask=nan if nan.any() else None))
+            arrays.append(_pa_floats(values))
     return arrays
+
+
+def _validity(valid: np.ndarray):
+    """An Arrow validity bitmap (None when every value is valid) and the null count."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    nulls = len(valid) - int(np.count_nonzero(valid))
+    return (pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None), nulls
+
+
+def _pa_floats(values: np.ndarray):
+    """float64 array, NaN null."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    bitmap, nulls = _validity(~np.isnan(values))
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    return pa.Array.from_buffers(pa.float64(), len(values), [bitmap, pa.py_buffer(values)], null_count=nulls)
+
+
+def _pa_ints(col: list, valid: np.ndarray | None = None):
+    """int64 array of Python ints; with ``valid``, null where it is False (the value there
+    is ignored)."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    if valid is None:
+        values, bitmap, nulls = np.array(col, dtype=np.int64), None, 0
+    else:
+        values = np.array([v if ok else 0 for v, ok in zip(col, valid.tolist())], dtype=np.int64)
+        bitmap, nulls = _validity(valid)
+    return pa.Array.from_buffers(pa.int64(), len(values), [bitmap, pa.py_buffer(values)], null_count=nulls)
+
+
+def _pa_strings(col: list):
+    """utf8 array of Python strs: one join, and the offsets from the lengths (characters are
+    bytes when the batch is ASCII, the usual case)."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    text = "".join(col)
+    if text.isascii():
+        data, lengths = text.encode("ascii"), np.fromiter(map(len, col), np.int64, len(col))
+    else:
+        encoded = [v.encode() for v in col]
+        data, lengths = b"".join(encoded), np.fromiter(map(len, encoded), np.int64, len(col))
+    if len(data) >= 2 ** 31:                    # beyond int32 offsets: let pyarrow chunk it
+        return pa.array(col, pa.string())
+    offsets = np.zeros(len(col) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.Array.from_buffers(pa.string(), len(col), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
 def _arrow_table(table: str, rows: list):
