@@ -13,8 +13,8 @@ work a correct Python simulator must still do for each task attempt:
 * place: the node's free vector loses the demand, the app's running count and key grow
   (one heappop + heappush for the order), and the completion is pushed;
 * record: its task row, a start and an end event row, and a share row at each start and
-  end (what ``RunLog`` writes; docs/design.md), formatted to CSV by pyarrow in C++, the
-  fastest writer rayrm has.
+  end (what ``RunLog`` writes; docs/design.md), formatted to CSV by rayrm's own batch
+  writer (``rayrm.rm.runs.log``: Arrow buffers, pyarrow's CSV writer in C++).
 
 Nothing else: no constraint checks, no fit search, no node choice, no start-up, no config
 load (all timed in ``bench_sim.py``).  So its time is a strict lower bound of a simulator
@@ -30,12 +30,10 @@ from __future__ import annotations
 
 import argparse
 import heapq
-import io
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 
 def load(config: Path, run: Path):
@@ -55,10 +53,9 @@ def load(config: Path, run: Path):
     return jobs, nodes, placements, len(dims)
 
 
-def core_loop(jobs: dict, nodes: list, placements: list, width: int) -> tuple[float, int]:
-    """Seconds for the irreducible per-task work (module docstring); returns (s, rows)."""
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.csv as pacsv  # noqa: PLC0415
+def core_loop(jobs: dict, nodes: list, placements: list, width: int) -> tuple[float, float, int]:
+    """The irreducible per-task work (module docstring): (loop s, CSV formatting s, rows)."""
+    from rayrm.rm.runs.log import _csv_bytes  # noqa: PLC0415  (rayrm's own batch formatter)
 
     t0 = time.perf_counter()
     free = [[1e18] * width for _ in nodes]
@@ -86,30 +83,20 @@ def core_loop(jobs: dict, nodes: list, placements: list, width: int) -> tuple[fl
             push(order, (n * unit, sub, app))
             seq += 1
             push(heap, (finish, 0, seq, p))
-            event_rows.append((t, None, "start", app, task, seq, m, ""))
+            event_rows.append((t, None, "start", app, task, seq, nodes[m], ""))
         else:                             # complete
             for r in range(width):
                 f[r] += demand[r]
             n -= 1
             push(order, (n * unit, sub, app))
-            task_rows.append((app, task, attempt, m, submit, start, t, "finished"))
-            event_rows.append((t, None, "finished", app, task, seq, m, ""))
+            task_rows.append((app, task, attempt, nodes[m], submit, start, t, "finished"))
+            event_rows.append((t, None, "finished", app, task, seq, nodes[m], ""))
         running[app] = n
         share_rows.append((t, app, n * unit, n * unit, n * unit, n * unit, n))
-    out = io.BytesIO()
-    options = pacsv.WriteOptions(include_header=False, quoting_style="none")
-    for rows in (task_rows, event_rows, share_rows):
-        cols = [list(c) for c in zip(*rows)]
-        arrays = []
-        for c in cols:
-            if isinstance(c[0], float):
-                arrays.append(pa.array(np.round(np.array(c, dtype=float), 6)))
-            elif c[0] is None:
-                arrays.append(pa.nulls(len(c)))
-            else:
-                arrays.append(pa.array(c))
-        pacsv.write_csv(pa.Table.from_arrays(arrays, names=[str(i) for i in range(len(arrays))]), out, options)
-    return time.perf_counter() - t0, len(task_rows) + len(event_rows) + len(share_rows)
+    t1 = time.perf_counter()
+    for table, rows in (("tasks", task_rows), ("events", event_rows), ("shares", share_rows)):
+        _csv_bytes(table, rows)
+    return t1 - t0, time.perf_counter() - t1, len(task_rows) + len(event_rows) + len(share_rows)
 
 
 def main(argv=None) -> int:
@@ -122,11 +109,13 @@ def main(argv=None) -> int:
 
     jobs, nodes, placements, width = load(Path(args.config), Path(args.run))
     print(f"{len(placements):,} attempts on {len(nodes):,} nodes")
-    print(f"{'floor s':>8} {'core s':>8} {'core x floor':>13} {'rows':>10}")
+    print(f"{'floor s':>8} {'loop s':>7} {'CSV s':>6} {'core s':>7} {'loop x floor':>13} {'core x floor':>13} "
+          f"{'rows':>9}")
     for _ in range(args.repeat):
         floor = heapq_floor(Path(args.config))
-        core, rows = core_loop(jobs, nodes, placements, width)
-        print(f"{floor:8.2f} {core:8.2f} {core / floor:13.1f} {rows:10,}", flush=True)
+        loop, text, rows = core_loop(jobs, nodes, placements, width)
+        print(f"{floor:8.2f} {loop:7.2f} {text:6.2f} {loop + text:7.2f} {loop / floor:13.1f} "
+              f"{(loop + text) / floor:13.1f} {rows:9,}", flush=True)
     return 0
 
 

@@ -306,13 +306,15 @@ class _TaskStats:
     def add(self, rows: list, demand_of) -> None:
         if not rows:
             return
-        self.counts.update(r[7] for r in rows)
-        submit, start, finish = (_floats([r[k] for r in rows]) for k in (4, 5, 6))
+        apps, submit, start, finish, status = (list(map(itemgetter(k), rows)) for k in (0, 4, 5, 6, 7))
+        self.counts.update(status)
+        submit, start, finish = _floats(submit), _floats(start), _floats(finish)
         self.waits.append((start - submit)[~np.isnan(start)])
         done = ~np.isnan(finish)
         if done.any():
             self.finish_max = max(self.finish_max, float(finish[done].max()))
-        per_attempt = np.array([demand_of(r[0]) for r in rows], dtype=float)
+        demands = {a: demand_of(a) for a in set(apps)}
+        per_attempt = np.array(list(map(demands.__getitem__, apps)), dtype=float)
         ran = finish - start
         busy = (per_attempt[done] * ran[done][:, None]).sum(axis=0)
         self.busy = busy if self.busy is None else self.busy + busy
