@@ -146,3 +146,25 @@ def test_losing_and_registering_a_hosts_nms_refreshes_every_app_once(monkeypatch
     assert len(refreshes) == 1
     assert sum(n.alive for n in batched.rm.scheduler.cluster.nodes) == 2
     assert not any(c.state == RUNNING for c in batched.rm.containers.values())
+
+
+def test_replaying_the_journal_never_scans_every_container(tmp_path):
+    # A restart replays each journaled call as it ran (rm/service/store.py); no call may
+    # read the whole container table, or a restart at 1,000 nodes would cost records x
+    # containers.  The run: app a's 4 tasks, a lost node, an app that fails, to the end.
+    from harness import Harness
+
+    from rayrm.rm.service.protocol import Call
+    from rayrm.rm.service.store import StateStore, replay_records
+
+    h = Harness(StateStore(tmp_path))
+    h.run(until=2)
+    h.apply(Call.LOSE_NODE, "n2", "test")
+    h.run(until=6)
+    h.apply(Call.EXPIRE_APPS, 10.0, ["a"])
+    h.run(until=9)
+    state, records = StateStore(tmp_path).load()
+    assert len(records) >= 10
+    state.containers = _NoScan(state.containers)
+    assert replay_records(state, records) == len(records)      # _NoScan raises on a scan
+    assert dict(state.containers) == dict(h.rm.containers)
