@@ -92,6 +92,13 @@ def test_kill_nm_loses_its_attempt_at_expiry_and_the_nm_comes_back_empty(tmp_pat
     # bench_recovery: detected 8 - 5 = 3, t1 running again at 10: recovered 5
     (r,) = recovery_times(run.path)
     assert (r["detected"], r["recovered"], r["lost_attempts"]) == (3.0, 5.0, 1)
+    # b crashes again at 15, after it came back at 11: t2 (on b since 11) is lost at 18 and
+    # that loss is the second fault's; the first keeps detected 3, recovered 5, 1 attempt
+    _, again = sim(tmp_path / "again", config(cluster("a", "b"), [job("j", 4)], ["kill-nm:b@5", "kill-nm:b@15"],
+                                             nm_expiry=3))
+    first, second = recovery_times(again.path)
+    assert (first["detected"], first["recovered"], first["lost_attempts"]) == (3.0, 5.0, 1)
+    assert (second["detected"], second["lost_attempts"]) == (3.0, 1)
 
 
 def test_a_dead_nm_holds_its_resources_and_refuses_what_the_rm_still_places_there(tmp_path):
