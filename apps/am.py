@@ -7,7 +7,9 @@ Each logical AM runs one job of the trace (YARN's ApplicationMaster protocol):
 2. it heartbeats ``allocate`` with ``ask`` = its tasks that have no container yet
    and ``releases`` = containers it got but has no task for; the host sends every
    active AM's request in one call, as a long poll (the RM answers as soon as
-   something is there for one of them, or after one heartbeat interval);
+   something is there for one of them, or after one heartbeat interval); an AM
+   whose ask is the one it sent last and that releases nothing is sent bare
+   (``idle``) and answered only when the RM has news for it;
 3. each granted container gets the next task in index order (a lost task first)
    and is started on its NM (``start_containers``, batched per NM host, in the
    background so a slow NM host never delays the AMs' heartbeats; one call in flight
@@ -63,7 +65,7 @@ class AMJob:
 
 class _AM:
     __slots__ = ("job", "attempt", "state", "unplaced", "running", "finished", "releases",
-                 "duplicates", "reason", "attempts")
+                 "duplicates", "reason", "attempts", "sent_ask")
 
     def __init__(self, job: AMJob, attempt: int = 1, state: str = "waiting"):
         self.job = job
@@ -76,6 +78,7 @@ class _AM:
         self.duplicates = 0
         self.reason = ""
         self.attempts = 0
+        self.sent_ask: int | None = None     # the ask of its last full request the RM answered NORMAL
 
     @property
     def app(self) -> str:
@@ -127,7 +130,8 @@ class ApplicationMasterHost:
         self.start_wall = start_wall
         self._wake = asyncio.Event()
         waiting = deque(self.ams.values())
-        while any(am.state not in TERMINAL for am in self.ams.values()):
+        opened: list[str] = []          # apps submitted and not yet terminal (the loop's work)
+        while waiting or opened:
             if self.error is not None:
                 raise self.error
             now = time.time()
@@ -135,10 +139,16 @@ class ApplicationMasterHost:
                 am = waiting.popleft()
                 if self.ams[am.app] is am and am.state == "waiting":
                     am.state = "registering"
-            joining = [am for am in self.ams.values() if am.state in ("registering", "launching")]
+                if self.ams[am.app].state not in TERMINAL:
+                    opened.append(am.app)
+            current = [self.ams[a] for a in opened]
+            if any(am.state in TERMINAL for am in current):
+                opened = [am.app for am in current if am.state not in TERMINAL]
+                current = [am for am in current if am.state not in TERMINAL]
+            joining = [am for am in current if am.state in ("registering", "launching")]
             if joining:
                 await self._register(joining)
-            active = [am for am in self.ams.values() if am.state == "active"]
+            active = [am for am in current if am.state == "active"]
             next_submit = self._wall(waiting[0].job.spec.submit) if waiting else None
             wait = self.interval if next_submit is None else max(0.0, min(self.interval, next_submit - time.time()))
             if not active and not self._sent_any:
@@ -178,19 +188,35 @@ class ApplicationMasterHost:
                 am.state, am.reason = "rejected", ans.reason
 
     async def _heartbeat(self, active: list[_AM], wait: float) -> None:
-        requests = [AllocateRequest(am.app, am.attempt, len(am.unplaced), tuple(am.releases))
-                    for am in active]
+        """One allocate for every active AM: a full request for those whose ask changed or
+        that release something, the others bare (``idle``; the RM answers them only when it
+        has news for them)."""
+        full, idle_ams = [], []
         for am in active:
+            if am.releases or am.sent_ask != len(am.unplaced):
+                full.append(am)
+            else:
+                idle_ams.append(am)
+        requests = [AllocateRequest(am.app, am.attempt, len(am.unplaced), tuple(am.releases)) for am in full]
+        for am in full:
             am.releases = []
-        responses = await self.rm.allocate(requests, wait)
+            am.sent_ask = len(am.unplaced)
+        idle = tuple((am.app, am.attempt) for am in idle_ams)
+        responses = await self.rm.allocate(requests, wait, idle)
         got = time.time()
         self.delivery.extend(got - a.allocated for resp in responses for a in resp.allocated)
+        # answers to the full requests in order, then those idle AMs have news for
+        pairs = list(zip(full, requests, responses))
+        by_app = {am.app: am for am in idle_ams}
+        empty = AllocateRequest("", 0, 0)
+        pairs += [(by_app[resp.app], empty, resp) for resp in responses[len(requests):] if resp.app in by_app]
         launches: dict[str, list[ContainerLaunch]] = defaultdict(list)
-        for am, req, resp in zip(active, requests, responses):
+        for am, req, resp in pairs:
             if not self._current(am):
                 continue                             # crashed while the call was out
             if resp.action != NORMAL:
                 am.releases.extend(req.releases)     # not processed: give them back next time
+                am.sent_ask = None                   # the RM did not take the ask: send it in full
                 if resp.action == RESYNC:
                     am.state = "registering"
                 elif resp.action == FENCED:

@@ -47,9 +47,10 @@ def row(scale: float, summary: dict, wall: float) -> tuple:
     pace, rm, twin = summary.get("pace", {}), summary.get("rm", {}), summary.get("twin", {})
     lag = pace.get("lag_wall_s", {}).get("p99", float("nan"))
     within = (twin.get("within_median") or {}).get("fraction")
+    ratio = twin.get("makespan_ratio")
     jobs = summary.get("jobs", {})
     return (f"{scale:g}", f"{wall:.0f}", str(pace.get("kept_pace")), f"{lag:.3f} ({lag / scale:.1f})",
-            f"{twin.get('makespan_ratio', float('nan')):.4f}",
+            "-" if ratio is None else f"{ratio:.4f}",
             "-" if within is None else f"{within:.1%}", f"{rm.get('cpu_seconds_per_1000_allocations', 0):.2f}",
             f"{rm.get('peak_rss_mb', 0):.0f}", f"{summary.get('tasks', {}).get('finished', 0)}",
             f"{jobs.get('failed', 0)}")

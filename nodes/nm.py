@@ -16,12 +16,13 @@ from rayrm.rm.service.protocol import RUNNING, ContainerLaunch, ContainerStatus,
 class NodeManagerState:
     """One logical NodeManager's state inside its host (nodes/host.py)."""
 
-    __slots__ = ("spec", "alive", "due", "new", "unacked", "containers", "refused")
+    __slots__ = ("spec", "alive", "due", "slot", "new", "unacked", "containers", "refused")
 
     def __init__(self, spec: NodeSpec, due: float):
         self.spec = spec
         self.alive = True
         self.due = due
+        self.slot = -1                                       # its heartbeat slot in the host
         self.new: list[ContainerStatus] = []                 # RUNNING, not yet reported
         self.unacked: dict[int, ContainerStatus] = {}        # COMPLETE, not yet acknowledged
         self.containers: dict[int, tuple[ContainerLaunch, float, object]] = {}

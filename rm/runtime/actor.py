@@ -8,7 +8,7 @@ can find it (``ray.get_actor("rayrm-rm", namespace="rayrm")``).  Calls
     register_nodes(caller, request_id, [NodeRegistration])          -> [action]
     node_heartbeat(caller, request_id, [NodeHeartbeat])             -> [NodeHeartbeatResponse]
     register_apps(caller, request_id, [AppRegistration])            -> [AppRegistered]
-    allocate(caller, request_id, [AllocateRequest], wait=seconds)   -> [AllocateResponse]
+    allocate(caller, request_id, [AllocateRequest], wait=seconds, sent, idle) -> [AllocateResponse]
     finish_apps(caller, request_id, [(app, attempt)])               -> [action]
     lose_host(caller, request_id, host, detail)                     -> [node]   (the driver)
     fault(caller, request_id, spec, node, app)                      -> None     (the driver)
@@ -164,8 +164,9 @@ class ResourceManager:
         return self._apply(Call.REGISTER_APPS, caller, request_id, regs)
 
     async def allocate(self, caller: str, request_id: int, requests: list[AllocateRequest],
-                       wait: float = 0.0, sent: float = 0.0) -> list[AllocateResponse]:
-        out = self._apply(Call.ALLOCATE, caller, request_id, requests, sent)
+                       wait: float = 0.0, sent: float = 0.0,
+                       idle: tuple[tuple[str, int], ...] = ()) -> list[AllocateResponse]:
+        out = self._apply(Call.ALLOCATE, caller, request_id, requests, sent, idle)
         if wait > 0 and not any(r.allocated or r.completed or r.action != "normal" for r in out):
             event = self._events.setdefault(caller, asyncio.Event())
             event.clear()
@@ -173,7 +174,7 @@ class ResourceManager:
                 await asyncio.wait_for(event.wait(), timeout=wait)
             except asyncio.TimeoutError:
                 pass
-            out = self._apply(Call.POLL, caller, request_id, requests)
+            out = self._apply(Call.POLL, caller, request_id, requests, idle)
         return out
 
     async def finish_apps(self, caller: str, request_id: int, items: list[tuple[str, int]]) -> list[str]:

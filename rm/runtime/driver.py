@@ -307,7 +307,8 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     lag = [x for s in host_stats for x in s["lag"]]
     a2r = exported["alloc_to_running"]
     extra = {
-        "time_scale": scale, "executor": chosen, "payload": kind,
+        "time_scale": scale, "heartbeat_interval": float(cfg.run["heartbeat_interval"]),
+        "executor": chosen, "payload": kind,
         "ray_nodes": len(plan.hosted), "nm_hosts": len(hosts), "am_hosts": len(ams),
         "am_host_ray_nodes": {f"am-{i}": rid for i, rid in enumerate(am_nodes)},
         "nm_per_ray_node": {rid: len(specs) for rid, specs in plan.hosted.items()},

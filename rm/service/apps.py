@@ -110,10 +110,16 @@ class AppProtocol:
 
     @idempotent
     def allocate(self, now: float, caller: str, request_id: int,
-                 requests: list[AllocateRequest], sent: float = 0.0) -> list[AllocateResponse]:
+                 requests: list[AllocateRequest], sent: float = 0.0,
+                 idle: tuple[tuple[str, int], ...] = ()) -> list[AllocateResponse]:
         """AM heartbeats: releases, absolute asks, and what is waiting for each app.
 
         ``sent``: the host's wall time sending the call (liveness, ``rm/service/liveness.py``).
+        ``idle``: (app, attempt) of AMs whose ask is the one they sent last and that release
+        nothing, sent bare; each is handled as that request again (its ask is kept as
+        ``last_ask``) and answered, after the ``requests``' answers, only when there is
+        something for it (containers, statuses, an action).  Most AMs are idle most of the
+        time, and the call's size and the RM's work then follow the AMs with news.
         """
         self._host_sent(caller, sent)
         out = []
@@ -126,17 +132,29 @@ class AppProtocol:
             self._carried(app, caller, sent)
             for cid in req.releases:
                 self._release_unused(now, app, cid)
+            app.last_ask = req.ask
             self._set_ask(app, req.ask - len(app.undelivered))
             out.append(self._deliver(app))
+        for app_id, attempt in idle:
+            app, refusal = self._current(now, app_id, attempt, "allocate")
+            if app is None:
+                out.append(refusal)
+                continue
+            app.host, app.last_seen = caller, now
+            self._carried(app, caller, sent)
+            self._set_ask(app, app.last_ask - len(app.undelivered))
+            if app.undelivered or app.completed:
+                out.append(self._deliver(app))
         self._after(now)
         return out
 
     def poll(self, now: float, caller: str, request_id: int,
-             requests: list[AllocateRequest]) -> list[AllocateResponse]:
+             requests: list[AllocateRequest], idle: tuple[tuple[str, int], ...] = ()) -> list[AllocateResponse]:
         """Deliver what arrived since ``allocate`` answered the same request (the long poll).
 
         A request already answered with containers or statuses (a retry raced the
-        first) gets that answer again, never a second delivery.
+        first) gets that answer again, never a second delivery.  Idle apps (see
+        ``allocate``) are answered only when something arrived for them.
         """
         cached = answered(self._responses, caller, request_id)
         if cached is not NOT_ANSWERED and any(r.allocated or r.completed for r in cached):
@@ -149,6 +167,13 @@ class AppProtocol:
                 continue
             app.last_seen = now
             out.append(self._deliver(app))
+        for app_id, attempt in idle:
+            app = self.apps.get(app_id)
+            if app is None or app.done or app.attempt != attempt or app.resync or app.launching:
+                continue                                   # the next allocate says why
+            app.last_seen = now
+            if app.undelivered or app.completed:
+                out.append(self._deliver(app))
         return out
 
     def _deliver(self, app: AppRecord) -> AllocateResponse:

@@ -66,8 +66,9 @@ class RMClient:
     async def register_apps(self, regs: list) -> list:
         return await call_with_retry(self.rm.register_apps, self.caller, self._next(), regs)
 
-    async def allocate(self, requests: list, wait: float = 0.0) -> list:
-        return await call_with_retry(self.rm.allocate, self.caller, self._next(), requests, wait, time.time())
+    async def allocate(self, requests: list, wait: float = 0.0, idle: tuple = ()) -> list:
+        return await call_with_retry(self.rm.allocate, self.caller, self._next(), requests, wait, time.time(),
+                                     idle)
 
     async def finish_apps(self, items: list[tuple[str, int]]) -> list[str]:
         return await call_with_retry(self.rm.finish_apps, self.caller, self._next(), items)

@@ -102,10 +102,22 @@ class NodeProtocol:
         """
         self._host_sent(caller, sent)
         out = [self._beat(now, caller, beat.node, beat, sent) for beat in beats]
+        # Idle NMs are most of every call at paper scale (50,000 a wall second at 1,000 NMs
+        # and time scale 0.02): the common case — alive, this host's, nothing to clean up —
+        # is what ``_beat`` does for it, without building an answer nobody receives.
+        nodes, calls, quiet = self.nodes, self.host_calls.get(caller, 0), 0
         for name in idle:
-            resp = self._beat(now, caller, name, None, sent)
-            if resp.action != NORMAL or resp.cleanup:
-                out.append(resp)
+            rec = nodes.get(name)
+            if rec is None or not rec.alive or rec.host != caller or rec.resync or rec.cleanup:
+                resp = self._beat(now, caller, name, None, sent)
+                if resp.action != NORMAL or resp.cleanup:
+                    out.append(resp)
+                continue
+            rec.last_seen = now
+            if sent:
+                rec.last_sent, rec.last_call = sent, calls
+            quiet += 1
+        self.heartbeats += quiet
         self._schedule(now)
         self._after(now)
         return out

@@ -11,7 +11,9 @@ retried call never allocates, releases or finishes twice.
                                   (idle: names of NMs with nothing to report; due: the
                                   earliest wall time a heartbeat of the batch was due)
     AppMaster host    -> RM   register_apps([AppRegistration])       -> [AppRegistered]
-                              allocate([AllocateRequest], wait)       -> [AllocateResponse]
+                              allocate([AllocateRequest], wait, sent, idle) -> [AllocateResponse]
+                                  (idle: (app, attempt) of AMs whose ask is unchanged and that
+                                  release nothing, answered only when there is news for them)
                               finish_apps([(app, attempt)])           -> [str action]
     AppMaster host    -> NM   start_containers([ContainerLaunch])     -> [str]  ("ok" or why not)
     RM (AM launcher)  -> AM   launch_attempts([(app, attempt)])       -> None

@@ -72,6 +72,7 @@ class AppRecord:
     undelivered: list[Allocation] = field(default_factory=list)
     completed: list[ContainerStatus] = field(default_factory=list)
     asked: dict[int, float] = field(default_factory=dict)   # task -> trace time of its latest ask
+    last_ask: int = 0                    # the ask of its AM's latest full AllocateRequest
     finished_tasks: set[int] = field(default_factory=set)
     task_attempts: dict[int, int] = field(default_factory=dict)
     last_finish: float | None = None
