@@ -19,7 +19,8 @@
     policy: tsf
     run: {seed: 1, time_scale: 1.0, heartbeat_interval: 1.0}   # also nm_expiry and am_expiry
                                          # (heartbeats), max_attempts (of each AM), rm_restart
-                                         # (heartbeats the simulator's RM is down after kill-rm)
+                                         # (heartbeats the simulator's RM is down after kill-rm),
+                                         # am_hosts (AM host actors; 0: one per Ray node)
     faults: [kill-nm:n03@60, kill-rm@100]    # injected by `rayrm replay` (rm/core/faults.py),
                                              # modelled by `rayrm simulate` (rm/sim/faults.py)
 
@@ -89,6 +90,7 @@ RUN_DEFAULTS: dict[str, Any] = {
     "payload": "sleep",
     "slots_per_node": 14,
     "rm_restart": 1,
+    "am_hosts": 0,          # ApplicationMaster hosts; 0: one per Ray node with CPUs (simulate: 1)
 }
 
 
@@ -396,8 +398,8 @@ def parse_config(doc: Any, path: Path | None = None) -> ExperimentConfig:
         for k in ("time_scale", "heartbeat_interval"):
             run[k] = _number(run[k], f"run.{k}", positive=True)
         run["rm_restart"] = _number(run["rm_restart"], "run.rm_restart", non_negative=True)
-        for k in ("seed", "nm_expiry", "am_expiry", "max_attempts", "slots_per_node"):
-            run[k] = _integer(run[k], f"run.{k}", minimum=0 if k == "seed" else 1)
+        for k in ("seed", "nm_expiry", "am_expiry", "max_attempts", "slots_per_node", "am_hosts"):
+            run[k] = _integer(run[k], f"run.{k}", minimum=0 if k in ("seed", "am_hosts") else 1)
         faults = [str(f) for f in _list(doc.get("faults"), "faults")]
         parse_faults(faults, {n.name for n in nodes} | {e.node for e in events if e.spec is not None},
                      {j.job_id for j in jobs}, where="faults")

@@ -66,16 +66,24 @@ class OnlineScheduler:
     # ----- events --------------------------------------------------------------
 
     def add_node(self, spec: NodeSpec) -> NodeState:
-        node = self.cluster.add_node(spec)
+        return self.add_nodes([spec])[0]
+
+    def add_nodes(self, specs: list[NodeSpec]) -> list[NodeState]:
+        """Nodes join; the policy order is rekeyed once for the batch."""
+        nodes = self.cluster.add_nodes(specs)
         self._proof.clear()
         self._rekey_all()
-        self._dirty.add(node.index)
-        return node
+        self._dirty.update(node.index for node in nodes)
+        return nodes
 
     def remove_node(self, name: str) -> list[Container]:
         """The node is lost; returns its containers, now released (the caller re-asks)."""
-        lost = self.cluster.remove_node(name)
-        self._dirty.discard(self.cluster.node_index[name])
+        return self.remove_nodes([name])
+
+    def remove_nodes(self, names: list[str]) -> list[Container]:
+        """Nodes are lost together (rekeyed once); returns their containers, now released."""
+        lost = self.cluster.remove_nodes(names)
+        self._dirty.difference_update(self.cluster.node_index[n] for n in names)
         self._proof.clear()
         self._rekey_all()
         return lost
