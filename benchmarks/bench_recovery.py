@@ -10,6 +10,7 @@ the definitions are in ``rm/runs/recovery.py``:
                         recovered: every task lost with it running again elsewhere
 * kill-nm-host:0@60     the same for every NM of host nm-0 (host death or expiry)
 * kill-am:job2@50       detected: attempt 1 FAILED (AM expiry); recovered: attempt 2 registered
+* kill-am-host:0@50     the same for every app of AM host am-0 (its death, seen by the driver)
 * kill-rm@100           detected: the restarted RM serving (state rebuilt);
                         recovered: every NM and AM resynchronised
 * kill-ray-node:1@60    on a two-node ray.cluster_utils.Cluster: Ray node 1 killed;
@@ -40,7 +41,7 @@ from rayrm.rm.runs.recovery import format_times, recovery_times
 
 ROOT = Path(__file__).resolve().parents[1]
 FAULTS = {"kill-nm": "kill-nm:n30@60", "kill-nm-host": "kill-nm-host:0@60", "kill-am": "kill-am:job2@50",
-          "kill-rm": "kill-rm@100", "kill-ray-node": "kill-ray-node:1@60"}
+          "kill-am-host": "kill-am-host:0@50", "kill-rm": "kill-rm@100", "kill-ray-node": "kill-ray-node:1@60"}
 
 
 def run_local(config: Path, fault: str, scale: float, out: Path) -> None:

@@ -144,6 +144,18 @@ def fb2010(args, work: Path) -> int:
     return 1 if failed or total > 900 else 0
 
 
+def byte_compile() -> None:
+    """Write rayrm's byte-code, as ``pip install`` leaves it, so the timed processes start as
+    a user's do: with PYTHONDONTWRITEBYTECODE set (as here) every process would otherwise
+    compile each module it imports from source, ~0.2 s of each run."""
+    import compileall  # noqa: PLC0415
+    import re  # noqa: PLC0415
+
+    import rayrm  # noqa: PLC0415
+
+    compileall.compile_dir(Path(rayrm.__file__).parent, quiet=1, rx=re.compile(r"[/\\]\.(venv|git)[/\\]"))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=1000)
@@ -156,6 +168,7 @@ def main(argv=None) -> int:
     ap.add_argument("--fb2010", metavar="TSV", help="SWIM's FB-2010 workload: import, simulate tsf, check")
     ap.add_argument("--workdir", help="where traces and runs go (default: a temporary directory)")
     args = ap.parse_args(argv)
+    byte_compile()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="rayrm-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     return fb2010(args, work) if args.fb2010 else paper_scale(args, work)

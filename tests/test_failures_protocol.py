@@ -292,6 +292,25 @@ def test_a_background_snapshot_is_written_by_a_child_while_the_journal_goes_on(t
     assert digest(state) == before
 
 
+def test_a_snapshot_is_due_after_so_many_journal_bytes_which_a_reload_counts_too(tmp_path, monkeypatch):
+    # a restart replays the journal since the last snapshot: its bytes, not only its
+    # records, bound that (1,000 NMs' heartbeats are ~5 KB a record)
+    import rayrm.rm.service.store as store_module
+    c = Harness(StateStore(tmp_path))
+    c.run(until=3)
+    written = c.store.journal_bytes()
+    assert c.store.bytes == written > 0
+    monkeypatch.setattr(store_module, "SNAPSHOT_BYTES", written + 1)
+    assert not c.store.due()
+    c.step()
+    assert c.store.due() and c.store.bytes == c.store.journal_bytes() > written
+    again = StateStore(tmp_path)
+    again.load()
+    assert again.bytes == c.store.bytes and again.due()
+    c.store.snapshot(c.rm)
+    assert c.store.bytes == 0 and not c.store.due()
+
+
 # ----- losing an ApplicationMaster host (issue 15) ---------------------------------------
 
 def test_losing_an_am_host_restarts_only_its_apps_keeping_their_work():

@@ -111,3 +111,60 @@ def test_failing_an_app_or_losing_a_node_touches_only_their_own_containers():
     h.apply(Call.LOSE_NODE, "n2", "test")          # only n2's
     assert _NoScan.reads == len(on_n2) >= 1
     assert h.rm.running == sum(c.state == RUNNING for c in table.values())
+
+
+def test_losing_and_registering_a_hosts_nms_refreshes_every_app_once(monkeypatch):
+    # An NM host of 1,000 NMs lost (or registering again) must not recompute every app's
+    # eligibility and h once per NM: the scheduler gets the nodes in one batch.  Here the
+    # host "nm" runs n1 and n2; losing it and registering both again refresh once each, and
+    # the outcome is the one of losing n1, then n2, alone.
+    from harness import APP, Harness, registration
+
+    from rayrm.rm.core.cluster import ClusterState
+    from rayrm.rm.core.model import AppSpec, Resources
+    from rayrm.rm.service.protocol import Call, RUNNING
+
+    other = AppSpec("b", Resources.parse("cpu:1;memory_mb:512"), num_tasks=2)
+    one_by_one, batched = Harness(apps=(APP, other)), Harness(apps=(APP, other))
+    for h in (one_by_one, batched):
+        h.step()
+        h.step()                                   # 3 containers RUNNING: 2 on n1, 1 on n2
+    refreshes = []
+    real = ClusterState._refresh
+    monkeypatch.setattr(ClusterState, "_refresh", lambda self: (refreshes.append(1), real(self)))
+    lost = [c for n in ("n1", "n2") for c in one_by_one.apply(Call.LOSE_NODE, n, "NM host died")]
+    assert len(refreshes) == 2 and len(lost) == 3
+    refreshes.clear()
+    assert batched.call("driver", Call.LOSE_HOST, "nm", "NM host died") == ["n1", "n2"]
+    assert len(refreshes) == 1
+    for h in (one_by_one, batched):
+        assert h.rm.running == 0 and not h.rm.live_by_node
+        assert {a: [(c.task, c.exit) for c in r.completed] for a, r in h.rm.apps.items()} == \
+            {a: [(c.task, c.exit) for c in r.completed] for a, r in one_by_one.rm.apps.items()}
+    refreshes.clear()
+    assert batched.call("nm", Call.REGISTER_NODES, [registration(n) for n in batched.nodes]) == ["normal"] * 2
+    assert len(refreshes) == 1
+    assert sum(n.alive for n in batched.rm.scheduler.cluster.nodes) == 2
+    assert not any(c.state == RUNNING for c in batched.rm.containers.values())
+
+
+def test_replaying_the_journal_never_scans_every_container(tmp_path):
+    # A restart replays each journaled call as it ran (rm/service/store.py); no call may
+    # read the whole container table, or a restart at 1,000 nodes would cost records x
+    # containers.  The run: app a's 4 tasks, a lost node, an app that fails, to the end.
+    from harness import Harness
+
+    from rayrm.rm.service.protocol import Call
+    from rayrm.rm.service.store import StateStore, replay_records
+
+    h = Harness(StateStore(tmp_path))
+    h.run(until=2)
+    h.apply(Call.LOSE_NODE, "n2", "test")
+    h.run(until=6)
+    h.apply(Call.EXPIRE_APPS, 10.0, ["a"])
+    h.run(until=9)
+    state, records = StateStore(tmp_path).load()
+    assert len(records) >= 10
+    state.containers = _NoScan(state.containers)
+    assert replay_records(state, records) == len(records)      # _NoScan raises on a scan
+    assert dict(state.containers) == dict(h.rm.containers)

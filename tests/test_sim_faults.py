@@ -92,6 +92,13 @@ def test_kill_nm_loses_its_attempt_at_expiry_and_the_nm_comes_back_empty(tmp_pat
     # bench_recovery: detected 8 - 5 = 3, t1 running again at 10: recovered 5
     (r,) = recovery_times(run.path)
     assert (r["detected"], r["recovered"], r["lost_attempts"]) == (3.0, 5.0, 1)
+    # b crashes again at 15, after it came back at 11: t2 (on b since 11) is lost at 18 and
+    # that loss is the second fault's; the first keeps detected 3, recovered 5, 1 attempt
+    _, again = sim(tmp_path / "again", config(cluster("a", "b"), [job("j", 4)], ["kill-nm:b@5", "kill-nm:b@15"],
+                                             nm_expiry=3))
+    first, second = recovery_times(again.path)
+    assert (first["detected"], first["recovered"], first["lost_attempts"]) == (3.0, 5.0, 1)
+    assert (second["detected"], second["lost_attempts"]) == (3.0, 1)
 
 
 def test_a_dead_nm_holds_its_resources_and_refuses_what_the_rm_still_places_there(tmp_path):
@@ -259,3 +266,52 @@ def test_rm_restart_is_checked_like_the_other_run_settings():
     doc = config(cluster("a"), [job("j", 1)], rm_restart=-1)
     with pytest.raises(InputError, match=r"field 'run.rm_restart': must not be negative, got -1"):
         parse_config(doc)
+
+
+def test_am_host_of_deals_apps_in_submit_order_as_the_replay_does():
+    from rayrm.rm.core.faults import am_host_of
+    cfg = parse_config(config(cluster("a"), [job("z", 1, submit=0), job("y", 1, submit=2),
+                                             job("x", 1, submit=2), job("w", 1, submit=1)]))
+    # by (submit, id): z(0), w(1), x(2), y(2) -> hosts 0, 1, 2, 0 of three; all 0 of one
+    assert am_host_of([j.app for j in cfg.jobs], 3) == {"z": 0, "w": 1, "x": 2, "y": 0}
+    assert set(am_host_of([j.app for j in cfg.jobs], 0).values()) == {0}
+
+
+def test_kill_am_host_is_kill_am_of_each_of_its_apps_uncounted(tmp_path):
+    # Two AM hosts; by submit time j1 (0) -> am-0, j2 (1) -> am-1, j3 (2) -> am-0.  Each job
+    # has its own node: j1 runs 0-10, 10-20, 20-30 on a; j2 1-11, 11-21, 21-31 on b; j3
+    # 2-12, 12-22, 22-32 on c.  am-0 dies at 5: the AMs of j1 and j3 crash (kill-am), their
+    # running tasks run on (j1 t0 to 10, j3 t0 to 12) and the containers allocated at 10
+    # and 12 wait.  am_expiry 7: both attempts fail at 5 + 7 = 12, attempt 2 registers a
+    # heartbeat later, at 13, and starts what waited: j1 t1 13-23, t2 23-33; j3 t1 13-23,
+    # t2 23-33.  max_attempts 1, and no app fails: attempts lost with their host do not count.
+    # j2, on am-1, runs as without the fault.
+    jobs = [job("j1", 3, 0, constraint="node in (a)"), job("j2", 3, 1, constraint="node in (b)"),
+            job("j3", 3, 2, constraint="node in (c)")]
+    doc = config(cluster("a", "b", "c"), jobs, ["kill-am-host:0@5"], am_expiry=7, max_attempts=1, am_hosts=2)
+    summary, run = sim(tmp_path, doc)
+    assert attempts(run) == [
+        ("j1", 0, 0, "a", 0.0, 0.0, 10.0, "finished"),
+        ("j1", 1, 0, "a", 0.0, 13.0, 23.0, "finished"),
+        ("j1", 2, 0, "a", 0.0, 23.0, 33.0, "finished"),
+        ("j2", 0, 0, "b", 1.0, 1.0, 11.0, "finished"),
+        ("j2", 1, 0, "b", 1.0, 11.0, 21.0, "finished"),
+        ("j2", 2, 0, "b", 1.0, 21.0, 31.0, "finished"),
+        ("j3", 0, 0, "c", 2.0, 2.0, 12.0, "finished"),
+        ("j3", 1, 0, "c", 2.0, 13.0, 23.0, "finished"),
+        ("j3", 2, 0, "c", 2.0, 23.0, 33.0, "finished"),
+    ]
+    assert events(run, "fault") == [(5.0, "", "", "kill-am-host:0@5 (am-0)")]
+    assert events(run, "am_expired") == [(12.0, "j1", "", "attempt 1: AM host am-0 died"),
+                                         (12.0, "j3", "", "attempt 1: AM host am-0 died")]
+    assert events(run, "am_registered") == [(13.0, "j1", "", "attempt 2: 1 tasks finished, 0 running"),
+                                            (13.0, "j3", "", "attempt 2: 1 tasks finished, 0 running")]
+    assert set(run.jobs.status) == {"finished"}
+    assert summary["faults"]["simulated"] == ["kill-am-host:0@5"] and summary["faults"]["am_crashes"] == 2
+    assert check_run(run.path).ok
+    # kill-am of j1 alone, counted: with max_attempts 1 it fails the app at 12
+    _, alone = sim(tmp_path / "alone", dict(doc, faults=["kill-am:j1@5"]))
+    assert alone.jobs.set_index("app").at["j1", "status"] == "failed"
+    # host 2 of 2 does not exist
+    with pytest.raises(InputError, match="2 ApplicationMaster hosts"):
+        sim(tmp_path / "bad", dict(doc, faults=["kill-am-host:2@5"]))

@@ -132,3 +132,23 @@ def test_cli_simulate_parquet_then_check(tmp_path, capsys):
     capsys.readouterr()
     assert main(["check", str(out)]) == 0
     assert capsys.readouterr().out.rstrip().endswith("OK")
+
+
+def test_csv_batches_are_formatted_by_pyarrow_with_csv_writers_cells(tmp_path):
+    # A batch without a cell that needs quoting goes through pyarrow: ints and text as
+    # csv.writer writes them, None and NaN empty, times rounded to 6 decimals, floats in
+    # their shortest spelling (1.0 -> '1', 9.8e-05 -> '0.000098'), CRLF line ends.
+    sink = runlog._TableSink(tmp_path, "shares", "csv")
+    sink.write([(0.34, "j1", 0.0000981234, 1.0, float("nan"), 2.5, 3)])
+    # a comma in a text cell: this batch is formatted in Python, quoted as csv.writer does
+    sink.write([(1.0, "j,2", 0.5, None, 0.25, 0.125, 1)])
+    sink.close()
+    assert (tmp_path / "shares.csv").read_bytes() == (
+        b"time,app,task_share,dominant_share,cpu_share,mem_share,running\r\n"
+        b"0.34,j1,0.000098,1,,2.5,3\r\n"
+        b'1.0,"j,2",0.5,,0.25,0.125,1\r\n')
+    events = runlog._TableSink(tmp_path, "events", "csv")
+    events.write([(2.0, None, "start", "j1", 3, 17, "m1", ""), (2.0, None, "submit", "j2", "", "", "", "")])
+    events.close()
+    assert (tmp_path / "events.csv").read_bytes().splitlines()[1:] == [
+        b"2,,start,j1,3,17,m1,", b"2,,submit,j2,,,,"]

@@ -48,6 +48,9 @@ def add_arguments(parser) -> None:
                              "(see rm/core/faults.py)")
     parser.add_argument("--until", type=float, metavar="T",
                         help="stop at trace time T and write what ran (jobs not done are 'unfinished')")
+    parser.add_argument("--am-hosts", type=int, metavar="N",
+                        help="ApplicationMaster host actors, dealt over the Ray nodes with CPUs (default: "
+                             "the config's run.am_hosts, else one per such node)")
     parser.add_argument("--out", metavar="DIR", help="run directory (default: runs/<config>-<policy>-ray)")
     parser.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
 
@@ -70,7 +73,8 @@ def run(args) -> int:
     out = args.out or str(Path("runs") / f"{cfg.name}-{policy}-ray")
     summary = replay(cfg, policy=policy, out=out, time_scale=args.time_scale, address=args.address,
                      executor=args.executor, payload=args.payload, twin=args.twin, seed=args.seed,
-                     progress=False if args.no_progress else None, faults=args.fault, until=args.until)
+                     progress=False if args.no_progress else None, faults=args.fault, until=args.until,
+                     am_hosts=args.am_hosts)
     print(format_summary(summary, out))
     reason = summary.get("interrupt_reason", "")
     return 130 if reason.startswith("SIGINT") else 143 if reason.startswith("SIGTERM") else 0

@@ -31,8 +31,11 @@ def add_arguments(parser) -> None:
                         help="seed of the launch-jitter draws (the durations stay the --seed's)")
     parser.add_argument("--fault", action="append", default=[], metavar="SPEC",
                         help="simulate a fault at trace time T (repeatable): kill-nm:NODE@T, kill-am:APP@T, "
-                             "kill-rm@T; kill-nm-host and kill-ray-node are recorded, not simulated "
-                             "(see rm/sim/faults.py)")
+                             "kill-am-host:I@T, kill-rm@T; kill-nm-host, kill-ray-node and stall-rm are "
+                             "recorded, not simulated (see rm/sim/faults.py)")
+    parser.add_argument("--am-hosts", type=int, metavar="N",
+                        help="AM hosts the apps are dealt to, as the replay deals them (kill-am-host; "
+                             "default: the config's run.am_hosts, 0 counting as 1: a local Ray's one node)")
     parser.add_argument("--format", choices=("auto", "csv", "parquet"), default="auto",
                         help="tasks, shares and events as CSV or Parquet (default auto: Parquet above "
                              "a million tasks)")
@@ -44,11 +47,16 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from rayrm.rm.core.config import load_config  # noqa: PLC0415
+    from rayrm.rm.core.errors import InputError  # noqa: PLC0415
     from rayrm.rm.core.policies import make_policy  # noqa: PLC0415
     from rayrm.rm.sim.engine import simulate  # noqa: PLC0415
 
     started = time.perf_counter()
     cfg = load_config(args.config)
+    if args.am_hosts is not None:
+        if args.am_hosts < 1:
+            raise InputError(f"--am-hosts must be at least 1, got {args.am_hosts}")
+        cfg.run["am_hosts"] = args.am_hosts
     policy = args.policy or cfg.policy
     make_policy(policy)            # an unknown name is an InputError before any work
     out = args.out or str(Path("runs") / f"{cfg.name}-{policy}-sim")

@@ -129,6 +129,17 @@ class ClusterState:
 
     def add_node(self, spec: NodeSpec) -> NodeState:
         """A node joins (or a lost node comes back under its name, empty)."""
+        return self.add_nodes([spec])[0]
+
+    def add_nodes(self, specs: list[NodeSpec]) -> list[NodeState]:
+        """Nodes join together: eligibility and h of every app are recomputed once for the
+        batch, not once per node (an NM host of 1,000 NMs registering after a restart)."""
+        added = [self._join(spec) for spec in specs]
+        if added:
+            self._refresh()
+        return added
+
+    def _join(self, spec: NodeSpec) -> NodeState:
         cap = self.node_vector(spec)
         idx = self.node_index.get(spec.name)
         if idx is not None:
@@ -150,24 +161,33 @@ class ClusterState:
                 self.free_matrix = np.vstack([self.free_matrix, [node.free]])
             self.free_matrix[node.index] = node.free
         self._count_type(node, +1)
-        self._refresh()
         return node
 
     def remove_node(self, name: str) -> list[Container]:
         """A node is lost: it leaves the cluster and its containers are released and returned."""
-        node = self.nodes[self.node_index[name]]
-        if not node.alive:
+        return self.remove_nodes([name])
+
+    def remove_nodes(self, names: list[str]) -> list[Container]:
+        """Nodes are lost together: they leave and their containers (returned, node by node)
+        are released; eligibility and h of every app are recomputed once for the batch."""
+        lost_all, removed = [], False
+        for name in names:
+            node = self.nodes[self.node_index[name]]
+            if not node.alive:
+                continue
+            lost = [self.containers[c] for c in sorted(node.containers)]
+            for c in lost:
+                self.release(c.container_id)
+            node.alive, removed = False, True
+            self._count_type(node, -1)
+            lost_all += lost
+        if not removed:
             return []
-        lost = [self.containers[c] for c in sorted(node.containers)]
-        for c in lost:
-            self.release(c.container_id)
-        node.alive = False
         self._arrays = None
         self._elig_cache.clear()
         self._demand_cache.clear()
-        self._count_type(node, -1)
         self._refresh()
-        return lost
+        return lost_all
 
     def _count_type(self, node: NodeState, sign: int) -> None:
         real = node.capacity[:len(self.dims)]

@@ -19,7 +19,8 @@
     policy: tsf
     run: {seed: 1, time_scale: 1.0, heartbeat_interval: 1.0}   # also nm_expiry and am_expiry
                                          # (heartbeats), max_attempts (of each AM), rm_restart
-                                         # (heartbeats the simulator's RM is down after kill-rm)
+                                         # (heartbeats the simulator's RM is down after kill-rm),
+                                         # am_hosts (AM host actors; 0: one per Ray node)
     faults: [kill-nm:n03@60, kill-rm@100]    # injected by `rayrm replay` (rm/core/faults.py),
                                              # modelled by `rayrm simulate` (rm/sim/faults.py)
 
@@ -37,13 +38,32 @@ import csv
 import math
 import re
 from dataclasses import dataclass, field
+import functools
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-# libyaml's loader when present: ~10x faster on a 1,000-node cluster listing.
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _YAML_LOADER(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """libyaml's loader when present (~10x faster on a 1,000-node cluster listing), with
+    each plain scalar's tag resolved once per text: resolution runs the implicit
+    resolvers' regexes in Python for every scalar, and a cluster listing repeats a few
+    hundred attribute values tens of thousands of times.  The tag depends only on the
+    text and whether it was quoted (no path resolvers are registered)."""
+
+    _tags: dict = {}
+
+    def resolve(self, kind, value, implicit):
+        if kind is yaml.ScalarNode:
+            key = (value, implicit)
+            tag = self._tags.get(key)
+            if tag is None:
+                tag = self._tags[key] = super().resolve(kind, value, implicit)
+            return tag
+        return super().resolve(kind, value, implicit)
+
 
 from rayrm.rm.core.jobs import JobSpec, parse_durations
 from rayrm.rm.core.constraints import Constraint
@@ -70,6 +90,7 @@ RUN_DEFAULTS: dict[str, Any] = {
     "payload": "sleep",
     "slots_per_node": 14,
     "rm_restart": 1,
+    "am_hosts": 0,          # ApplicationMaster hosts; 0: one per Ray node with CPUs (simulate: 1)
 }
 
 
@@ -160,11 +181,17 @@ def _resources(value: Any, where: str, *, positive: bool) -> Resources:
     return Resources(out)
 
 
+@functools.lru_cache(maxsize=4096)
+def _parse_constraint(text: str) -> Constraint:
+    """Constraint.parse, once per text (a Constraint is immutable; traces repeat them)."""
+    return Constraint.parse(text)
+
+
 def _constraint(value: Any, where: str) -> Constraint:
     if value is None or value == "":
         return Constraint()
     try:
-        return Constraint.parse(str(value))
+        return _parse_constraint(str(value))
     except InputError as e:
         raise e.at(field=where) from None
 
@@ -371,8 +398,8 @@ def parse_config(doc: Any, path: Path | None = None) -> ExperimentConfig:
         for k in ("time_scale", "heartbeat_interval"):
             run[k] = _number(run[k], f"run.{k}", positive=True)
         run["rm_restart"] = _number(run["rm_restart"], "run.rm_restart", non_negative=True)
-        for k in ("seed", "nm_expiry", "am_expiry", "max_attempts", "slots_per_node"):
-            run[k] = _integer(run[k], f"run.{k}", minimum=0 if k == "seed" else 1)
+        for k in ("seed", "nm_expiry", "am_expiry", "max_attempts", "slots_per_node", "am_hosts"):
+            run[k] = _integer(run[k], f"run.{k}", minimum=0 if k in ("seed", "am_hosts") else 1)
         faults = [str(f) for f in _list(doc.get("faults"), "faults")]
         parse_faults(faults, {n.name for n in nodes} | {e.node for e in events if e.spec is not None},
                      {j.job_id for j in jobs}, where="faults")

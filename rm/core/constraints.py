@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Mapping
 
 from rayrm.rm.core.errors import InputError
@@ -129,6 +130,11 @@ class Constraint:
         return {c.attr for c in self.clauses}
 
     def __str__(self) -> str:
+        return self.text
+
+    @cached_property
+    def text(self) -> str:
+        """The canonical text, built once (the scheduler keys its caches by it per app)."""
         return " and ".join(map(str, self.clauses))
 
     def __and__(self, other: "Constraint") -> "Constraint":

@@ -144,6 +144,16 @@ def check_cluster(faults: list[Fault], ray_nodes: int, nm_hosts: int, am_hosts: 
             raise InputError(f"fault {f.text!r}: the replay has {nm_hosts} NodeManager host{many}")
 
 
+def am_host_of(apps, hosts: int) -> dict[str, int]:
+    """Which AM host (0..hosts-1) runs each app's AM: the apps by (submit, app id), dealt
+    in turn, the k-th to host k mod ``hosts``.  The replay deals its AM hosts' jobs so
+    (rm/runtime/driver.py) and the simulator's kill-am-host follows it (rm/sim/faults.py).
+    ``apps``: AppSpecs."""
+    n = max(1, int(hosts))
+    ordered = sorted(apps, key=lambda a: (a.submit, a.app_id))
+    return {a.app_id: k % n for k, a in enumerate(ordered)}
+
+
 def config_faults(config, extra=()) -> list[Fault]:
     """The config's ``faults:`` and the ``extra`` specs (``--fault``), checked against its
     nodes (joining ones too) and jobs, by time."""

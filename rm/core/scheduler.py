@@ -46,6 +46,8 @@ class OnlineScheduler:
         dims = tuple(dims)
         self.policy.prepare(nodes, dims)
         p = self.policy
+        # key = running * unit for most policies (Policy.key): computed inline in _set_key
+        self._unit_key = type(p).key is Policy.key
         self.cluster = ClusterState(dims, p.virtual_dims, p.virtual_capacity, p.virtual_demand,
                                     track_free=p.best_fit)
         self._order: list[tuple] = []      # (key, submit, app_id, app) of apps with pending > 0
@@ -64,16 +66,24 @@ class OnlineScheduler:
     # ----- events --------------------------------------------------------------
 
     def add_node(self, spec: NodeSpec) -> NodeState:
-        node = self.cluster.add_node(spec)
+        return self.add_nodes([spec])[0]
+
+    def add_nodes(self, specs: list[NodeSpec]) -> list[NodeState]:
+        """Nodes join; the policy order is rekeyed once for the batch."""
+        nodes = self.cluster.add_nodes(specs)
         self._proof.clear()
         self._rekey_all()
-        self._dirty.add(node.index)
-        return node
+        self._dirty.update(node.index for node in nodes)
+        return nodes
 
     def remove_node(self, name: str) -> list[Container]:
         """The node is lost; returns its containers, now released (the caller re-asks)."""
-        lost = self.cluster.remove_node(name)
-        self._dirty.discard(self.cluster.node_index[name])
+        return self.remove_nodes([name])
+
+    def remove_nodes(self, names: list[str]) -> list[Container]:
+        """Nodes are lost together (rekeyed once); returns their containers, now released."""
+        lost = self.cluster.remove_nodes(names)
+        self._dirty.difference_update(self.cluster.node_index[n] for n in names)
         self._proof.clear()
         self._rekey_all()
         return lost
@@ -284,14 +294,7 @@ class OnlineScheduler:
         app.pending -= 1
         self._set_key(app)
         if app.pending > 0:
-            # An entry still between its neighbours keeps its place (the usual case: the key
-            # grows by one unit and the app stays ahead of the next one).
-            entry = app.entry
-            if (i + 1 < len(main) and main[i + 1] < entry) or (i > 0 and entry < main[i - 1]):
-                del main[i]
-                insort(main, entry)
-            else:
-                main[i] = entry
+            _reposition(main, i, app.entry)
             if order is not main:
                 insort(order, app.entry)
         else:
@@ -302,8 +305,8 @@ class OnlineScheduler:
     # ----- the sorted order ----------------------------------------------------
 
     def _set_key(self, app: AppState) -> None:
-        app.key = self.policy.key(app)
-        app.entry = (app.key, app.submit, app.app_id, app)
+        app.key = key = app.running * app.unit if self._unit_key else self.policy.key(app)
+        app.entry = (key, app.submit, app.app_id, app)
 
     def _enter(self, app: AppState) -> None:
         self._set_key(app)
@@ -319,10 +322,9 @@ class OnlineScheduler:
     def _rekey(self, app: AppState) -> None:
         """The app's running count changed: recompute its key and its place in the order."""
         if app.pending > 0:                 # in the order: move it to its new place
-            order = self._order
-            del order[bisect_left(order, app.entry)]
+            i = bisect_left(self._order, app.entry)
             self._set_key(app)
-            insort(order, app.entry)
+            _reposition(self._order, i, app.entry)
         else:
             self._set_key(app)
 
@@ -336,3 +338,14 @@ class OnlineScheduler:
         for entry in self._order:
             self._index.set_pending(entry[3].app_id, True)
 
+
+def _reposition(order: list, i: int, entry: tuple) -> None:
+    """Put ``entry`` in the sorted ``order`` in place of the entry at ``i`` (its app's old one).
+
+    An entry still between its neighbours keeps the place (the usual case: the key moves
+    by one unit and the app stays between the same two), saving a del + insort."""
+    if (i + 1 < len(order) and order[i + 1] < entry) or (i > 0 and entry < order[i - 1]):
+        del order[i]
+        insort(order, entry)
+    else:
+        order[i] = entry

@@ -145,27 +145,110 @@ def choose_format(fmt: str | None, task_rows: int) -> str:
     return fmt
 
 
-def _arrow_table(table: str, rows: list):
-    """A batch of rows as a pyarrow Table of ``arrow_schema(table)``: times and shares to
-    6 decimals as in CSV, NaN and None null, text columns text ('' for None)."""
-    import pyarrow as pa  # noqa: PLC0415 (only when Parquet is written)
+def _arrow_arrays(table: str, rows: list, for_csv: bool) -> list:
+    """A batch of rows as pyarrow arrays, one per column of ``TABLES[table]``: times and
+    shares to 6 decimals, NaN and None null, ints as int64.  Text columns are text ('' for
+    None) for Parquet; for CSV a text column of whole numbers and '' (events.task and
+    .container) stays int64 with nulls, which writes the same cells without a str() each.
 
-    schema = arrow_schema(table)
+    The arrays are built from numpy and bytes buffers (``_pa_*``), not ``pa.array``: that
+    one imports pandas on first use (pyarrow checks every input for pandas types), a fifth
+    of a second on every ``rayrm simulate``."""
     arrays = []
     for (name, kind), col in zip(TABLES[table].items(), _columns(rows, len(TABLES[table]))):
         if kind == "str":
-            if not all(v.__class__ is str for v in col):
-                col = ["" if v is None else v if v.__class__ is str else str(v) for v in col]
-            arrays.append(pa.array(col, pa.string()))
-        elif kind == "int":
-            arrays.append(pa.array(col, pa.int64()))
+            kinds = set(map(type, col))
+            if kinds <= {str}:
+                arrays.append(_pa_strings(col))
+            elif for_csv and kinds <= {int, str} and all(v == "" for v in set(col) if v.__class__ is str):
+                arrays.append(_pa_ints(col, np.fromiter((v.__class__ is int for v in col), bool, len(col))))
+            else:
+                arrays.append(_pa_strings(["" if v is None else v if v.__class__ is str else str(v) for v in col]))
+        elif kind == "int" or (for_csv and set(map(type, col)) <= {int}):   # shares.running: a count
+            arrays.append(_pa_ints(col))
         else:
             values = _floats(col)
             if name in ROUNDED[table]:
                 values = np.round(values, 6)
-            nan = np.isnan(values)
-            arrays.append(pa.array(values, pa.float64(), mask=nan if nan.any() else None))
-    return pa.Table.from_arrays(arrays, schema=schema)
+            arrays.append(_pa_floats(values))
+    return arrays
+
+
+def _validity(valid: np.ndarray):
+    """An Arrow validity bitmap (None when every value is valid) and the null count."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    nulls = len(valid) - int(np.count_nonzero(valid))
+    return (pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None), nulls
+
+
+def _pa_floats(values: np.ndarray):
+    """float64 array, NaN null."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    bitmap, nulls = _validity(~np.isnan(values))
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    return pa.Array.from_buffers(pa.float64(), len(values), [bitmap, pa.py_buffer(values)], null_count=nulls)
+
+
+def _pa_ints(col: list, valid: np.ndarray | None = None):
+    """int64 array of Python ints; with ``valid``, null where it is False (the value there
+    is ignored)."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    if valid is None:
+        values, bitmap, nulls = np.array(col, dtype=np.int64), None, 0
+    else:
+        values = np.array([v if ok else 0 for v, ok in zip(col, valid.tolist())], dtype=np.int64)
+        bitmap, nulls = _validity(valid)
+    return pa.Array.from_buffers(pa.int64(), len(values), [bitmap, pa.py_buffer(values)], null_count=nulls)
+
+
+def _pa_strings(col: list):
+    """utf8 array of Python strs: one join, and the offsets from the lengths (characters are
+    bytes when the batch is ASCII, the usual case)."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    text = "".join(col)
+    if text.isascii():
+        data, lengths = text.encode("ascii"), np.fromiter(map(len, col), np.int64, len(col))
+    else:
+        encoded = [v.encode() for v in col]
+        data, lengths = b"".join(encoded), np.fromiter(map(len, encoded), np.int64, len(col))
+    if len(data) >= 2 ** 31:                    # beyond int32 offsets: let pyarrow chunk it
+        return pa.array(col, pa.string())
+    offsets = np.zeros(len(col) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.Array.from_buffers(pa.string(), len(col), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _arrow_table(table: str, rows: list):
+    """A batch of rows as a pyarrow Table of ``arrow_schema(table)`` (``_arrow_arrays``)."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    return pa.Table.from_arrays(_arrow_arrays(table, rows, False), schema=arrow_schema(table))
+
+
+def _csv_bytes(table: str, rows: list) -> bytes | None:
+    """A batch's CSV lines, formatted by pyarrow in C++ rather than cell by cell in Python;
+    None when a text cell needs quoting (the caller then formats the batch in Python).
+
+    The cells are those of csv.writer but for the spelling of floats: pyarrow writes the
+    shortest decimal that reads back as the same double without an exponent below 1e16
+    and no trailing '.0' ('1' for 1.0, '0.000098' for 9.8e-05, where repr gives '1.0' and
+    '9.8e-05'); every reader parses both to the same value.
+    """
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.csv as pacsv  # noqa: PLC0415
+
+    names = list(TABLES[table])
+    batch = pa.Table.from_arrays(_arrow_arrays(table, rows, True), names=names)
+    sink = pa.BufferOutputStream()
+    try:
+        pacsv.write_csv(batch, sink, pacsv.WriteOptions(include_header=False, quoting_style="none", eol="\r\n"))
+    except pa.ArrowInvalid:         # a comma, quote or line break in a text cell
+        return None
+    return sink.getvalue().to_pybytes()
 
 
 class _TableSink:
@@ -178,8 +261,8 @@ class _TableSink:
             if other != fmt:
                 (out / f"{table}.{other}").unlink(missing_ok=True)
         if fmt == "csv":
-            self._fh = open(self.path, "w", newline="")
-            self._fh.write(",".join(_quote(h) for h in TABLES[table]) + "\r\n")
+            self._fh = open(self.path, "wb")
+            self._fh.write((",".join(_quote(h) for h in TABLES[table]) + "\r\n").encode())
             self._rounded = rounded_positions(table)
         else:
             import pyarrow.parquet as pq  # noqa: PLC0415
@@ -193,10 +276,12 @@ class _TableSink:
             return
         self.rows += len(rows)
         if self.fmt == "csv":
-            columns = _columns(rows, len(TABLES[self.table]))
-            cols = [_text_column(c, i in self._rounded) for i, c in enumerate(columns)]
-            self._fh.write("\r\n".join(map(",".join, zip(*cols))))
-            self._fh.write("\r\n")
+            text = _csv_bytes(self.table, rows)
+            if text is None:
+                columns = _columns(rows, len(TABLES[self.table]))
+                cols = [_text_column(c, i in self._rounded) for i, c in enumerate(columns)]
+                text = ("\r\n".join(map(",".join, zip(*cols))) + "\r\n").encode()
+            self._fh.write(text)
         else:
             self._writer.write_table(_arrow_table(self.table, rows))
 
@@ -221,13 +306,15 @@ class _TaskStats:
     def add(self, rows: list, demand_of) -> None:
         if not rows:
             return
-        self.counts.update(r[7] for r in rows)
-        submit, start, finish = (_floats([r[k] for r in rows]) for k in (4, 5, 6))
+        apps, submit, start, finish, status = (list(map(itemgetter(k), rows)) for k in (0, 4, 5, 6, 7))
+        self.counts.update(status)
+        submit, start, finish = _floats(submit), _floats(start), _floats(finish)
         self.waits.append((start - submit)[~np.isnan(start)])
         done = ~np.isnan(finish)
         if done.any():
             self.finish_max = max(self.finish_max, float(finish[done].max()))
-        per_attempt = np.array([demand_of(r[0]) for r in rows], dtype=float)
+        demands = {a: demand_of(a) for a in set(apps)}
+        per_attempt = np.array(list(map(demands.__getitem__, apps)), dtype=float)
         ran = finish - start
         busy = (per_attempt[done] * ran[done][:, None]).sum(axis=0)
         self.busy = busy if self.busy is None else self.busy + busy

@@ -10,8 +10,9 @@ fault          detected                                   recovered ("full recov
 ============== ========================================== =============================================
 kill-nm,       the first of its NMs declared LOST         every task that was running on those NMs is
 kill-nm-host,  (``node_lost``: heartbeat expiry or the    running again elsewhere (the latest start of
-kill-ray-node  host's death)                              the next attempt of each ``lost`` attempt);
-                                                          the detection time when nothing was running
+kill-ray-node  host's death)                              the next attempt of each attempt lost there
+                                                          before the NM registered again); the
+                                                          detection time when nothing was running
 kill-am        the attempt declared FAILED                the new attempt has registered and holds the
                (``am_expired``)                           app's finished tasks and running containers
                                                           (``am_registered``); it asks for the rest in
@@ -86,7 +87,14 @@ def recovery_times(path: str | Path) -> list[dict]:
             nodes = affected_nodes(kind, f.node, f.detail)
             gone = after[(after.kind == "node_lost") & after.node.isin(nodes)]
             detected = _row(gone.iloc[0]) if len(gone) else None
-            hit = tasks[(tasks.status == "lost") & tasks.node.isin(nodes) & (tasks.finish >= f.time)]
+            # the attempts lost with those NMs until each registered again: a later loss of
+            # the same node (another fault) is not this fault's
+            back = {n: float(ev[(ev.kind == "node_join") & (ev.node == n)
+                                & (ev.time > float(g.time))].time.min())
+                    for n, g in gone.groupby("node").first().iterrows()} if len(gone) else {}
+            until = tasks.node.map(back).fillna(math.inf)
+            hit = tasks[(tasks.status == "lost") & tasks.node.isin(nodes) & (tasks.finish >= f.time)
+                        & (tasks.finish <= until)]
             lost = len(hit)
             recovered = detected
             for t in hit.itertuples(index=False):

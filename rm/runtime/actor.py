@@ -52,7 +52,7 @@ from rayrm.rm.core.config import MIN_EXPIRY_WALL
 from rayrm.rm.service.protocol import (NAMESPACE, AllocateRequest, AllocateResponse,
                                       AppRegistered, AppRegistration, Call, NodeHeartbeat, NodeHeartbeatResponse,
                                       NodeRegistration)
-from rayrm.rm.service.store import SNAPSHOT_RECORDS, SNAPSHOT_SECONDS, StateStore, replay_records
+from rayrm.rm.service.store import SNAPSHOT_SECONDS, StateStore, replay_records
 from rayrm.rm.runtime.pace import PaceMeter
 from rayrm.rm.service.liveness import Liveness
 from rayrm.rm.service.state import ResourceManagerState
@@ -119,6 +119,7 @@ class ResourceManager:
         self._events: dict[str, asyncio.Event] = {}
         self._monitor: asyncio.Task | None = None
         self._launching: set[tuple[str, int]] = set()
+        self._am_hosts: dict = {}                        # AM host id -> its actor handle
         self._last_snapshot = time.time()
         self.calls = 0
         self.liveness = Liveness()
@@ -202,7 +203,7 @@ class ResourceManager:
         out = self.state.apply(call, now, *args)
         if self.store is not None:
             self.store.append(call, now, args)
-            if self.store.records >= SNAPSHOT_RECORDS:
+            if self.store.due():
                 self._snapshot()
         self._wake()
         return out
@@ -254,14 +255,18 @@ class ResourceManager:
                 silent = self.liveness.silent_apps(s, now, self.am_expiry_wall)
                 if silent:
                     self._apply(Call.EXPIRE_APPS, self.am_expiry_wall, silent)
+                # one call per AM host, whatever the number of its apps: a restarted host
+                # of 1,500 AMs is launched in one call, not 1,500
+                launches: dict[str, list[tuple[str, int]]] = {}
                 for host, app, attempt in s.pending_launches():
                     if (app, attempt) not in self._launching:
-                        self._launching.add((app, attempt))
-                        asyncio.get_running_loop().create_task(self._launch(host, app, attempt))
+                        launches.setdefault(host, []).append((app, attempt))
                 for host, app in s.failed_apps():
                     if (app, 0) not in self._launching:
-                        self._launching.add((app, 0))
-                        asyncio.get_running_loop().create_task(self._launch(host, app, 0))
+                        launches.setdefault(host, []).append((app, 0))
+                for host, items in launches.items():
+                    self._launching.update(items)
+                    asyncio.get_running_loop().create_task(self._launch(host, items))
             if self.store is not None:
                 written = self.store.poll()
                 if written is not None:
@@ -280,18 +285,24 @@ class ResourceManager:
         """The ``stall-rm`` fault: block the RM's loop for ``seconds`` (a long GC pause, a slow disk)."""
         time.sleep(seconds)
 
-    async def _launch(self, host: str, app: str, attempt: int) -> None:
-        """AMLauncher: ask the AM host to start the attempt, or (attempt 0) to end the app
-        the RM failed; again at a later tick if the call fails."""
+    async def _launch(self, host: str, items: list[tuple[str, int]]) -> None:
+        """AMLauncher: ask AM host ``host`` to start each (app, attempt), or (attempt 0) to
+        end the app the RM failed, in one call each; again at a later tick if it fails.
+        The host's handle is looked up once (``ray.get_actor`` blocks the loop)."""
         try:
-            handle = ray.get_actor(f"rayrm-{host}", namespace=NAMESPACE)
-            if attempt:
-                await handle.launch_attempts.remote([(app, attempt)])
-            else:
-                await handle.end_apps.remote([app])
+            handle = self._am_hosts.get(host)
+            if handle is None:
+                handle = self._am_hosts[host] = ray.get_actor(f"rayrm-{host}", namespace=NAMESPACE)
+            starts = [(app, attempt) for app, attempt in items if attempt]
+            ends = [app for app, attempt in items if not attempt]
+            if starts:
+                await handle.launch_attempts.remote(starts)
+            if ends:
+                await handle.end_apps.remote(ends)
         except Exception:  # noqa: BLE001 - the host is unreachable now; the next tick retries
+            self._am_hosts.pop(host, None)
             await asyncio.sleep(self.am_expiry_wall / 4)
-            self._launching.discard((app, attempt))
+            self._launching.difference_update(items)
 
     # ----- views -----------------------------------------------------------------
 

@@ -39,7 +39,7 @@ from pathlib import Path
 from rayrm.nodes.placement import alive_ray_nodes, place_nodes
 from rayrm.rm.core.config import MIN_EXPIRY_WALL, ExperimentConfig, load_config
 from rayrm.rm.core.errors import InputError
-from rayrm.rm.core.faults import check_cluster, config_faults
+from rayrm.rm.core.faults import am_host_of, check_cluster, config_faults
 from rayrm.rm.core.policies import policy_for_run
 from rayrm.rm.runs.metrics import percentiles
 from rayrm.rm.runtime.pace import pace_summary, pace_warning
@@ -211,7 +211,8 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     ray_nodes = alive_ray_nodes()
     plan = plan_replay(cfg, ray_nodes, executor)
     doomed = {ray_nodes[f.index].node_id for f in faults if f.kind == "kill-ray-node" and f.index < len(ray_nodes)}
-    am_nodes = am_host_nodes([r for r in ray_nodes if r.node_id not in doomed] or ray_nodes[:1], am_hosts)
+    am_nodes = am_host_nodes([r for r in ray_nodes if r.node_id not in doomed] or ray_nodes[:1],
+                             am_hosts if am_hosts is not None else (int(cfg.run.get("am_hosts", 0)) or None))
     check_cluster(faults, len(ray_nodes), len(plan.hosted), len(am_nodes))
     chosen = plan.executor
     state_dir = _state_dir(out)
@@ -241,12 +242,13 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     ray.get([h.register.remote() for h in hosts.values()])
     jobs = [AMJob(j.app, tuple(float(x) for x in j.task_durations(seed))) for j in cfg.jobs]
     # AM hosts spread over the Ray nodes like NM hosts (one per Ray node with CPUs), so the
-    # RM is the only central actor; the jobs are dealt round-robin in submit order.  Not on
-    # a Ray node a kill-ray-node fault will take down: the replay survives losing NM hosts,
-    # not (yet) an AM host.
+    # RM is the only central actor; the jobs are dealt round-robin in submit order
+    # (rm.core.faults.am_host_of, which the simulator's kill-am-host follows).  Not on a Ray
+    # node a kill-ray-node fault will take down.
     dealt: list[list] = [[] for _ in am_nodes]
-    for k, job in enumerate(sorted(jobs, key=lambda j: (j.spec.submit, j.spec.app_id))):
-        dealt[k % len(am_nodes)].append(job)
+    host_of = am_host_of([j.spec for j in jobs], len(am_nodes))
+    for job in sorted(jobs, key=lambda j: (j.spec.submit, j.spec.app_id)):
+        dealt[host_of[job.spec.app_id]].append(job)
     ams, am_of_app = {}, {}
     for i, (rid, mine) in enumerate(zip(am_nodes, dealt)):
         ams[f"am-{i}"] = session.add(ApplicationMasterHost.options(
@@ -419,6 +421,9 @@ def twin_comparison(cfg: ExperimentConfig, policy: str, seed: int, out, summary:
     """
     from rayrm.rm.runs.reader import RunDir  # noqa: PLC0415
     from rayrm.rm.sim.sensitivity import completion_spread  # noqa: PLC0415
+    if summary.get("am_hosts"):            # the simulator's kill-am-host deals apps as the replay did
+        import dataclasses  # noqa: PLC0415
+        cfg = dataclasses.replace(cfg, run=dict(cfg.run, am_hosts=int(summary["am_hosts"])))
     twin_dir = Path(out) / "twin"
     twin = simulate(cfg, policy=policy, seed=seed, out=twin_dir, progress=False, faults=faults)
     mine = RunDir(Path(out)).jobs.set_index("app")

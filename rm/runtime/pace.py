@@ -81,9 +81,12 @@ def pace_summary(meter: dict, *, time_scale: float, delivery=(), launch=(), cpu_
                  wall_seconds: float = 0.0) -> dict:
     """summary.json's ``pace`` section from the RM's ``PaceMeter.export()`` (module doc).
 
-    ``suggested_time_scale`` (only when behind): the time scale × the RM's CPU
-    utilisation / 0.7 (its work per wall second shrinks as the scale grows), and at
-    least × (1 + p99 lag / interval), rounded up to two digits — an estimate.
+    ``suggested_time_scale`` (only when behind): the time scale × the larger of
+    q / interval and the RM's CPU utilisation / 0.7, rounded up to two digits, where q
+    is the lag at the (1 − ``KEPT_PACE_BEHIND``) quantile.  Why: the run keeps pace when
+    at most that share of ticks lag more than one interval, and the interval grows
+    with the time scale while the lag in wall seconds does not (the same work is spread
+    over more wall time, so it only shrinks) — an estimate, and on the safe side.
     """
     interval = meter["interval_wall"]
     lags = [x for _, x in meter["samples"]]
@@ -98,8 +101,8 @@ def pace_summary(meter: dict, *, time_scale: float, delivery=(), launch=(), cpu_
     if cpu_seconds and wall_seconds:
         out["rm_cpu_utilisation"] = round(cpu_seconds / wall_seconds, 3)
     if not out["kept_pace"]:
-        p99 = out["lag_wall_s"].get("p99", 0.0)
-        factor = max(1.0 + p99 / interval if interval else 1.0, out.get("rm_cpu_utilisation", 0.0) / 0.7)
+        q = float(np.percentile(lags, 100 * (1 - KEPT_PACE_BEHIND)))
+        factor = max(q / interval if interval else 1.0, out.get("rm_cpu_utilisation", 0.0) / 0.7)
         out["suggested_time_scale"] = _round_up(time_scale * max(factor, 1.01))
     return out
 

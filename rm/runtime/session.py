@@ -15,6 +15,12 @@ SYSTEM_CONFIG = {
     # Keep pre-started workers: a container must not pay a worker cold start.
     "num_workers_soft_limit": 1000,
     "idle_worker_killing_time_threshold_ms": 3_600_000,
+    # A call on an actor that died fails once Ray has the death's cause, or after this
+    # wait (default 1 s): the driver learns that an NM or AM host died from such a call,
+    # and at 1,000 nodes 2 x nm_expiry is 2 wall seconds for its NMs to be back.  Here a
+    # killed actor's call failed after 1.1-1.9 s by default, 0.5-1.0 s with 100 ms; the
+    # callers retry an actor still restarting (ActorUnavailableError) either way.
+    "timeout_ms_task_wait_for_death_info": 100,
     # Ray runs workers at nice 15 so that its own daemons stay responsive under batch load;
     # here the workers are the RM, NM and AM hosts, latency-bound services the replay times
     # against the wall clock, and at nice 15 any ordinary process on the machine (the

@@ -28,6 +28,7 @@ from rayrm.rm.service.client import BUDGET, MAX_DELAY
 
 NM_HOST_RESTARTS = 3          # Ray restarts of one NodeManager host actor
 AM_HOST_RESTARTS = 3          # Ray restarts of one ApplicationMaster host actor
+RESUME_RETRY = 0.2            # wall seconds before asking a restarting NM host to resume again
 PLAIN_EVERY = 10.0            # wall seconds between progress lines when stderr is not a terminal
 
 
@@ -234,6 +235,7 @@ class Supervisor:
         self.show = True if progress is None else progress
         self.dead_hosts: set[str] = set()
         self.host_restarts = 0
+        self._resume_since: dict[str, float] = {}       # NM host -> first resume that found it restarting
         self.ams = ams or {}
         self.am_host_restarts = 0
         self._rid = 10_000_000        # driver request ids apart from the injector's
@@ -247,11 +249,18 @@ class Supervisor:
         waiting, outcomes = dict(done_refs), []         # AM host run() ref -> host id
         lifelines = {h.lifeline.remote(): hid for hid, h in self.hosts.items()}
         resuming: dict = {}
+        retry: dict[str, float] = {}                     # NM host -> when its resume is asked again
         tty = sys.stderr.isatty()
         last_change, last_key, last_print, last_poll = time.time(), None, 0.0, 0.0
         p = {"time": 0.0, "running": 0, "finished": 0, "pending": 0, "allocations": 0}
         while True:
             wait = min(1.0, self.injector.seconds_to_next() if self.injector else 1.0)
+            now = time.time()
+            for hid in [h for h, at in retry.items() if at <= now]:
+                del retry[hid]
+                resuming[self.hosts[hid].resume.remote(self.start_wall, self.scale)] = hid
+            if retry:
+                wait = max(0.0, min(wait, min(retry.values()) - now))
             if self.until_wall is not None:
                 wait = max(0.0, min(wait, self.until_wall - time.time()))
             ready, _ = ray.wait([*waiting, *lifelines, *resuming], num_returns=1, timeout=wait)
@@ -270,8 +279,17 @@ class Supervisor:
                         ray.get(ref)
                         lifelines[self.hosts[hid].lifeline.remote()] = hid
                         self.host_restarts += 1
-                    except ray.exceptions.RayError:
-                        self.dead_hosts.add(hid)         # its Ray node is gone: it stays lost
+                        self._resume_since.pop(hid, None)
+                    except ray.exceptions.ActorUnavailableError:
+                        # Ray is still restarting it (the RM now loses a host's NMs in one
+                        # quick call, so resume can arrive first): ask again shortly
+                        since = self._resume_since.setdefault(hid, time.time())
+                        if time.time() - since < BUDGET:
+                            retry[hid] = time.time() + RESUME_RETRY
+                        else:
+                            self._host_lost(hid, f"still unavailable after {BUDGET:.0f}s")
+                    except ray.exceptions.RayError as e:
+                        self._host_lost(hid, f"{type(e).__name__}: {str(e)[:200]}")
             if self.injector is not None:
                 self.injector.inject_due()
             now = time.time()
@@ -314,6 +332,13 @@ class Supervisor:
                 f"AM host {hid} died ({type(error).__name__})")
         rm_call(self.ams[hid].outcome_now)       # returns once Ray has restarted the host
         return self.ams[hid].run.remote(self.start_wall)
+
+    def _host_lost(self, hid: str, why: str) -> None:
+        """The NM host could not be resumed (its Ray node is gone): its NMs stay lost."""
+        self.dead_hosts.add(hid)
+        self._resume_since.pop(hid, None)
+        print(f"\nrayrm replay: NodeManager host {hid} not restarted, its NMs stay lost ({why})",
+              file=sys.stderr, flush=True)
 
     def _host_down(self, hid: str, ref, resuming: dict) -> None:
         """A lifeline returned: the host was stopped, its heartbeat loop failed, or it died."""

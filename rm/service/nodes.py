@@ -37,21 +37,28 @@ class NodeProtocol:
                        regs: list[NodeRegistration]) -> list[str]:
         """NMs join, come back after being lost, or register again; an action per NM."""
         out = []
+        # new nodes and lost ones back join the scheduler in one batch (its per-app refresh
+        # once, not once per NM: a restarted host registers all its NMs in one call)
+        cluster, joining = self.scheduler.cluster, {}
         for reg in regs:
             rec = self.nodes.get(reg.node)
             if rec is None:
                 rec = NodeRecord(NodeSpec(reg.node, Resources(dict(reg.capacity)), dict(reg.attributes)))
                 self.nodes[reg.node] = rec
+            idx = cluster.node_index.get(reg.node)
+            if not (rec.alive and rec.host != caller) and (idx is None or not cluster.nodes[idx].alive):
+                joining.setdefault(reg.node, rec.spec)
+        if joining:
+            self.scheduler.add_nodes(list(joining.values()))
+            self._touch_all()
+        for reg in regs:
+            rec = self.nodes[reg.node]
             if rec.alive and rec.host != caller:
                 self._refuse(now, "refused", node=reg.node,
                              detail=f"registration from host {caller}; host {rec.host} runs this node")
                 out.append(FENCED)
                 continue
             rejoin = not rec.alive
-            idx = self.scheduler.cluster.node_index.get(reg.node)
-            if idx is None or not self.scheduler.cluster.nodes[idx].alive:
-                self.scheduler.add_node(rec.spec)          # a new node, or a lost one back
-                self._touch_all()
             was_resync = rec.resync
             rec.host, rec.ray_node, rec.alive, rec.last_seen, rec.resync = caller, reg.ray_node, True, now, False
             self._as_of_host(rec, caller)
@@ -226,19 +233,28 @@ class NodeProtocol:
 
     def lose_node(self, now: float, name: str, detail: str = "lost") -> list[int]:
         """The NM is LOST: its containers are reported lost to their AMs; returns their ids."""
-        rec = self.nodes.get(name)
-        if rec is None or not rec.alive:
+        return self._lose_nodes(now, [(name, detail)])
+
+    def _lose_nodes(self, now: float, gone: list[tuple[str, str]]) -> list[int]:
+        """NMs (name, why) LOST together; returns their containers' ids.  The scheduler
+        drops them in one batch and shares are logged once: losing an NM host's 1,000 NMs
+        costs one refresh of every app, not 1,000 (each touching every app)."""
+        gone = [(n, why) for n, why in gone if n in self.nodes and self.nodes[n].alive]
+        if not gone:
             return []
-        rec.alive, rec.resync, rec.cleanup = False, False, []
-        self._resync_nodes.discard(name)
-        self.scheduler.remove_node(name)           # releases its containers in the scheduler
-        self.log.remove_node(name, self.trace(now), self.wall(now), detail=detail)
+        for name, _ in gone:
+            rec = self.nodes[name]
+            rec.alive, rec.resync, rec.cleanup = False, False, []
+            self._resync_nodes.discard(name)
+        self.scheduler.remove_nodes([n for n, _ in gone])     # releases their containers there
         self._touch_all()
         lost = []
-        for c in self.live(node=name):
-            if c.state not in (COMPLETE, RELEASED):
-                lost.append(c.container)
-                self._lose_container(now, c, detail)
+        for name, detail in gone:
+            self.log.remove_node(name, self.trace(now), self.wall(now), detail=detail)
+            for c in self.live(node=name):
+                if c.state not in (COMPLETE, RELEASED):
+                    lost.append(c.container)
+                    self._lose_container(now, c, detail)
         self._check_resynced(now)
         self._after(now)
         return lost
@@ -248,8 +264,7 @@ class NodeProtocol:
                   detail: str = "NM host died") -> list[str]:
         """Every NM the host ``host`` runs is LOST (its actor died); returns their names."""
         gone = [n for n, r in self.nodes.items() if r.alive and r.host == host]
-        for n in gone:
-            self.lose_node(now, n, detail)
+        self._lose_nodes(now, [(n, detail) for n in gone])
         return gone
 
     def expire_nodes(self, now: float, expiry_wall: float, names: list[str] | None = None) -> list[str]:
@@ -260,6 +275,5 @@ class NodeProtocol:
         """
         gone = [n for n, r in self.nodes.items() if r.alive and now - r.last_seen > expiry_wall] \
             if names is None else [n for n in names if n in self.nodes and self.nodes[n].alive]
-        for n in gone:
-            self.lose_node(now, n, f"no heartbeat for {now - self.nodes[n].last_seen:.3f}s")
+        self._lose_nodes(now, [(n, f"no heartbeat for {now - self.nodes[n].last_seen:.3f}s") for n in gone])
         return gone

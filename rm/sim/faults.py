@@ -31,6 +31,12 @@ wall second at the config's ``run.time_scale`` (20 trace seconds at paper-micro'
   finish; arrivals, node joins and leaves, registrations and releases wait for the resync.
   The restarted RM's liveness clocks start at the resync (rm_state.recovered), so a crashed
   NM or AM expires E after it, and ``rm_resynced`` waits for that.
+* **kill-am-host:I@T** — kill-am of every AM the host runs (the apps
+  ``rayrm.rm.core.faults.am_host_of`` deals to host I of ``run.am_hosts`` (0 counts as 1:
+  a local Ray is one node), as the replay deals them), with one difference: those
+  attempts are not counted against ``run.max_attempts`` (the RM fails them uncounted, as
+  YARN does for an AM lost with its node).  The replay notices the host's death when the
+  driver's call on it fails, about E_am later at 1,000 nodes (the fault is logged once).
 * **kill-nm-host:I**, **kill-ray-node:I** name Ray processes and machines, which a
   simulation does not have: a ``fault_not_simulated`` event says so and the run goes on.
 
@@ -46,14 +52,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from rayrm.rm.core.config import MIN_EXPIRY_WALL, NodeEvent
-from rayrm.rm.core.faults import Fault
+from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.faults import Fault, am_host_of
 
 
 NOT_SIMULATED = {
     "kill-nm-host": "an NM host is a Ray actor and a simulation has none (kill-nm crashes one NM)",
     "kill-ray-node": "a simulation has no Ray nodes (kill-nm crashes one NM)",
     "stall-rm": "the simulated RM takes no time, so a stall of its loop changes nothing it models",
-    "kill-am-host": "an AM host is a Ray actor and a simulation has none (kill-am crashes one AM)",
 }
 #: RM calls that fail while the RM is down and are retried until it has resynchronised
 RETRIED = ("nm_back", "am_register", "release")
@@ -91,6 +97,7 @@ class _DownAM:
     launching: bool = False   # the RM launched this attempt and it has not registered
     held: dict = field(default_factory=dict)   # container id -> Container allocated meanwhile
     owed: int = 0             # tasks lost meanwhile, asked for when the next attempt registers
+    counted: bool = True      # False: lost with its AM host, not held against max_attempts
 
 
 class FaultModel:
@@ -117,6 +124,13 @@ class FaultModel:
         self.simulated: list[str] = []
         self.not_simulated: dict[str, str] = {}
         self.am_crashes = 0
+        self.uncounted: Counter = Counter()     # app -> attempts lost with their AM host
+        hosts = max(1, int(run.get("am_hosts", 0)))
+        self.am_host = am_host_of([j.app for j in sim.config.jobs], hosts)
+        for f in faults:
+            if f.kind == "kill-am-host" and f.index >= hosts:
+                raise InputError(f"fault {f.text!r}: the run has {hosts} ApplicationMaster host"
+                                 f"{'s' if hosts > 1 else ''} (run.am_hosts, simulate --am-hosts)")
         for f in faults:
             self._push(f.time, ("inject", f))
 
@@ -162,7 +176,8 @@ class FaultModel:
             self.sim.log.event("fault_not_simulated", t, detail=f"{fault.text}: {NOT_SIMULATED[fault.kind]}")
             return
         self.simulated.append(fault.text)
-        {"kill-nm": self._kill_nm, "kill-am": self._kill_am, "kill-rm": self._kill_rm}[fault.kind](t, fault)
+        {"kill-nm": self._kill_nm, "kill-am": self._kill_am, "kill-am-host": self._kill_am_host,
+         "kill-rm": self._kill_rm}[fault.kind](t, fault)
 
     def _kill_nm(self, t: float, fault: Fault) -> None:
         sim, node = self.sim, fault.target
@@ -178,16 +193,27 @@ class FaultModel:
         self._push(t + 2 * self.nm_expiry, ("nm_back", node, rec))
 
     def _kill_am(self, t: float, fault: Fault) -> None:
-        sim, app = self.sim, fault.target
-        sim.log.event("fault", t, app=app, detail=fault.text)
+        self.sim.log.event("fault", t, app=fault.target, detail=fault.text)
+        self._crash_am(t, fault.target)
+
+    def _kill_am_host(self, t: float, fault: Fault) -> None:
+        """kill-am of each app whose AM host I runs now, uncounted (module docstring)."""
+        self.sim.log.event("fault", t, detail=f"{fault.text} (am-{fault.index})")
+        for app in sorted(a for a, i in self.am_host.items() if i == fault.index):
+            self._crash_am(t, app, counted=False)
+
+    def _crash_am(self, t: float, app: str, counted: bool = True) -> None:
+        sim = self.sim
         if app not in sim.jobs or app not in sim.cluster.apps:
             return                                   # not arrived, rejected or ended: no AM runs
         down = self.down.get(app)
+        if down is not None and not counted:
+            down.counted = False                     # the RM fails it with its host, uncounted
         if down is not None and down.crashed:
             return                                   # crashed already, not noticed yet
         self.am_crashes += 1
         if down is None:
-            down = self.down[app] = _DownAM(t, 0)
+            down = self.down[app] = _DownAM(t, 0, counted=counted)
         down.crashed, down.token = True, next(self.tokens)
         self._push(max(t, down.since + self.am_expiry), ("am_expire", app, down, down.token))
 
@@ -300,12 +326,17 @@ class FaultModel:
         sim = self.sim
         k = self.attempt.get(app, 1)
         what = "never registered" if down.launching else "silent"
-        sim.log.event("am_expired", t, app=app, detail=f"attempt {k} {what} for {_secs(t - down.since)}")
+        why = (f"attempt {k}: AM host am-{self.am_host[app]} died" if not down.counted
+               else f"attempt {k} {what} for {_secs(t - down.since)}")
+        sim.log.event("am_expired", t, app=app, detail=why)
         self._synced(("app", app), t)
-        if k >= self.max_attempts:
+        if not down.counted:
+            self.uncounted[app] += 1
+            down.counted = True                      # the next attempt counts unless lost so too
+        if k - self.uncounted[app] >= self.max_attempts:
             del self.down[app]
             if app in sim.cluster.apps:
-                self._fail_app(app, t, changed, f"{k} of {self.max_attempts} attempts failed")
+                self._fail_app(app, t, changed, f"{k - self.uncounted[app]} of {self.max_attempts} attempts failed")
             return
         self.attempt[app] = k + 1
         sim.log.event("am_launch", t, app=app, detail=f"attempt {k + 1}")
