@@ -20,9 +20,9 @@ def test_kept_pace_allows_five_percent_of_ticks_behind():
     assert pace_warning(pace, 0.02) == ""
 
 
-def test_behind_suggests_the_scale_where_the_95th_percentile_lag_fits_one_interval():
-    # 100 ticks, 10 at 0.05 s: 10% behind.  The 95th percentile (numpy linear, index
-    # 0.95 * 99 = 94.05, between two 0.05 samples) is 0.05 s = 2.5 intervals, so the
+def test_behind_suggests_the_scale_where_the_99th_percentile_lag_fits_one_interval():
+    # 100 ticks, 10 at 0.05 s: 10% behind.  The 99th percentile (numpy linear, index
+    # 0.99 * 99 = 98.01, between two 0.05 samples) is 0.05 s = 2.5 intervals, so the
     # interval must grow 2.5x: 0.02 * 2.5 = 0.05.  The RM's CPU: 10 s of 20 s = 0.5,
     # / 0.7 = 0.71 < 2.5, so the lag decides.
     pace = pace_summary(meter([0.001] * 90 + [0.05] * 10), time_scale=0.02, cpu_seconds=10, wall_seconds=20)
@@ -33,6 +33,14 @@ def test_behind_suggests_the_scale_where_the_95th_percentile_lag_fits_one_interv
     # lag in trace seconds is wall / time scale: p50 0.001 / 0.02 = 0.05
     assert pace["lag_trace_s"]["p50"] == pytest.approx(0.05)
     assert "Try --time-scale 0.05" in pace_warning(pace, 0.02)
+
+
+def test_the_suggestion_follows_the_tail_not_the_95th_percentile():
+    # 93 ticks at 0.001, 5 at 0.03, 2 at 0.1: 7% behind.  p99 (index 98.01, both 0.1) is
+    # 0.1 s = 5 intervals: 0.02 * 5 = 0.1 (the 95th percentile, 0.03, would say 0.03)
+    pace = pace_summary(meter([0.001] * 93 + [0.03] * 5 + [0.1] * 2), time_scale=0.02)
+    assert pace["behind_fraction"] == 0.07
+    assert pace["suggested_time_scale"] == pytest.approx(0.1)
 
 
 def test_a_busy_rm_suggests_by_its_cpu_utilisation():
