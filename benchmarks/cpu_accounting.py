@@ -22,9 +22,13 @@ import json
 import os
 import subprocess
 import time
+import sys
 from collections import defaultdict
 
-import psutil
+try:
+    import psutil
+except ImportError:       # not a rayrm dependency: only this script reads per-process CPU
+    sys.exit("cpu_accounting.py needs psutil, which rayrm does not install: pip install psutil")
 
 ROLES = (("ray::ResourceManager", "RM actor"), ("ray::NodeManagerHost", "NM host"),
          ("ray::ApplicationMasterHost", "AM host"), ("ray::ContainerExecutor", "container executor"),
