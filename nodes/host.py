@@ -92,7 +92,7 @@ class NodeManagerHost:
         # per interval per host for regular heartbeats; completions go out at once (OOB).
         self.window = max(interval_wall / 10, MIN_BATCH_WINDOW) if batch_window is None else batch_window
         now = time.time()
-        self.nms = {s.name: NodeManagerState(s, now) for s in nodes}
+        self.nms = {s.name: NodeManagerState(s) for s in nodes}
         self._slots: list[list[str]] = []       # slot -> its NMs (they beat together)
         self._slot_due: list[float] = []        # slot -> when it is next due
         self._heap: list[tuple[float, int]] = []
@@ -163,11 +163,10 @@ class NodeManagerHost:
         self._slots.append(list(names))
         self._slot_due.append(due)
         for name in names:
-            self.nms[name].slot, self.nms[name].due = sid, due
+            self.nms[name].slot = sid
         heapq.heappush(self._heap, (due, sid))
 
     async def _heartbeats(self) -> None:
-        heap = self._heap
         while not self._stopped:
             heap = self._heap                              # resume() may rebuild it
             now = time.time()
@@ -280,10 +279,11 @@ class NodeManagerHost:
         old = self.nms.get(spec.name)
         if old is not None and old.alive:
             return
-        nm = NodeManagerState(spec, time.time() + self.interval)
+        nm = NodeManagerState(spec)
         self.nms[spec.name] = nm
+        due = time.time() + self.interval
         await self._register([nm])
-        self._add_slot([spec.name], nm.due)
+        self._add_slot([spec.name], due)
         if self._wake is not None:
             self._wake.set()
 
@@ -298,7 +298,7 @@ class NodeManagerHost:
         self._events = [e for e in self._events if start_wall + e[0] * time_scale > now]
         for _, kind, name, spec in past:
             if kind == "join":
-                self.nms[name] = NodeManagerState(spec, now + self.interval)
+                self.nms[name] = NodeManagerState(spec)
             else:
                 self.nms.pop(name, None)
         self._make_slots(list(self.nms), now)

@@ -16,12 +16,11 @@ from rayrm.rm.service.protocol import RUNNING, ContainerLaunch, ContainerStatus,
 class NodeManagerState:
     """One logical NodeManager's state inside its host (nodes/host.py)."""
 
-    __slots__ = ("spec", "alive", "due", "slot", "new", "unacked", "containers", "refused")
+    __slots__ = ("spec", "alive", "slot", "new", "unacked", "containers", "refused")
 
-    def __init__(self, spec: NodeSpec, due: float):
+    def __init__(self, spec: NodeSpec):
         self.spec = spec
         self.alive = True
-        self.due = due                                       # its first beat; then its slot's
         self.slot = -1                                       # its heartbeat slot in the host
         self.new: list[ContainerStatus] = []                 # RUNNING, not yet reported
         self.unacked: dict[int, ContainerStatus] = {}        # COMPLETE, not yet acknowledged
