@@ -16,10 +16,23 @@ work a correct Python simulator must still do for each task attempt:
   end (what ``RunLog`` writes; docs/design.md), formatted to CSV by rayrm's own batch
   writer (``rayrm.rm.runs.log``: Arrow buffers, pyarrow's CSV writer in C++).
 
-Nothing else: no constraint checks, no fit search, no node choice, no start-up, no config
-load (all timed in ``bench_sim.py``).  So its time is a strict lower bound of a simulator
-in Python that writes the run directory, and its ratio to the floor a bound on how close
-``rayrm simulate`` can get.
+Share rows are coalesced per instant (one per app whose running count changed), as
+``RunLog`` does.  Nothing else: no constraint checks, no fit search, no node choice.
+
+It prints, each × the floor:
+
+* *loop*: the per-attempt work above;
+* *write*: pyarrow's C++ CSV writer alone over the three tables already built as Arrow
+  columns — the least any writer of those rows pays (a writer thread could hide it, so the
+  bound below counts it separately);
+* *convert*: rayrm's own conversion of the rows to Arrow columns (``_csv_bytes`` less the
+  C++ write);
+* *start-up*: a process that imports the simulator and loads the config, timed whole;
+* *bound*: start-up + loop, what a Python ``rayrm simulate`` pays before its first
+  scheduling decision and before writing a byte; and start-up + loop + write.
+
+So *bound* is a strict lower bound of a simulator in Python that writes the run directory,
+and its ratio to the floor a bound on how close ``rayrm simulate`` can get.
 
     python benchmarks/bench_core.py CONFIG RUN_DIR      # RUN_DIR: rayrm simulate CONFIG --out RUN_DIR
 
@@ -30,10 +43,10 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import subprocess
 import sys
 import time
 from pathlib import Path
-
 
 
 def load(config: Path, run: Path):
@@ -53,10 +66,8 @@ def load(config: Path, run: Path):
     return jobs, nodes, placements, len(dims)
 
 
-def core_loop(jobs: dict, nodes: list, placements: list, width: int) -> tuple[float, float, int]:
-    """The irreducible per-task work (module docstring): (loop s, CSV formatting s, rows)."""
-    from rayrm.rm.runs.log import _csv_bytes  # noqa: PLC0415  (rayrm's own batch formatter)
-
+def core_loop(jobs: dict, nodes: list, placements: list, width: int) -> tuple[float, dict]:
+    """The irreducible per-task work (module docstring): (loop s, {table: rows})."""
     t0 = time.perf_counter()
     free = [[1e18] * width for _ in nodes]
     running = dict.fromkeys(jobs, 0)
@@ -68,8 +79,14 @@ def core_loop(jobs: dict, nodes: list, placements: list, width: int) -> tuple[fl
         seq += 1
         push(heap, (p[5], 1, seq, p))
     task_rows, event_rows, share_rows = [], [], []
+    changed: dict = {}                    # app -> its share row at this instant
+    now = None
     while heap:
         t, kind, _, p = pop(heap)
+        if t != now:                      # a new instant: the last one's share rows
+            share_rows.extend(changed.values())
+            changed.clear()
+            now = t
         app, task, attempt, m, submit, start, finish = p
         sub, demand, unit = jobs[app]
         f = free[m]
@@ -92,11 +109,43 @@ def core_loop(jobs: dict, nodes: list, placements: list, width: int) -> tuple[fl
             task_rows.append((app, task, attempt, nodes[m], submit, start, t, "finished"))
             event_rows.append((t, None, "finished", app, task, seq, nodes[m], ""))
         running[app] = n
-        share_rows.append((t, app, n * unit, n * unit, n * unit, n * unit, n))
-    t1 = time.perf_counter()
-    for table, rows in (("tasks", task_rows), ("events", event_rows), ("shares", share_rows)):
+        changed[app] = (t, app, n * unit, n * unit, n * unit, n * unit, n)
+    share_rows.extend(changed.values())
+    return time.perf_counter() - t0, {"tasks": task_rows, "events": event_rows, "shares": share_rows}
+
+
+def write_times(tables: dict) -> tuple[float, float]:
+    """(rayrm's conversion s, C++ CSV write s) for the rows of ``core_loop``: the conversion
+    is ``_csv_bytes`` (rows to Arrow columns, then pyarrow's writer) less the writer alone,
+    timed again over the columns already built."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.csv as pacsv  # noqa: PLC0415
+
+    from rayrm.rm.runs.log import _arrow_arrays, _csv_bytes  # noqa: PLC0415  (rayrm's own batch writer)
+    from rayrm.rm.runs.schema import TABLES  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    for table, rows in tables.items():
         _csv_bytes(table, rows)
-    return t1 - t0, time.perf_counter() - t1, len(task_rows) + len(event_rows) + len(share_rows)
+    whole = time.perf_counter() - t0
+    built = [pa.Table.from_arrays(_arrow_arrays(table, rows, True), names=list(TABLES[table]))
+             for table, rows in tables.items()]
+    options = pacsv.WriteOptions(include_header=False, quoting_style="none", eol="\r\n")
+    t0 = time.perf_counter()
+    for batch in built:
+        pacsv.write_csv(batch, pa.BufferOutputStream(), options)
+    write = time.perf_counter() - t0
+    return whole - write, write
+
+
+def startup_time(config: Path) -> float:
+    """Wall s of a whole process that imports the simulator and loads ``config``: what
+    ``rayrm simulate`` pays before its first event."""
+    code = ("import sys; from rayrm.rm.core.config import load_config; import rayrm.rm.sim.engine; "
+            "import rayrm.rm.cli.main; load_config(sys.argv[1])")
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code, str(config)], check=True)
+    return time.perf_counter() - t0
 
 
 def main(argv=None) -> int:
@@ -105,19 +154,23 @@ def main(argv=None) -> int:
     ap.add_argument("run", help="a run directory of CONFIG (rayrm simulate CONFIG --out RUN)")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
-    from bench_sim import heapq_floor  # noqa: PLC0415  (same directory)
+    from bench_sim import byte_compile, heapq_floor  # noqa: PLC0415  (same directory)
 
+    byte_compile()                        # start-up as a pip-installed user's (bench_sim.py)
     jobs, nodes, placements, width = load(Path(args.config), Path(args.run))
-    print(f"{len(placements):,} attempts on {len(nodes):,} nodes")
-    print(f"{'floor s':>8} {'loop s':>7} {'CSV s':>6} {'core s':>7} {'loop x floor':>13} {'core x floor':>13} "
-          f"{'rows':>9}")
+    print(f"{len(placements):,} attempts on {len(nodes):,} nodes; times in s, then x floor")
+    print(f"{'floor':>6} {'start-up':>9} {'loop':>6} {'write':>6} {'convert':>8} {'rows':>9} | "
+          f"{'start-up':>9} {'loop':>6} {'write':>6} {'convert':>8} {'bound':>6} {'+write':>7}")
     for _ in range(args.repeat):
         floor = heapq_floor(Path(args.config))
-        loop, text, rows = core_loop(jobs, nodes, placements, width)
-        print(f"{floor:8.2f} {loop:7.2f} {text:6.2f} {loop + text:7.2f} {loop / floor:13.1f} "
-              f"{(loop + text) / floor:13.1f} {rows:9,}", flush=True)
+        start = startup_time(Path(args.config))
+        loop, tables = core_loop(jobs, nodes, placements, width)
+        convert, write = write_times(tables)
+        rows = sum(map(len, tables.values()))
+        x = [v / floor for v in (start, loop, write, convert, start + loop, start + loop + write)]
+        print(f"{floor:6.2f} {start:9.2f} {loop:6.2f} {write:6.2f} {convert:8.2f} {rows:9,} | "
+              f"{x[0]:9.1f} {x[1]:6.1f} {x[2]:6.1f} {x[3]:8.1f} {x[4]:6.1f} {x[5]:7.1f}", flush=True)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -152,3 +152,26 @@ def test_csv_batches_are_formatted_by_pyarrow_with_csv_writers_cells(tmp_path):
     events.close()
     assert (tmp_path / "events.csv").read_bytes().splitlines()[1:] == [
         b"2,,start,j1,3,17,m1,", b"2,,submit,j2,,,,"]
+
+
+def test_the_writer_thread_writes_batches_in_order_and_raises_its_errors(tmp_path):
+    # Five one-row batches through the writer thread (at most MAX_QUEUED = 3 wait), the
+    # third with a comma, so it is formatted in Python on that thread: the file holds them
+    # in the order they were handed over, the quoted one as csv.writer quotes it.
+    background = runlog._Background()
+    sink = runlog._TableSink(tmp_path, "events", "csv", background)
+    for k in range(5):
+        sink.write([(float(k), None, "start", "j,1" if k == 2 else "j1", k, 10 + k, "m1", "")])
+    background.drain()
+    sink.close()
+    assert (tmp_path / "events.csv").read_bytes().splitlines()[1:] == [
+        b"0,,start,j1,0,10,m1,", b"1,,start,j1,1,11,m1,", b'2.0,,start,"j,1",2,12,m1,',
+        b"3,,start,j1,3,13,m1,", b"4,,start,j1,4,14,m1,"]
+    # an error on the thread reaches the caller at drain, not lost with the thread
+    failing = runlog._Background()
+
+    def disk_full():
+        raise OSError(28, "No space left on device")
+    failing.submit(disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        failing.drain()

@@ -23,7 +23,7 @@ import csv
 import json
 import math
 import re
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
@@ -153,25 +153,39 @@ def _arrow_arrays(table: str, rows: list, for_csv: bool) -> list:
 
     The arrays are built from numpy and bytes buffers (``_pa_*``), not ``pa.array``: that
     one imports pandas on first use (pyarrow checks every input for pandas types), a fifth
-    of a second on every ``rayrm simulate``."""
+    of a second on every ``rayrm simulate``.  Each column costs a few C-level passes: the
+    schema says what it holds, so only a text column that is not all text is scanned for
+    types."""
     arrays = []
     for (name, kind), col in zip(TABLES[table].items(), _columns(rows, len(TABLES[table]))):
         if kind == "str":
-            kinds = set(map(type, col))
-            if kinds <= {str}:
-                arrays.append(_pa_strings(col))
-            elif for_csv and kinds <= {int, str} and all(v == "" for v in set(col) if v.__class__ is str):
-                arrays.append(_pa_ints(col, np.fromiter((v.__class__ is int for v in col), bool, len(col))))
-            else:
-                arrays.append(_pa_strings(["" if v is None else v if v.__class__ is str else str(v) for v in col]))
-        elif kind == "int" or (for_csv and set(map(type, col)) <= {int}):   # shares.running: a count
+            arrays.append(_pa_text(col, for_csv))
+        elif kind == "int":
             arrays.append(_pa_ints(col))
         else:
+            # float64 even where a batch holds only ints: pyarrow writes a whole float
+            # without '.0', so the CSV cells are the same, and Parquet keeps its schema
             values = _floats(col)
             if name in ROUNDED[table]:
                 values = np.round(values, 6)
             arrays.append(_pa_floats(values))
     return arrays
+
+
+def _pa_text(col: list, for_csv: bool):
+    """A text column: utf8 when every cell is a str; for CSV, int64 with nulls when the cells
+    are ints and '' (``_arrow_arrays``); else the cells as text, '' for None."""
+    try:
+        return _pa_strings(col)
+    except TypeError:               # not all str: "".join refuses the first that is not
+        pass
+    types = list(map(type, col))
+    if for_csv and set(types) <= {int, str} and types.count(str) == col.count(""):
+        cells = np.array(col, dtype=object)
+        blank = cells == ""
+        cells[blank] = 0
+        return _pa_ints(cells.astype(np.int64), ~blank)
+    return _pa_strings(["" if v is None else v if v.__class__ is str else str(v) for v in col])
 
 
 def _validity(valid: np.ndarray):
@@ -191,16 +205,12 @@ def _pa_floats(values: np.ndarray):
     return pa.Array.from_buffers(pa.float64(), len(values), [bitmap, pa.py_buffer(values)], null_count=nulls)
 
 
-def _pa_ints(col: list, valid: np.ndarray | None = None):
-    """int64 array of Python ints; with ``valid``, null where it is False (the value there
-    is ignored)."""
+def _pa_ints(col, valid: np.ndarray | None = None):
+    """int64 array of Python ints (or an int64 array); with ``valid``, null where it is False."""
     import pyarrow as pa  # noqa: PLC0415
 
-    if valid is None:
-        values, bitmap, nulls = np.array(col, dtype=np.int64), None, 0
-    else:
-        values = np.array([v if ok else 0 for v, ok in zip(col, valid.tolist())], dtype=np.int64)
-        bitmap, nulls = _validity(valid)
+    values = np.ascontiguousarray(col, dtype=np.int64)
+    bitmap, nulls = (None, 0) if valid is None else _validity(valid)
     return pa.Array.from_buffers(pa.int64(), len(values), [bitmap, pa.py_buffer(values)], null_count=nulls)
 
 
@@ -229,20 +239,26 @@ def _arrow_table(table: str, rows: list):
     return pa.Table.from_arrays(_arrow_arrays(table, rows, False), schema=arrow_schema(table))
 
 
-def _csv_bytes(table: str, rows: list) -> bytes | None:
-    """A batch's CSV lines, formatted by pyarrow in C++ rather than cell by cell in Python;
-    None when a text cell needs quoting (the caller then formats the batch in Python).
+def _csv_table(table: str, rows: list):
+    """A batch of rows as the pyarrow Table ``_csv_text`` writes (``_arrow_arrays``)."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    return pa.Table.from_arrays(_arrow_arrays(table, rows, True), names=list(TABLES[table]))
+
+
+def _csv_text(batch) -> bytes | None:
+    """A batch's CSV lines, formatted by pyarrow in C++ (without the GIL) rather than cell
+    by cell in Python; None when a text cell needs quoting (the caller then formats the
+    batch in Python).
 
     The cells are those of csv.writer but for the spelling of floats: pyarrow writes the
-    shortest decimal that reads back as the same double without an exponent below 1e16
-    and no trailing '.0' ('1' for 1.0, '0.000098' for 9.8e-05, where repr gives '1.0' and
-    '9.8e-05'); every reader parses both to the same value.
+    shortest decimal that reads back as the same double, without an exponent below 1e10
+    and with no trailing '.0' ('1' for 1.0, '0.000098' for 9.8e-05, where repr gives '1.0'
+    and '9.8e-05'); every reader parses both to the same value.
     """
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.csv as pacsv  # noqa: PLC0415
 
-    names = list(TABLES[table])
-    batch = pa.Table.from_arrays(_arrow_arrays(table, rows, True), names=names)
     sink = pa.BufferOutputStream()
     try:
         pacsv.write_csv(batch, sink, pacsv.WriteOptions(include_header=False, quoting_style="none", eol="\r\n"))
@@ -251,12 +267,53 @@ def _csv_bytes(table: str, rows: list) -> bytes | None:
     return sink.getvalue().to_pybytes()
 
 
-class _TableSink:
-    """One large table of a run directory, written batch by batch as CSV or Parquet."""
+def _csv_bytes(table: str, rows: list) -> bytes | None:
+    """A batch's CSV lines (``_csv_text``), or None when a text cell needs quoting."""
+    return _csv_text(_csv_table(table, rows))
 
-    def __init__(self, out: Path, table: str, fmt: str):
+
+#: batches handed to the writer thread and not yet written, at most (memory stays flat)
+MAX_QUEUED = 3
+
+
+class _Background:
+    """One writer thread for a streaming log's tables.
+
+    The simulation builds each batch's Arrow columns (Python work, under the GIL); what is
+    left — pyarrow formatting CSV or encoding Parquet in C++, and the file write — releases
+    the GIL, so here it runs on another core while the simulation goes on.  Batches are
+    written in the order they were handed over; at most ``MAX_QUEUED`` wait, and the
+    first error of the thread is raised in the caller at its next hand-over or at ``drain``.
+    """
+
+    def __init__(self):
+        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="rayrm-runlog")
+        self._queued: deque = deque()
+
+    def submit(self, fn, *args) -> None:
+        while len(self._queued) >= MAX_QUEUED:
+            self._queued.popleft().result()
+        self._queued.append(self._pool.submit(fn, *args))
+
+    def drain(self) -> None:
+        """Wait until every batch handed over is written (raising the first error)."""
+        try:
+            while self._queued:
+                self._queued.popleft().result()
+        finally:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _TableSink:
+    """One large table of a run directory, written batch by batch as CSV or Parquet; with
+    ``background``, each batch's formatting and writing run on its thread."""
+
+    def __init__(self, out: Path, table: str, fmt: str, background: _Background | None = None):
         self.table, self.fmt = table, fmt
         self.path = out / f"{table}.{fmt}"
+        self._background = background
         for other in FORMATS:           # a reader takes whichever it finds: leave only this one
             if other != fmt:
                 (out / f"{table}.{other}").unlink(missing_ok=True)
@@ -276,16 +333,26 @@ class _TableSink:
             return
         self.rows += len(rows)
         if self.fmt == "csv":
-            text = _csv_bytes(self.table, rows)
-            if text is None:
-                columns = _columns(rows, len(TABLES[self.table]))
-                cols = [_text_column(c, i in self._rounded) for i, c in enumerate(columns)]
-                text = ("\r\n".join(map(",".join, zip(*cols))) + "\r\n").encode()
-            self._fh.write(text)
+            self._run(self._write_csv, _csv_table(self.table, rows), rows)
         else:
-            self._writer.write_table(_arrow_table(self.table, rows))
+            self._run(self._writer.write_table, _arrow_table(self.table, rows))
+
+    def _run(self, fn, *args) -> None:
+        if self._background is None:
+            fn(*args)
+        else:
+            self._background.submit(fn, *args)
+
+    def _write_csv(self, batch, rows: list) -> None:
+        text = _csv_text(batch)
+        if text is None:
+            columns = _columns(rows, len(TABLES[self.table]))
+            cols = [_text_column(c, i in self._rounded) for i, c in enumerate(columns)]
+            text = ("\r\n".join(map(",".join, zip(*cols))) + "\r\n").encode()
+        self._fh.write(text)
 
     def close(self) -> None:
+        """Close the file; with a writer thread, call after its ``drain``."""
         if self.fmt == "csv":
             self._fh.close()
         else:
@@ -345,7 +412,8 @@ class RunLog:
             self._out = Path(out)
             self._out.mkdir(parents=True, exist_ok=True)
             self.format = choose_format(fmt, total_tasks)
-            self._sinks = {t: _TableSink(self._out, t, self.format) for t in TABLES}
+            self._background = _Background()
+            self._sinks = {t: _TableSink(self._out, t, self.format, self._background) for t in TABLES}
         else:
             self.format = fmt
 
@@ -543,9 +611,12 @@ class RunLog:
             self.tasks = {}
             self._flush()
             summary = self.summary(wall_seconds, **extra)
-            for sink in self._sinks.values():
-                sink.close()
-            self._sinks = {}
+            try:
+                self._background.drain()
+            finally:
+                for sink in self._sinks.values():
+                    sink.close()
+                self._sinks = {}
         else:
             out.mkdir(parents=True, exist_ok=True)
             self.format = choose_format(fmt or self.format, len(self.tasks))
