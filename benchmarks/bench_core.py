@@ -13,8 +13,9 @@ work a correct Python simulator must still do for each task attempt:
 * place: the node's free vector loses the demand, the app's running count and key grow
   (one heappop + heappush for the order), and the completion is pushed;
 * record: its task row, a start and an end event row, and a share row at each start and
-  end (what ``RunLog`` writes; docs/design.md), formatted to CSV by rayrm's own batch
-  writer (``rayrm.rm.runs.log``: Arrow buffers, pyarrow's CSV writer in C++).
+  end (what ``RunLog`` writes; docs/design.md), appended to typed columns as ``RunLog``
+  holds them, then formatted to CSV by rayrm's own batch writer (``rayrm.rm.runs.log``:
+  Arrow buffers, pyarrow's CSV writer in C++).
 
 Share rows are coalesced per instant (one per app whose running count changed), as
 ``RunLog`` does.  Nothing else: no constraint checks, no fit search, no node choice.
@@ -25,8 +26,8 @@ It prints, each × the floor:
 * *write*: pyarrow's C++ CSV writer alone over the three tables already built as Arrow
   columns — the least any writer of those rows pays (a writer thread could hide it, so the
   bound below counts it separately);
-* *convert*: rayrm's own conversion of the rows to Arrow columns (``_csv_bytes`` less the
-  C++ write);
+* *convert*: rayrm's own conversion of those columns to Arrow arrays (``RunLog`` holds
+  rows as typed columns, as this loop does);
 * *start-up*: a process that imports the simulator and loads the config, timed whole;
 * *bound*: start-up + loop, what a Python ``rayrm simulate`` pays before its first
   scheduling decision and before writing a byte; and start-up + loop + write.
@@ -67,7 +68,15 @@ def load(config: Path, run: Path):
 
 
 def core_loop(jobs: dict, nodes: list, placements: list, width: int) -> tuple[float, dict]:
-    """The irreducible per-task work (module docstring): (loop s, {table: rows})."""
+    """The irreducible per-task work (module docstring): (loop s, {table: its rows}), the rows
+    held as ``RunLog`` holds them, typed columns (``rayrm.rm.runs.log._Buffer``)."""
+    from rayrm.rm.runs.log import _Buffer  # noqa: PLC0415
+
+    tables = {t: _Buffer(t) for t in ("tasks", "events", "shares")}
+    t_app, t_task, t_attempt, t_node, t_submit, t_start, t_finish, t_status = (
+        c.append for c in tables["tasks"].cols)
+    e_time, e_wall, e_kind, e_app, e_task, e_container, e_node, e_detail = (c.append for c in tables["events"].cols)
+    nan = float("nan")
     t0 = time.perf_counter()
     free = [[1e18] * width for _ in nodes]
     running = dict.fromkeys(jobs, 0)
@@ -78,13 +87,14 @@ def core_loop(jobs: dict, nodes: list, placements: list, width: int) -> tuple[fl
     for p in placements:                  # each attempt becomes due at its recorded start
         seq += 1
         push(heap, (p[5], 1, seq, p))
-    task_rows, event_rows, share_rows = [], [], []
     changed: dict = {}                    # app -> its share row at this instant
+    shares = tables["shares"]
     now = None
     while heap:
         t, kind, _, p = pop(heap)
         if t != now:                      # a new instant: the last one's share rows
-            share_rows.extend(changed.values())
+            for row in changed.values():
+                shares.append(row)
             changed.clear()
             now = t
         app, task, attempt, m, submit, start, finish = p
@@ -100,42 +110,52 @@ def core_loop(jobs: dict, nodes: list, placements: list, width: int) -> tuple[fl
             push(order, (n * unit, sub, app))
             seq += 1
             push(heap, (finish, 0, seq, p))
-            event_rows.append((t, None, "start", app, task, seq, nodes[m], ""))
+            status = "start"
         else:                             # complete
             for r in range(width):
                 f[r] += demand[r]
             n -= 1
             push(order, (n * unit, sub, app))
-            task_rows.append((app, task, attempt, nodes[m], submit, start, t, "finished"))
-            event_rows.append((t, None, "finished", app, task, seq, nodes[m], ""))
+            status = "finished"
+            t_app(app)
+            t_task(task)
+            t_attempt(attempt)
+            t_node(nodes[m])
+            t_submit(submit)
+            t_start(start)
+            t_finish(t)
+            t_status(status)
+        e_time(t)
+        e_wall(nan)
+        e_kind(status)
+        e_app(app)
+        e_task(task)
+        e_container(seq)
+        e_node(nodes[m])
+        e_detail("")
         running[app] = n
         changed[app] = (t, app, n * unit, n * unit, n * unit, n * unit, n)
-    share_rows.extend(changed.values())
-    return time.perf_counter() - t0, {"tasks": task_rows, "events": event_rows, "shares": share_rows}
+    for row in changed.values():
+        shares.append(row)
+    return time.perf_counter() - t0, tables
 
 
 def write_times(tables: dict) -> tuple[float, float]:
-    """(rayrm's conversion s, C++ CSV write s) for the rows of ``core_loop``: the conversion
-    is ``_csv_bytes`` (rows to Arrow columns, then pyarrow's writer) less the writer alone,
-    timed again over the columns already built."""
+    """(rayrm's conversion s, C++ CSV write s) for the columns of ``core_loop``: Arrow
+    columns built from them as ``RunLog`` builds a batch, then pyarrow's writer alone."""
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.csv as pacsv  # noqa: PLC0415
 
-    from rayrm.rm.runs.log import _arrow_arrays, _csv_bytes  # noqa: PLC0415  (rayrm's own batch writer)
-    from rayrm.rm.runs.schema import TABLES  # noqa: PLC0415
+    from rayrm.rm.runs.log import _csv_table  # noqa: PLC0415  (rayrm's own batch writer)
 
     t0 = time.perf_counter()
-    for table, rows in tables.items():
-        _csv_bytes(table, rows)
-    whole = time.perf_counter() - t0
-    built = [pa.Table.from_arrays(_arrow_arrays(table, rows, True), names=list(TABLES[table]))
-             for table, rows in tables.items()]
+    built = [_csv_table(buffer) for buffer in tables.values()]
+    convert = time.perf_counter() - t0
     options = pacsv.WriteOptions(include_header=False, quoting_style="none", eol="\r\n")
     t0 = time.perf_counter()
     for batch in built:
         pacsv.write_csv(batch, pa.BufferOutputStream(), options)
-    write = time.perf_counter() - t0
-    return whole - write, write
+    return convert, time.perf_counter() - t0
 
 
 def startup_time(config: Path) -> float:

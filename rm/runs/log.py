@@ -23,6 +23,7 @@ import csv
 import json
 import math
 import re
+from array import array
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -145,28 +146,79 @@ def choose_format(fmt: str | None, task_rows: int) -> str:
     return fmt
 
 
-def _arrow_arrays(table: str, rows: list, for_csv: bool) -> list:
-    """A batch of rows as pyarrow arrays, one per column of ``TABLES[table]``: times and
-    shares to 6 decimals, NaN and None null, ints as int64.  Text columns are text ('' for
-    None) for Parquet; for CSV a text column of whole numbers and '' (events.task and
-    .container) stays int64 with nulls, which writes the same cells without a str() each.
+class _Buffer:
+    """A large table's rows held as columns until they are written (``TABLES`` order).
+
+    Times, shares and counts are unboxed into ``array('d')``/``array('q')`` as they come
+    (None as NaN), text stays a list of str: a batch then becomes Arrow columns without a
+    pass over millions of scattered row tuples and float objects, which cost a simulation
+    a fifth of its time.  ``append`` takes a row as a tuple; the drivers' hot paths
+    (``RunLog.start``/``end``/``shares_at``) append field by field.
+    """
+
+    def __init__(self, table: str):
+        self.table = table
+        self.kinds = tuple(TABLES[table].values())
+        self.cols = [array("d") if k.startswith("float") else array("q") if k == "int" else []
+                     for k in self.kinds]
+        self._floats = [i for i, k in enumerate(self.kinds) if k.startswith("float")]
+
+    def __len__(self) -> int:
+        return len(self.cols[0])
+
+    def append(self, row) -> None:
+        for col, v in zip(self.cols, row):
+            col.append(math.nan if v is None else v)
+
+    def extend(self, rows) -> None:
+        for row in rows:
+            self.append(row)
+
+    def take(self) -> "_Buffer":
+        """These rows as a buffer of their own, this one left empty."""
+        taken = _Buffer.__new__(_Buffer)
+        taken.table, taken.kinds, taken._floats, taken.cols = self.table, self.kinds, self._floats, self.cols
+        self.cols = [type(c)(c.typecode) if isinstance(c, array) else [] for c in self.cols]
+        return taken
+
+    def rows(self) -> list[tuple]:
+        """The rows as tuples (the Python CSV path and in-memory readers), as the drivers
+        gave them: NaN as None, and the count in a float column (shares.running, float for
+        Parquet) as an int."""
+        cols = [list(c) for c in self.cols]
+        rounded = ROUNDED[self.table]
+        names = list(TABLES[self.table])
+        for i in self._floats:
+            if names[i] in rounded:
+                cols[i] = [None if v != v else v for v in cols[i]]
+            else:
+                cols[i] = [None if v != v else int(v) if v.is_integer() else v for v in cols[i]]
+        return list(zip(*cols))
+
+    def floats(self, i: int) -> np.ndarray:
+        return np.frombuffer(self.cols[i], dtype=np.float64) if len(self.cols[i]) else np.zeros(0)
+
+
+def _arrow_arrays(buffer: _Buffer, for_csv: bool) -> list:
+    """A batch as pyarrow arrays, one per column of ``TABLES[table]``: times and shares to
+    6 decimals, NaN null, ints as int64.  Text columns are text for Parquet; for CSV a text
+    column of whole numbers and '' (events.task and .container) stays int64 with nulls,
+    which writes the same cells without a str() each.
 
     The arrays are built from numpy and bytes buffers (``_pa_*``), not ``pa.array``: that
     one imports pandas on first use (pyarrow checks every input for pandas types), a fifth
-    of a second on every ``rayrm simulate``.  Each column costs a few C-level passes: the
-    schema says what it holds, so only a text column that is not all text is scanned for
-    types."""
+    of a second on every ``rayrm simulate``."""
     arrays = []
-    for (name, kind), col in zip(TABLES[table].items(), _columns(rows, len(TABLES[table]))):
+    rounded = ROUNDED[buffer.table]
+    for i, (name, kind) in enumerate(TABLES[buffer.table].items()):
+        col = buffer.cols[i]
         if kind == "str":
             arrays.append(_pa_text(col, for_csv))
         elif kind == "int":
-            arrays.append(_pa_ints(col))
+            arrays.append(_pa_ints(np.frombuffer(col, dtype=np.int64) if len(col) else np.zeros(0, np.int64)))
         else:
-            # float64 even where a batch holds only ints: pyarrow writes a whole float
-            # without '.0', so the CSV cells are the same, and Parquet keeps its schema
-            values = _floats(col)
-            if name in ROUNDED[table]:
+            values = buffer.floats(i)
+            if name in rounded:
                 values = np.round(values, 6)
             arrays.append(_pa_floats(values))
     return arrays
@@ -232,18 +284,18 @@ def _pa_strings(col: list):
     return pa.Array.from_buffers(pa.string(), len(col), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
-def _arrow_table(table: str, rows: list):
-    """A batch of rows as a pyarrow Table of ``arrow_schema(table)`` (``_arrow_arrays``)."""
+def _arrow_table(buffer: _Buffer):
+    """A batch as a pyarrow Table of ``arrow_schema(table)`` (``_arrow_arrays``)."""
     import pyarrow as pa  # noqa: PLC0415
 
-    return pa.Table.from_arrays(_arrow_arrays(table, rows, False), schema=arrow_schema(table))
+    return pa.Table.from_arrays(_arrow_arrays(buffer, False), schema=arrow_schema(buffer.table))
 
 
-def _csv_table(table: str, rows: list):
-    """A batch of rows as the pyarrow Table ``_csv_text`` writes (``_arrow_arrays``)."""
+def _csv_table(buffer: _Buffer):
+    """A batch as the pyarrow Table ``_csv_text`` writes (``_arrow_arrays``)."""
     import pyarrow as pa  # noqa: PLC0415
 
-    return pa.Table.from_arrays(_arrow_arrays(table, rows, True), names=list(TABLES[table]))
+    return pa.Table.from_arrays(_arrow_arrays(buffer, True), names=list(TABLES[buffer.table]))
 
 
 def _csv_text(batch) -> bytes | None:
@@ -267,9 +319,15 @@ def _csv_text(batch) -> bytes | None:
     return sink.getvalue().to_pybytes()
 
 
+def _buffer_of(table: str, rows) -> _Buffer:
+    buffer = _Buffer(table)
+    buffer.extend(rows)
+    return buffer
+
+
 def _csv_bytes(table: str, rows: list) -> bytes | None:
-    """A batch's CSV lines (``_csv_text``), or None when a text cell needs quoting."""
-    return _csv_text(_csv_table(table, rows))
+    """A batch of row tuples' CSV lines (``_csv_text``), or None when a cell needs quoting."""
+    return _csv_text(_csv_table(_buffer_of(table, rows)))
 
 
 #: batches handed to the writer thread and not yet written, at most (memory stays flat)
@@ -328,14 +386,16 @@ class _TableSink:
         self.rows = 0
 
     def write(self, rows) -> None:
-        rows = list(rows)
-        if not rows:
+        """Write a batch: a ``_Buffer`` of this table (handed over: the caller keeps no
+        reference to it) or row tuples."""
+        buffer = rows if isinstance(rows, _Buffer) else _buffer_of(self.table, rows)
+        if not len(buffer):
             return
-        self.rows += len(rows)
+        self.rows += len(buffer)
         if self.fmt == "csv":
-            self._run(self._write_csv, _csv_table(self.table, rows), rows)
+            self._run(self._write_csv, buffer)
         else:
-            self._run(self._writer.write_table, _arrow_table(self.table, rows))
+            self._run(self._writer.write_table, _arrow_table(buffer))
 
     def _run(self, fn, *args) -> None:
         if self._background is None:
@@ -343,10 +403,10 @@ class _TableSink:
         else:
             self._background.submit(fn, *args)
 
-    def _write_csv(self, batch, rows: list) -> None:
-        text = _csv_text(batch)
+    def _write_csv(self, buffer: _Buffer) -> None:
+        text = _csv_text(_csv_table(buffer))
         if text is None:
-            columns = _columns(rows, len(TABLES[self.table]))
+            columns = _columns(buffer.rows(), len(TABLES[self.table]))
             cols = [_text_column(c, i in self._rounded) for i, c in enumerate(columns)]
             text = ("\r\n".join(map(",".join, zip(*cols))) + "\r\n").encode()
         self._fh.write(text)
@@ -370,12 +430,13 @@ class _TaskStats:
     finish_max: float = -math.inf
     busy: np.ndarray | None = None                 # Σ d_app (finish − start), per dim
 
-    def add(self, rows: list, demand_of) -> None:
-        if not rows:
+    def add(self, tasks: "_Buffer", demand_of) -> None:
+        """Add a batch of task rows (a ``_Buffer`` of the tasks table)."""
+        if not len(tasks):
             return
-        apps, submit, start, finish, status = (list(map(itemgetter(k), rows)) for k in (0, 4, 5, 6, 7))
+        apps, status = tasks.cols[0], tasks.cols[7]
         self.counts.update(status)
-        submit, start, finish = _floats(submit), _floats(start), _floats(finish)
+        submit, start, finish = tasks.floats(4), tasks.floats(5), tasks.floats(6)
         self.waits.append((start - submit)[~np.isnan(start)])
         done = ~np.isnan(finish)
         if done.any():
@@ -398,12 +459,13 @@ class RunLog:
         self.nodes: dict[str, dict] = {}
         self.jobs: dict[str, dict] = {}
         self.tasks: dict[tuple[str, int, int], list] = {}    # streaming: the running attempts only
-        self.events: list[tuple] = []
-        self.share_rows: list[tuple] = []
+        self._events = _Buffer("events")
+        self._shares = _Buffer("shares")
         self._share_time: float | None = None
         self._share_pending: dict[str, tuple] = {}
         self.started = 0                                      # attempts started so far
-        self._ended: list[list] = []
+        self._ended = _Buffer("tasks")                        # streaming: ended, not yet written
+        self._bind()
         self._stats = _TaskStats()
         self._demand: dict[str, tuple] = {}
         self._out: Path | None = None
@@ -416,6 +478,22 @@ class RunLog:
             self._sinks = {t: _TableSink(self._out, t, self.format, self._background) for t in TABLES}
         else:
             self.format = fmt
+
+    def _bind(self) -> None:
+        """The column appends of the hot paths (after each flush: new columns)."""
+        self._event_cols = tuple(c.append for c in self._events.cols)
+        self._share_cols = tuple(c.append for c in self._shares.cols)
+        self._ended_cols = tuple(c.append for c in self._ended.cols)
+
+    @property
+    def events(self) -> list[tuple]:
+        """The event rows not yet written, as tuples (wall_time None in the simulator)."""
+        return self._events.rows()
+
+    @property
+    def share_rows(self) -> list[tuple]:
+        """The share rows not yet written, as tuples."""
+        return self._shares.rows()
 
     # ----- what drivers report -------------------------------------------------
 
@@ -447,8 +525,16 @@ class RunLog:
         job = self.jobs.get(app)
         if job is not None and job["first_start"] is None:
             job["first_start"] = time
-        self.events.append((time, wall, "start", app, task, container, node, ""))
-        if len(self.events) >= BATCH and self._sinks:
+        e_time, e_wall, e_kind, e_app, e_task, e_container, e_node, e_detail = self._event_cols
+        e_time(time)
+        e_wall(math.nan if wall is None else wall)
+        e_kind("start")
+        e_app(app)
+        e_task(task)
+        e_container(container)
+        e_node(node)
+        e_detail("")
+        if self._sinks and len(self._events) >= BATCH:
             self._flush()
 
     def end(self, app: str, task: int, attempt: int, status: str, time: float,
@@ -459,15 +545,34 @@ class RunLog:
         never ran: its start becomes its end.
         """
         if self._sinks:
-            row = self.tasks.pop((app, task, attempt))
-            self._ended.append(row)
+            _, _, _, node, submit, start, _, _ = self.tasks.pop((app, task, attempt))
+            if start > time:
+                start = time
+            t_app, t_task, t_attempt, t_node, t_submit, t_start, t_finish, t_status = self._ended_cols
+            t_app(app)
+            t_task(task)
+            t_attempt(attempt)
+            t_node(node)
+            t_submit(submit)
+            t_start(start)
+            t_finish(time)
+            t_status(status)
         else:
             row = self.tasks[(app, task, attempt)]
-        if row[5] > time:
-            row[5] = time
-        row[6], row[7] = time, status
-        self.events.append((time, wall, status, app, task, container, row[3], detail))
-        if len(self.events) >= BATCH and self._sinks:
+            if row[5] > time:
+                row[5] = time
+            row[6], row[7] = time, status
+            node = row[3]
+        e_time, e_wall, e_kind, e_app, e_task, e_container, e_node, e_detail = self._event_cols
+        e_time(time)
+        e_wall(math.nan if wall is None else wall)
+        e_kind(status)
+        e_app(app)
+        e_task(task)
+        e_container(container)
+        e_node(node)
+        e_detail(detail)
+        if self._sinks and len(self._events) >= BATCH:
             self._flush()
 
     def app_done(self, app: str, time: float, wall: float | None = None, status: str = "finished") -> None:
@@ -484,8 +589,8 @@ class RunLog:
 
     def event(self, kind: str, time: float, wall: float | None = None, *, app: str = "",
               task: int | str = "", container: int | str = "", node: str = "", detail: str = "") -> None:
-        self.events.append((time, wall, kind, app, task, container, node, detail))
-        if len(self.events) >= BATCH and self._sinks:
+        self._events.append((time, wall, kind, app, task, container, node, detail))
+        if self._sinks and len(self._events) >= BATCH:
             self._flush()
 
     def share(self, time: float, app: str, shares: tuple[float, float, float, float], running: int) -> None:
@@ -501,12 +606,20 @@ class RunLog:
         if self._share_pending:
             self._flush_shares()
         self._share_time = None
-        self.share_rows.extend(rows)
-        if len(self.share_rows) >= BATCH and self._sinks:
+        s_time, s_app, s_task, s_dominant, s_cpu, s_mem, s_running = self._share_cols
+        for time, app, task_share, dominant, cpu, mem, running in rows:
+            s_time(time)
+            s_app(app)
+            s_task(task_share)
+            s_dominant(dominant)
+            s_cpu(cpu)
+            s_mem(mem)
+            s_running(running)
+        if self._sinks and len(self._shares) >= BATCH:
             self._flush()
 
     def _flush_shares(self) -> None:
-        self.share_rows.extend(self._share_pending.values())
+        self._shares.extend(self._share_pending.values())
         self._share_pending.clear()
 
     def _demand_of(self, app: str) -> tuple:
@@ -517,13 +630,12 @@ class RunLog:
 
     def _flush(self) -> None:
         """Streaming: write the ended attempts, events and share rows gathered so far."""
-        ended, self._ended = self._ended, []
+        ended = self._ended.take()
         self._stats.add(ended, self._demand_of)
         self._sinks["tasks"].write(ended)
-        self._sinks["events"].write(self.events)
-        self.events = []
-        self._sinks["shares"].write(self.share_rows)
-        self.share_rows = []
+        self._sinks["events"].write(self._events.take())
+        self._sinks["shares"].write(self._shares.take())
+        self._bind()
 
     # ----- the run directory ---------------------------------------------------
 
@@ -549,7 +661,8 @@ class RunLog:
         done = [j for j in jobs if j["completion_time"] is not None]
         stats = _TaskStats(Counter(self._stats.counts), list(self._stats.waits), self._stats.finish_max,
                            self._stats.busy)
-        stats.add(self._ended + list(self.tasks.values()), self._demand_of)
+        stats.add(self._ended, self._demand_of)
+        stats.add(_buffer_of("tasks", self.tasks.values()), self._demand_of)
         first_submit = min((j["submit"] for j in jobs), default=0.0)
         makespan = stats.finish_max - first_submit if stats.finish_max > -math.inf else 0.0 - first_submit
         waits = np.concatenate(stats.waits) if stats.waits else np.zeros(0)
@@ -606,8 +719,7 @@ class RunLog:
         if self._sinks:
             if out.resolve() != self._out.resolve():
                 raise ValueError(f"this log streams to {self._out}, not {out}")
-            running = list(self.tasks.values())
-            self._ended.extend(running)     # still running at the end: their rows, last
+            self._ended.extend(self.tasks.values())     # still running at the end: their rows, last
             self.tasks = {}
             self._flush()
             summary = self.summary(wall_seconds, **extra)
@@ -621,8 +733,8 @@ class RunLog:
             out.mkdir(parents=True, exist_ok=True)
             self.format = choose_format(fmt or self.format, len(self.tasks))
             summary = self.summary(wall_seconds, **extra)
-            for table, rows in (("tasks", self.tasks.values()), ("shares", self.share_rows),
-                                ("events", self.events)):
+            for table, rows in (("tasks", self.tasks.values()), ("shares", self._shares),
+                                ("events", self._events)):
                 sink = _TableSink(out, table, self.format)
                 sink.write(rows)
                 sink.close()
