@@ -187,6 +187,51 @@ def test_drfh_best_fit_picks_the_least_h():
     assert [c.node for c in ff.schedule()] == ["b"]
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_drfh_best_fit_takes_the_least_h_over_every_node_as_apps_come_and_go(seed):
+    # Best fit scores only the nodes freed since the last schedule() for an app already
+    # waiting, and rescores only the nodes chosen since for an app new this round; here
+    # every choice is checked against H of eq. 9 over *all* nodes, worked from scratch:
+    # H(i, l) = sum_r |D_ir / D_i,lead - c_lr / c_l,lead|, D and c as shares of the totals.
+    rng = random.Random(seed)
+    dims, nodes, apps = random_instance(rng)
+    s = OnlineScheduler("drfh-bf", dims, nodes)
+    cluster = s.cluster
+    real_allocate = cluster.allocate
+    checked, wrong = [], []
+
+    def h_of(app, node):
+        total = cluster.total
+        lead = next(r for r, d in enumerate(app.demand) if d > 0)
+        want = [d / t / (app.demand[lead] / total[lead]) for d, t in zip(app.demand, total)]
+        share = [f / t for f, t in zip(node.free, total)]
+        return sum(abs(w - c / share[lead]) for w, c in zip(want, share)) if share[lead] > 0 else None
+
+    def checked_allocate(app, node, task=-1):
+        scores = {n.index: h_of(app, n) for n in cluster.nodes
+                  if app.eligible[n.index] and cluster.fits(app, n)}
+        scores = {m: h for m, h in scores.items() if h is not None}
+        least = min(scores.values())
+        first = min(m for m, h in scores.items() if h <= least + 1e-9)
+        checked.append(node.index)
+        if node.index != first:
+            wrong.append((app.app_id, node.name, cluster.nodes[first].name))
+        return real_allocate(app, node, task)
+
+    cluster.allocate = checked_allocate
+    waiting = deque(apps)
+    s.submit(waiting.popleft())
+    running = deque(s.schedule())
+    for step in range(300):
+        if waiting and step % 25 == 0:          # a new app now and then: it may fit anywhere
+            s.submit(waiting.popleft())
+        if running:
+            s.release(running.popleft().container_id)
+        running.extend(s.schedule())
+    assert wrong == []
+    assert len(checked) > 20, "the instance places enough tasks to test something"
+
+
 def test_pm_drf_equalises_dominant_share_per_machine():
     # One machine <9, 18> as in the DRF example, but keys are per machine: the same 3 and 2.
     # Then a second machine <6, 6> only b can use: per-machine DRF serves b there alone

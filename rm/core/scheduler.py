@@ -57,6 +57,10 @@ class OnlineScheduler:
         # (see _offer: "proofs"); and the apps asked for since, which that proof does not cover.
         self._proof: dict[int, tuple] = {}
         self._new: list[AppState] = []
+        # during schedule(): the apps asked for since the last one, and the nodes freed or
+        # joined since (sorted) — by the invariant, the only nodes an older app can fit on
+        self._round_fresh: dict[str, AppState] = {}
+        self._round_nodes: list[int] = []
         self.placements = 0
         for spec in nodes:
             self.cluster.add_node(spec)
@@ -171,7 +175,11 @@ class OnlineScheduler:
         proofs, self._proof = self._proof, {}
         nodes = self.cluster.nodes
         self._new = [a for a in fresh.values() if a.pending > 0]
-        for m in (sorted(dirty) if len(dirty) > 1 else dirty):
+        ordered = sorted(dirty)
+        if self.policy.best_fit:
+            self._round_fresh, self._round_nodes = fresh, ordered
+            self.policy.new_round()
+        for m in ordered:
             if nodes[m].alive and self._order:
                 self._offer(nodes[m], self._order, placed, proofs.get(m))
         fresh_apps = [a for a in self._new if a.pending > 0]
@@ -184,9 +192,23 @@ class OnlineScheduler:
             indexes = np.flatnonzero(mask).tolist()
             cand = sorted(a.entry for a in fresh_apps)
             for m in indexes:
-                if m in dirty or not nodes[m].alive:
+                node = nodes[m]
+                if m in dirty or not node.alive:
                     continue
-                self._offer(nodes[m], cand, placed)
+                # Most of these nodes are full: test the fit here before paying for an offer
+                # (which would walk the same apps and place nothing).
+                free = node.free
+                for entry in cand:
+                    a = entry[3]
+                    if a.eligible[m]:
+                        for r, d in enumerate(a.demand):
+                            if d > free[r] + EPS:
+                                break
+                        else:
+                            break
+                else:
+                    continue
+                self._offer(node, cand, placed)
                 if not cand:
                     break
         self.placements += len(placed)
@@ -215,8 +237,9 @@ class OnlineScheduler:
         i = 0
         while True:
             app = None
-            budget = WALK_STEPS if vector else len(order)
-            while i < len(order) and budget > 0:
+            n = len(order)
+            stop = min(n, i + WALK_STEPS) if vector else n
+            for i in range(i, stop):
                 a = order[i][3]
                 if a.eligible[m]:
                     for r, d in enumerate(a.demand):
@@ -225,16 +248,16 @@ class OnlineScheduler:
                     else:
                         app = a
                         break
-                i += 1
-                budget -= 1
+            else:
+                i = stop
             if app is None:
-                if i >= len(order):
+                if i >= n:
                     return
                 app = self._first_fitting(m, free)
                 if app is None:
                     return
                 i = bisect_left(order, app.entry)
-            target = self.policy.choose_node(app, node, self.cluster) if best_fit else node
+            target = self._choose_node(app, node) if best_fit else node
             placed.append(self._place(app, target, order))
             if proof is not None:
                 for f, p in zip(free, proof):
@@ -267,23 +290,31 @@ class OnlineScheduler:
                         best = a
             if best is None:
                 return
-            target = self.policy.choose_node(best, node, self.cluster) if best_fit else node
+            target = self._choose_node(best, node) if best_fit else node
             placed.append(self._place(best, target, self._order))
 
+    def _choose_node(self, app: AppState, offered: NodeState) -> NodeState:
+        """A best-fit policy's node for the app's next task.  By the invariant (module
+        docstring) an app that was pending at the last ``schedule()`` fits only on nodes
+        freed or joined since; only an app asked for since may fit anywhere."""
+        among = None if app.app_id in self._round_fresh else self._round_nodes
+        return self.policy.choose_node(app, offered, self.cluster, among)
+
     def _offer_per_node(self, node: NodeState, order: list, placed: list) -> None:
-        """Per-machine keys: pick the least node_key among eligible apps that fit, repeatedly."""
-        apps = self.cluster.apps
-        while True:
-            if order is self._order:
-                fitting = [apps[a] for a in self._index.fitting(node.index, node.free)]
-            else:
-                fitting = [e[3] for e in order
-                           if e[3].eligible[node.index] and self.cluster.fits(e[3], node)]
-            if not fitting:
-                return
-            best = min(fitting, key=lambda a: (self.policy.node_key(a, node, self.cluster),
-                                               a.submit, a.app_id))
+        """Per-machine keys: pick the least node_key among eligible apps that fit, repeatedly.
+        The apps that fit only dwindle as the offer goes on (the node has less left, and
+        no app is added): each round filters the last round's."""
+        cluster, m = self.cluster, node.index
+        if order is self._order:
+            apps = cluster.apps
+            fitting = [apps[a] for a in self._index.fitting(m, node.free)]
+        else:
+            fitting = [e[3] for e in order if e[3].eligible[m] and cluster.fits(e[3], node)]
+        node_key = self.policy.node_key
+        while fitting:
+            best = min(fitting, key=lambda a: (node_key(a, node, cluster), a.submit, a.app_id))
             placed.append(self._place(best, node, order))
+            fitting = [a for a in fitting if a.pending > 0 and cluster.fits(a, node)]
 
     def _place(self, app: AppState, node: NodeState, order: list) -> Container:
         container = self.cluster.allocate(app, node)

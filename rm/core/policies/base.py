@@ -48,8 +48,16 @@ class Policy:
         """Key of ``app`` for an offer of ``node`` (only for per-node policies)."""
         raise NotImplementedError
 
-    def choose_node(self, app: "AppState", offered: "NodeState", cluster: "ClusterState") -> "NodeState":
-        """The node to place the app's next task on (only for best-fit policies)."""
+    def new_round(self) -> None:
+        """A ``schedule()`` begins: until it ends resources are only taken (best-fit policies
+        may keep what they learnt within it)."""
+
+    def choose_node(self, app: "AppState", offered: "NodeState", cluster: "ClusterState",
+                    among: "list[int] | None" = None) -> "NodeState":
+        """The node to place the app's next task on (only for best-fit policies).
+
+        ``among``: node indexes, ascending, outside which the app's task fits nowhere (the
+        scheduler knows this from its invariant), or None: any node may fit."""
         return offered
 
     def __repr__(self) -> str:

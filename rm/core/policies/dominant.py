@@ -17,6 +17,9 @@ import numpy as np
 from rayrm.rm.core.model import EPS
 from rayrm.rm.core.policies.base import Policy, dominant_share_per_task
 
+#: above this many candidate nodes, best fit scores them with numpy, all at once
+FEW_NODES = 32
+
 
 class DominantResourceFairness(Policy):
     name = "drf"
@@ -30,13 +33,31 @@ class DRFHFirstFit(DominantResourceFairness):
 
 
 class DRFHBestFit(DominantResourceFairness):
+    """Best fit: the server whose free resources are most like the demand (eq. 9).
+
+    Scoring every server costs a dozen numpy passes over all of them, once per placement.
+    Two facts make most placements cheaper with the same answer:
+
+    * the scheduler names the few nodes outside which an app cannot fit (``among``);
+    * within one ``schedule()`` resources are only taken, never freed, so an app's scores
+      from its first placement of the round stay right except on the nodes chosen since
+      (this policy chose them: every placement of the round goes through ``choose_node``).
+    """
+
     name = "drfh-bf"
     best_fit = True
 
     def __init__(self):
         # app id -> (its eligible bytes object, cluster totals, eligible mask, demand, lead,
-        # want, divisor): what H needs that changes only when nodes join or leave
+        # want, divisor, want and divisor as lists): what H needs that changes only when
+        # nodes join or leave
         self._fixed: dict[str, tuple] = {}
+        self.new_round()
+
+    def new_round(self) -> None:
+        self._chosen: list[int] = []        # the nodes chosen this round, in order
+        # app id -> [rows, their scores (inf: no longer fits), row -> position, chosen seen]
+        self._scores: dict[str, list] = {}
 
     def _invariants(self, app, cluster) -> tuple:
         hit = self._fixed.get(app.app_id)
@@ -51,38 +72,97 @@ class DRFHBestFit(DominantResourceFairness):
         want = demand[:k] / divisor
         want = want / want[lead]
         hit = (app.eligible, cluster.total, np.frombuffer(app.eligible, dtype=np.uint8).astype(bool),
-               demand, lead, want, divisor)
+               demand, lead, want, divisor, want.tolist(), divisor.tolist())
         self._fixed[app.app_id] = hit
         return hit
 
-    def choose_node(self, app, offered, cluster):
-        """argmin over eligible nodes with room of H(i, l) (eq. 9); ties: the first node."""
-        k = len(cluster.dims)
-        free = cluster.free_matrix
-        _, _, eligible, demand, lead, want, divisor = self._invariants(app, cluster)
-        fit = eligible.copy()
-        for r, d in enumerate(app.demand):       # (free + EPS >= demand).all(axis=1), column by column
-            fit &= free[:, r] + EPS >= d
-        rows = np.flatnonzero(fit)
-        share = free[rows, :k] / divisor
-        room = share[:, lead] > 0
-        rows, share = rows[room], share[room]
+    def choose_node(self, app, offered, cluster, among=None):
+        """argmin over eligible nodes with room of H(i, l) (eq. 9); ties (within 1e-12): the
+        first node."""
+        fixed = self._invariants(app, cluster)
+        if among is not None and len(among) <= FEW_NODES:
+            nodes, eligible = cluster.nodes, app.eligible
+            scored = [(h, m) for m in among
+                      if eligible[m] and (h := _score(app, nodes[m].free, fixed)) is not None]
+            if not scored:
+                return offered
+            least = min(h for h, _ in scored) + 1e-12
+            node = cluster.nodes[next(m for h, m in scored if h <= least)]
+        else:
+            node = self._choose_all(app, offered, cluster, fixed)
+        self._chosen.append(node.index)
+        return node
+
+    def _choose_all(self, app, offered, cluster, fixed):
+        """Every node scored at the app's first placement of the round (numpy), then only
+        the nodes chosen since rescored (Python, same float operations in the same order)."""
+        hit = self._scores.get(app.app_id)
+        if hit is None:
+            k = len(cluster.dims)
+            free = cluster.free_matrix
+            _, _, eligible, demand, lead, want, divisor = fixed[:7]
+            fit = eligible.copy()
+            for r, d in enumerate(app.demand):       # (free + EPS >= demand).all(axis=1), column by column
+                fit &= free[:, r] + EPS >= d
+            rows = np.flatnonzero(fit)
+            share = free[rows, :k] / divisor
+            room = share[:, lead] > 0
+            rows, share = rows[room], share[room]
+            h = np.abs(want - share / share[:, lead:lead + 1]).sum(axis=1)
+            where = np.full(len(free), -1)
+            where[rows] = np.arange(len(rows))
+            hit = self._scores[app.app_id] = [rows, h, where, len(self._chosen)]
+        else:
+            rows, h, where, seen = hit
+            nodes = cluster.nodes
+            for m in self._chosen[seen:]:
+                i = where[m]
+                if i >= 0:
+                    score = _score(app, nodes[m].free, fixed)
+                    h[i] = np.inf if score is None else score
+            hit[3] = len(self._chosen)
         if not len(rows):
             return offered
-        h = np.abs(want - share / share[:, lead:lead + 1]).sum(axis=1)
-        best = rows[np.flatnonzero(h <= h.min() + 1e-12)[0]]
-        return cluster.nodes[best]
+        least = h.min()
+        if least == np.inf:
+            return offered
+        return cluster.nodes[rows[np.flatnonzero(h <= least + 1e-12)[0]]]
+
+
+def _score(app, free, fixed) -> float | None:
+    """H(i, l) of one node (eligible) with free vector ``free``, or None when the app's task does not
+    fit there or the node has none of the lead resource left; the vector form's float
+    operations in the same order (numpy sums a short row left to right), so ties and
+    minima come out the same."""
+    for r, d in enumerate(app.demand):
+        if d > free[r] + EPS:
+            return None
+    lead, want, divisor = fixed[4], fixed[7], fixed[8]
+    share = [f / v for f, v in zip(free, divisor)]
+    base = share[lead]
+    if not base > 0:
+        return None
+    return sum(abs(w - s / base) for w, s in zip(want, share))
 
 
 class PerMachineDRF(Policy):
     name = "pm-drf"
     per_node = True
 
+    def __init__(self):
+        self._per_task: dict[tuple, float] = {}     # (demand, node capacity) -> max_r d_ir / C_mr
+
     def unit(self, app, cluster):
         return 0.0
 
     def node_key(self, app, node, cluster):
-        k = len(cluster.dims)
-        per_task = max((d / c for d, c in zip(app.demand[:k], node.capacity[:k]) if d > 0 and c > 0),
-                       default=0.0)
-        return app.on_node.get(node.index, 0) * per_task / app.weight
+        n = app.on_node.get(node.index)
+        if not n:
+            return 0.0          # n_im = 0: the key is 0 whatever one task's share
+        per_task = self._per_task.get((app.demand, node.capacity))
+        if per_task is None:
+            k = len(cluster.dims)
+            per_task = max((d / c for d, c in zip(app.demand[:k], node.capacity[:k]) if d > 0 and c > 0),
+                           default=0.0)
+            self._per_task[(app.demand, node.capacity)] = per_task
+        return n * per_task / app.weight
