@@ -110,10 +110,12 @@ class ClusterState:
         # a trace's jobs repeat a few hundred shapes, and each costs numpy work over every node
         self._elig_cache: dict[tuple, tuple[bytes, int, float]] = {}
         self._demand_cache: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
-        #: nodes x dims copy of every node's free vector, kept only when asked for (best
-        #: fit compares all nodes at once; other policies never read it)
-        self.free_matrix: np.ndarray | None = (
+        # nodes x dims copy of every node's free vector, kept only when asked for (best fit
+        # compares all nodes at once; other policies never read it), and the nodes whose
+        # row is out of date: rows are copied when read, not at every allocate and release
+        self._free_matrix: np.ndarray | None = (
             np.zeros((0, len(self.dims) + len(self.virtual_dims))) if track_free else None)
+        self._free_stale: set[int] = set()
 
     # ----- vectors -------------------------------------------------------------
 
@@ -156,10 +158,10 @@ class ClusterState:
         self._arrays = None
         self._elig_cache.clear()
         self._demand_cache.clear()
-        if self.free_matrix is not None:
-            if node.index == len(self.free_matrix):
-                self.free_matrix = np.vstack([self.free_matrix, [node.free]])
-            self.free_matrix[node.index] = node.free
+        if self._free_matrix is not None:
+            if node.index == len(self._free_matrix):
+                self._free_matrix = np.vstack([self._free_matrix, [node.free]])
+            self._free_stale.add(node.index)
         self._count_type(node, +1)
         return node
 
@@ -197,6 +199,17 @@ class ClusterState:
         self.total = tuple(t + sign * c for t, c in zip(self.total, real))
         virtual = node.capacity[len(self.dims):]
         self.virtual_total = tuple(t + sign * c for t, c in zip(self.virtual_total, virtual))
+
+    def free_matrix(self) -> np.ndarray:
+        """Every node's free vector as a nodes x dims array (a ClusterState made with
+        ``track_free``; read-only)."""
+        stale = self._free_stale
+        if stale:
+            rows = list(stale)
+            nodes = self.nodes
+            self._free_matrix[rows] = [nodes[m].free for m in rows]
+            stale.clear()
+        return self._free_matrix
 
     # ----- eligibility and h ---------------------------------------------------
 
@@ -345,8 +358,8 @@ class ClusterState:
         node.containers.add(cid)
         app.running += 1
         app.on_node[node.index] = app.on_node.get(node.index, 0) + 1
-        if self.free_matrix is not None:
-            self.free_matrix[node.index] = free
+        if self._free_matrix is not None:
+            self._free_stale.add(node.index)
         return c
 
     def release(self, container_id: int) -> tuple[AppState, NodeState]:
@@ -358,8 +371,8 @@ class ClusterState:
         for i, d in enumerate(app.demand):
             # Snap back to capacity on the last release so drift never accumulates.
             free[i] = cap[i] if not node.containers else free[i] + d
-        if self.free_matrix is not None:
-            self.free_matrix[node.index] = free
+        if self._free_matrix is not None:
+            self._free_stale.add(node.index)
         app.running -= 1
         k = app.on_node[node.index] - 1
         if k:

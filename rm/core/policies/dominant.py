@@ -79,6 +79,10 @@ class DRFHBestFit(DominantResourceFairness):
     def choose_node(self, app, offered, cluster, among=None):
         """argmin over eligible nodes with room of H(i, l) (eq. 9); ties (within 1e-12): the
         first node."""
+        if among is not None and len(among) == 1 and among[0] == offered.index:
+            # The offered node alone: it wins if it scores, and is the fallback if not.
+            self._chosen.append(offered.index)
+            return offered
         fixed = self._invariants(app, cluster)
         if among is not None and len(among) <= FEW_NODES:
             nodes, eligible = cluster.nodes, app.eligible
@@ -99,7 +103,7 @@ class DRFHBestFit(DominantResourceFairness):
         hit = self._scores.get(app.app_id)
         if hit is None:
             k = len(cluster.dims)
-            free = cluster.free_matrix
+            free = cluster.free_matrix()
             _, _, eligible, demand, lead, want, divisor = fixed[:7]
             fit = eligible.copy()
             for r, d in enumerate(app.demand):       # (free + EPS >= demand).all(axis=1), column by column
