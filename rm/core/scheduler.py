@@ -16,8 +16,10 @@ starting again.  Two shortcuts give the walk's answer sooner (``_offer``): a
 vector index of pending apps (``rayrm.rm.core.pending``) names the apps that fit a node, and
 a dirty node's free vector at the last ``schedule()`` — when nothing fitted it — is
 kept as a *proof*: once an offer has brought the node back under it, only apps
-asked for since can fit.  Nothing here reads a clock: the simulator and the Ray
-ResourceManager drive it with their own.
+asked for since can fit.  A best-fit policy leans on the same invariant: an app that was
+pending at the last ``schedule()`` fits only on nodes freed or joined since, so only those
+are scored for it (``_choose_node``).  Nothing here reads a clock: the simulator and the
+Ray ResourceManager drive it with their own.
 """
 
 from __future__ import annotations

@@ -113,24 +113,26 @@ class DRFHBestFit(DominantResourceFairness):
             room = share[:, lead] > 0
             rows, share = rows[room], share[room]
             h = np.abs(want - share / share[:, lead:lead + 1]).sum(axis=1)
-            where = np.full(len(free), -1)
-            where[rows] = np.arange(len(rows))
+            where = dict(zip(rows.tolist(), range(len(rows))))
             hit = self._scores[app.app_id] = [rows, h, where, len(self._chosen)]
         else:
             rows, h, where, seen = hit
             nodes = cluster.nodes
             for m in self._chosen[seen:]:
-                i = where[m]
-                if i >= 0:
+                i = where.get(m)
+                if i is not None:
                     score = _score(app, nodes[m].free, fixed)
                     h[i] = np.inf if score is None else score
             hit[3] = len(self._chosen)
         if not len(rows):
             return offered
-        least = h.min()
+        best = int(h.argmin())              # the first least; a node before it within 1e-12 wins
+        least = h[best]
         if least == np.inf:
             return offered
-        return cluster.nodes[rows[np.flatnonzero(h <= least + 1e-12)[0]]]
+        if best and h[:best].min() <= least + 1e-12:
+            best = int(np.flatnonzero(h[:best] <= least + 1e-12)[0])
+        return cluster.nodes[rows[best]]
 
 
 def _score(app, free, fixed) -> float | None:
