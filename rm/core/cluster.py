@@ -51,8 +51,9 @@ class AppState:
     """An app's accounting: demand, eligibility per node, h and h^c, running and pending.
 
     ``eligible[m]`` is 1 when the app's constraint admits node m *and* one task
-    fits m's capacity.  ``key`` and ``unit`` belong to the scheduler's policy; they
-    live here only so the hot path reads one object.
+    fits m's capacity.  ``on_node`` (node index -> its running tasks there) is kept only
+    when the cluster counts per node.  ``key`` and ``unit`` belong to the scheduler's
+    policy; they live here only so the hot path reads one object.
     """
 
     __slots__ = ("index", "spec", "app_id", "demand", "weight", "submit", "eligible",
@@ -87,8 +88,11 @@ class ClusterState:
     def __init__(self, dims: Sequence[str], virtual_dims: Sequence[str] = (),
                  virtual_capacity: Callable[[NodeSpec], tuple] | None = None,
                  virtual_demand: Callable[[AppSpec], tuple] | None = None,
-                 track_free: bool = False):
+                 track_free: bool = False, count_per_node: bool = True):
         self.dims = tuple(dims)
+        #: keep each app's running tasks per node (``AppState.on_node``): only per-machine
+        #: keys read it, and it costs two dict updates a container
+        self.count_per_node = count_per_node
         self.virtual_dims = tuple(virtual_dims)
         self._virtual_capacity = virtual_capacity
         self._virtual_demand = virtual_demand
@@ -357,7 +361,8 @@ class ClusterState:
         self._container_app[cid] = (app, node)
         node.containers.add(cid)
         app.running += 1
-        app.on_node[node.index] = app.on_node.get(node.index, 0) + 1
+        if self.count_per_node:
+            app.on_node[node.index] = app.on_node.get(node.index, 0) + 1
         if self._free_matrix is not None:
             self._free_stale.add(node.index)
         return c
@@ -374,11 +379,12 @@ class ClusterState:
         if self._free_matrix is not None:
             self._free_stale.add(node.index)
         app.running -= 1
-        k = app.on_node[node.index] - 1
-        if k:
-            app.on_node[node.index] = k
-        else:
-            del app.on_node[node.index]
+        if self.count_per_node:
+            k = app.on_node[node.index] - 1
+            if k:
+                app.on_node[node.index] = k
+            else:
+                del app.on_node[node.index]
         return app, node
 
     def node_of(self, container_id: int) -> NodeState:

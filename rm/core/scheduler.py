@@ -51,7 +51,7 @@ class OnlineScheduler:
         # key = running * unit for most policies (Policy.key): computed inline in _set_key
         self._unit_key = type(p).key is Policy.key
         self.cluster = ClusterState(dims, p.virtual_dims, p.virtual_capacity, p.virtual_demand,
-                                    track_free=p.best_fit)
+                                    track_free=p.best_fit, count_per_node=p.per_node)
         self._order: list[tuple] = []      # (key, submit, app_id, app) of apps with pending > 0
         self._dirty: set[int] = set()      # node indexes to offer to every pending app
         self._fresh: dict[str, AppState] = {}

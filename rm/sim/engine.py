@@ -188,7 +188,7 @@ class Simulation:
                         continue
                     job, task, attempt = entry
                     release(payload)
-                    log_end(job.app_id, task, attempt, "finished", t, container=payload)
+                    log_end(job.app_id, task, attempt, "finished", t, None, payload)
                     job.done += 1
                     changed[job.app_id] = job
                     if job.done == job.num_tasks:
@@ -255,7 +255,7 @@ class Simulation:
             cid = c.container_id
             running[cid] = (job, task, attempt)
             start = t + jitter * self._jitter.random() if jitter else t
-            log_start(job.app_id, task, attempt, c.node, submit, start, container=cid)
+            log_start(job.app_id, task, attempt, c.node, submit, start, None, cid)
             push(heap, (start + job.durations[task], COMPLETE, next(seq), cid))
 
     def _leave(self, event, t: float, changed: dict) -> None:
