@@ -100,7 +100,8 @@ class ClusterState:
         self.node_index: dict[str, int] = {}
         self.apps: dict[str, AppState] = {}
         self.containers: dict[int, Container] = {}
-        self._container_app: dict[int, tuple[AppState, NodeState]] = {}   # id -> (app, node)
+        #: container id -> (its app, its node)
+        self.holders: dict[int, tuple[AppState, NodeState]] = {}
         self._next_container = itertools.count(1)
         self._app_seq = itertools.count()
         self.total = tuple(0.0 for _ in self.dims)
@@ -335,7 +336,7 @@ class ClusterState:
     def remove_app(self, app_id: str) -> list[Container]:
         """An app leaves; its remaining containers are released and returned."""
         app = self.apps[app_id]
-        left = [c for cid, c in self.containers.items() if self._container_app[cid][0] is app]
+        left = [c for cid, c in self.containers.items() if self.holders[cid][0] is app]
         for c in left:
             self.release(c.container_id)
         del self.apps[app_id]
@@ -358,7 +359,7 @@ class ClusterState:
         cid = next(self._next_container)
         c = Container(cid, app.app_id, task, node.name)
         self.containers[cid] = c
-        self._container_app[cid] = (app, node)
+        self.holders[cid] = (app, node)
         node.containers.add(cid)
         app.running += 1
         if self.count_per_node:
@@ -370,7 +371,7 @@ class ClusterState:
     def release(self, container_id: int) -> tuple[AppState, NodeState]:
         """A container ends (finished, killed or lost): its resources return to its node."""
         del self.containers[container_id]
-        app, node = self._container_app.pop(container_id)
+        app, node = self.holders.pop(container_id)
         node.containers.discard(container_id)
         free, cap = node.free, node.capacity
         for i, d in enumerate(app.demand):
@@ -388,7 +389,7 @@ class ClusterState:
         return app, node
 
     def node_of(self, container_id: int) -> NodeState:
-        return self._container_app[container_id][1]
+        return self.holders[container_id][1]
 
     def app_of(self, container_id: int) -> AppState:
-        return self._container_app[container_id][0]
+        return self.holders[container_id][0]

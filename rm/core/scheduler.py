@@ -48,6 +48,7 @@ class OnlineScheduler:
         dims = tuple(dims)
         self.policy.prepare(nodes, dims)
         p = self.policy
+        self._best_fit, self._per_node = p.best_fit, p.per_node
         # key = running * unit for most policies (Policy.key): computed inline in _set_key
         self._unit_key = type(p).key is Policy.key
         self.cluster = ClusterState(dims, p.virtual_dims, p.virtual_capacity, p.virtual_demand,
@@ -135,7 +136,7 @@ class OnlineScheduler:
         """A container ended; its node is offered again at the next ``schedule``."""
         cluster = self.cluster
         container = cluster.containers[container_id]
-        node = cluster.node_of(container_id)
+        node = cluster.holders[container_id][1]
         m = node.index
         if m not in self._dirty:        # first release since the last schedule(): keep its proof
             self._proof[m] = tuple(node.free)
@@ -173,17 +174,26 @@ class OnlineScheduler:
         dirty, fresh = self._dirty, self._fresh
         if not dirty and not fresh:
             return placed
-        self._dirty, self._fresh = set(), {}
-        proofs, self._proof = self._proof, {}
+        proofs = self._proof
+        self._dirty, self._fresh, self._proof = set(), {}, {}
         nodes = self.cluster.nodes
-        self._new = [a for a in fresh.values() if a.pending > 0]
+        if fresh:
+            self._new = [a for a in fresh.values() if a.pending > 0]
         ordered = sorted(dirty)
-        if self.policy.best_fit:
+        if self._best_fit:
             self._round_fresh, self._round_nodes = fresh, ordered
             self.policy.new_round()
-        for m in ordered:
-            if nodes[m].alive and self._order:
-                self._offer(nodes[m], self._order, placed, proofs.get(m))
+        order = self._order
+        if order:
+            offer = self._offer
+            for m in ordered:
+                if nodes[m].alive:
+                    offer(nodes[m], order, placed, proofs.get(m))
+                    if not order:           # nothing pending is left (an offer adds nobody)
+                        break
+        if not self._new:
+            self.placements += len(placed)
+            return placed
         fresh_apps = [a for a in self._new if a.pending > 0]
         self._new = []
         if fresh_apps:
@@ -229,12 +239,12 @@ class OnlineScheduler:
           no app pending then fitted: once the node has no more than that left in every
           dimension, only apps asked for since (``self._new``) can still fit.
         """
-        if self.policy.per_node:
+        if self._per_node:
             self._offer_per_node(node, order, placed)
             return
         m = node.index
         free = node.free
-        best_fit = self.policy.best_fit
+        best_fit = self._best_fit
         vector = order is self._order and len(order) >= VECTOR_FROM
         i = 0
         while True:
@@ -266,7 +276,8 @@ class OnlineScheduler:
                     if f > p:
                         break
                 else:
-                    self._serve_new(node, placed)
+                    if self._new:
+                        self._serve_new(node, placed)
                     return
 
     def _first_fitting(self, m: int, free) -> AppState | None:
@@ -280,7 +291,7 @@ class OnlineScheduler:
     def _serve_new(self, node: NodeState, placed: list) -> None:
         """The rest of an offer when only apps asked for since the node's proof can fit."""
         m, free = node.index, node.free
-        best_fit = self.policy.best_fit
+        best_fit = self._best_fit
         while True:
             best = None
             for a in self._new:

@@ -484,6 +484,8 @@ class RunLog:
         self._event_cols = tuple(c.append for c in self._events.cols)
         self._share_cols = tuple(c.append for c in self._shares.cols)
         self._ended_cols = tuple(c.append for c in self._ended.cols)
+        # a column of each, whose len() is the buffer's without a Python-level __len__
+        self._event_cols_0, self._share_cols_0 = self._events.cols[0], self._shares.cols[0]
 
     @property
     def events(self) -> list[tuple]:
@@ -534,7 +536,7 @@ class RunLog:
         e_container(container)
         e_node(node)
         e_detail("")
-        if self._sinks and len(self._events) >= BATCH:
+        if self._sinks and len(self._event_cols_0) >= BATCH:
             self._flush()
 
     def end(self, app: str, task: int, attempt: int, status: str, time: float,
@@ -572,7 +574,7 @@ class RunLog:
         e_container(container)
         e_node(node)
         e_detail(detail)
-        if self._sinks and len(self._events) >= BATCH:
+        if self._sinks and len(self._event_cols_0) >= BATCH:
             self._flush()
 
     def app_done(self, app: str, time: float, wall: float | None = None, status: str = "finished") -> None:
@@ -590,7 +592,7 @@ class RunLog:
     def event(self, kind: str, time: float, wall: float | None = None, *, app: str = "",
               task: int | str = "", container: int | str = "", node: str = "", detail: str = "") -> None:
         self._events.append((time, wall, kind, app, task, container, node, detail))
-        if self._sinks and len(self._events) >= BATCH:
+        if self._sinks and len(self._event_cols_0) >= BATCH:
             self._flush()
 
     def share(self, time: float, app: str, shares: tuple[float, float, float, float], running: int) -> None:
@@ -600,22 +602,23 @@ class RunLog:
         self._share_time = time
         self._share_pending[app] = (time, app) + tuple(shares) + (running,)
 
-    def shares_at(self, time: float, rows: list[tuple]) -> None:
+    def shares_at(self, time: float, apps) -> None:
         """Share rows of one instant from a driver that coalesces them itself: at most one
-        row per app, each (time, app, task_share, dominant_share, cpu_share, mem_share, running)."""
+        per app, each given as (app, running n, units u) for the row's shares n × u (u: one
+        task's task, dominant, cpu and memory share, ``share_units``)."""
         if self._share_pending:
             self._flush_shares()
         self._share_time = None
         s_time, s_app, s_task, s_dominant, s_cpu, s_mem, s_running = self._share_cols
-        for time, app, task_share, dominant, cpu, mem, running in rows:
+        for app, n, u in apps:
             s_time(time)
             s_app(app)
-            s_task(task_share)
-            s_dominant(dominant)
-            s_cpu(cpu)
-            s_mem(mem)
-            s_running(running)
-        if self._sinks and len(self._shares) >= BATCH:
+            s_task(n * u[0])
+            s_dominant(n * u[1])
+            s_cpu(n * u[2])
+            s_mem(n * u[3])
+            s_running(n)
+        if self._sinks and len(self._share_cols_0) >= BATCH:
             self._flush()
 
     def _flush_shares(self) -> None:

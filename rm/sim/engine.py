@@ -299,13 +299,8 @@ class Simulation:
     def _record_shares(self, t: float, changed: dict) -> None:
         """One share row per app whose running count (or h_i) changed at ``t``."""
         apps = self.cluster.apps
-        rows = []
-        for app_id, job in changed.items():
-            state = apps.get(app_id)
-            n = state.running if state is not None else 0
-            u = job.units
-            rows.append((t, app_id, n * u[0], n * u[1], n * u[2], n * u[3], n))
-        self.log.shares_at(t, rows)
+        self.log.shares_at(t, [(app_id, state.running if (state := apps.get(app_id)) is not None else 0, job.units)
+                               for app_id, job in changed.items()])
         changed.clear()
 
     def _cut_short(self) -> None:
