@@ -388,8 +388,5 @@ class ClusterState:
                 del app.on_node[node.index]
         return app, node
 
-    def node_of(self, container_id: int) -> NodeState:
-        return self.holders[container_id][1]
-
     def app_of(self, container_id: int) -> AppState:
         return self.holders[container_id][0]
