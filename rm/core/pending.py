@@ -67,19 +67,28 @@ class PendingIndex:
         # node -> slots that may use it: bit (slot & 7) of byte (slot >> 3) of row node
         self._bits = np.zeros((self._n_nodes, 128), dtype=np.uint8)
         self._elig: list[int] = [0] * self._n_nodes   # the rows as integers, when fresh
-        self._stale = np.zeros(self._n_nodes, dtype=bool)
+        self._set_stale(bytearray(self._n_nodes))
         self._pending = 0                             # slots with tasks waiting
         self._slot: dict[str, int] = {}
         self._ids: list[str | None] = []              # slot -> app id (None: removed)
+        self._items: list = []                        # slot -> what ``fitting`` names it by
         self._demand: list[tuple] = []                # slot -> demand vector
         self._nodes_of: list[np.ndarray] = []         # slot -> nodes it is eligible on
         self._dead = 0
 
-    def add(self, app_id: str, demand: tuple, eligible: bytearray) -> None:
+    def _set_stale(self, flags: bytearray) -> None:
+        """Rows whose integer is out of date: read one flag at a time as bytes (a numpy
+        scalar read costs several times more), set many at once through a numpy view."""
+        self._stale_flags = flags
+        self._stale = np.frombuffer(flags, dtype=bool)
+
+    def add(self, app_id: str, demand: tuple, eligible: bytearray, item=None) -> None:
+        """A new app; ``fitting`` names it by ``item`` (default: its id)."""
         if self._dead > max(1024, len(self._slot)):
             self._compact()
         slot = len(self._ids)
         self._ids.append(app_id)
+        self._items.append(app_id if item is None else item)
         self._demand.append(tuple(demand))
         self._nodes_of.append(_NONE)
         self._slot[app_id] = slot
@@ -89,12 +98,13 @@ class PendingIndex:
         self.set_eligible(app_id, eligible)
 
     def _compact(self) -> None:
-        live = [(a, self._demand[s], self._nodes_of[s], bool(self._pending >> s & 1))
+        live = [(a, self._items[s], self._demand[s], self._nodes_of[s], bool(self._pending >> s & 1))
                 for a, s in self._slot.items()]
         self._reset()
-        for app_id, demand, nodes, pending in live:
+        for app_id, item, demand, nodes, pending in live:
             slot = len(self._ids)
             self._ids.append(app_id)
+            self._items.append(item)
             self._demand.append(demand)
             self._nodes_of.append(nodes)
             self._slot[app_id] = slot
@@ -111,7 +121,7 @@ class PendingIndex:
             grow = len(eligible) - self._n_nodes
             self._bits = np.vstack([self._bits, np.zeros((grow, self._bits.shape[1]), dtype=np.uint8)])
             self._elig.extend([0] * grow)
-            self._stale = np.concatenate([self._stale, np.zeros(grow, dtype=bool)])
+            self._set_stale(self._stale_flags + bytearray(grow))
             self._n_nodes = len(eligible)
         self._set_bits(slot, self._nodes_of[slot], False)
         nodes = np.flatnonzero(np.frombuffer(eligible, dtype=np.uint8))
@@ -133,7 +143,7 @@ class PendingIndex:
     def remove(self, app_id: str) -> None:
         slot = self._slot.pop(app_id)
         self._pending &= ~(1 << slot)
-        self._ids[slot] = None
+        self._ids[slot] = self._items[slot] = None
         self._dead += 1
 
     def set_pending(self, app_id: str, pending: bool) -> None:
@@ -141,25 +151,27 @@ class PendingIndex:
         self._pending = self._pending | bit if pending else self._pending & ~bit
 
     def _mask(self, node: int, free) -> int:
-        if self._stale[node]:
+        if self._stale_flags[node]:
             self._elig[node] = int.from_bytes(self._bits[node].tobytes(), "little")
-            self._stale[node] = False
+            self._stale_flags[node] = 0
         cand = self._pending & self._elig[node]
         for dim, f in zip(self._dims, free):
             if not cand:
                 break
-            cand &= dim.at_most(f + EPS)
+            k = bisect_right(dim.values, f + EPS)      # _Dimension.at_most, inline
+            cand &= dim.prefix[k - 1] if k else 0
         return cand
 
     def any_fits(self, node: int, free) -> bool:
         """Is there a pending app that may use ``node`` and whose task fits ``free``?"""
         return bool(self._mask(node, free))
 
-    def fitting(self, node: int, free) -> list[str]:
-        """The pending apps that may use ``node`` and whose task fits ``free`` (any order)."""
+    def fitting(self, node: int, free) -> list:
+        """The pending apps that may use ``node`` and whose task fits ``free`` (any order),
+        each as ``add`` named it."""
         cand = self._mask(node, free)
         out = []
-        ids = self._ids
+        ids = self._items
         while cand:
             low = cand & -cand
             out.append(ids[low.bit_length() - 1])

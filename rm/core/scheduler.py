@@ -109,7 +109,7 @@ class OnlineScheduler:
             # speaks (for known dimensions), which runnable apps need not pay for.
             del cluster.apps[spec.app_id]
             return None, cluster.rejection_reason(spec)
-        self._index.add(app.app_id, app.demand, app.eligible)
+        self._index.add(app.app_id, app.demand, app.eligible, app)
         app.unit = self.policy.unit(app, self.cluster)
         self._set_key(app)
         self.ask(spec.app_id, spec.num_tasks if pending is None else pending)
@@ -282,11 +282,8 @@ class OnlineScheduler:
 
     def _first_fitting(self, m: int, free) -> AppState | None:
         """The pending app with the least entry that may use node m and fits ``free``."""
-        ids = self._index.fitting(m, free)
-        if not ids:
-            return None
-        apps = self.cluster.apps
-        return min(apps[a].entry for a in ids)[3]
+        apps = self._index.fitting(m, free)
+        return min([a.entry for a in apps])[3] if apps else None
 
     def _serve_new(self, node: NodeState, placed: list) -> None:
         """The rest of an offer when only apps asked for since the node's proof can fit."""
@@ -319,8 +316,7 @@ class OnlineScheduler:
         no app is added): each round filters the last round's."""
         cluster, m = self.cluster, node.index
         if order is self._order:
-            apps = cluster.apps
-            fitting = [apps[a] for a in self._index.fitting(m, node.free)]
+            fitting = self._index.fitting(m, node.free)
         else:
             fitting = [e[3] for e in order if e[3].eligible[m] and cluster.fits(e[3], node)]
         node_key = self.policy.node_key
