@@ -4,11 +4,12 @@ Paper scale (tsf-paper §VI-B: 1,000 nodes, 4,500 jobs, 180k tasks; the trace fr
 ``rayrm trace generate google``): for every policy, one ``rayrm simulate`` process —
 start-up, config, simulation and run directory — timed from outside, with
 
-* wall time, and that × the *floor*: a bare heapq loop that pushes and pops two events
-  per task of the same trace (each task's arrival at its job's submit time and, when that
-  pops, its completion), the least any Python discrete-event simulator of it pays;
-  measured in this process next to each run, since the machine is shared, as the least of
-  ``FLOOR_RUNS`` loops (as ``timeit`` advises: the noise of a shared machine only adds);
+* wall time, the least of ``--runs`` processes (3), and that × the *floor*: a bare heapq
+  loop that pushes and pops two events per task of the same trace (each task's arrival at
+  its job's submit time and, when that pops, its completion), the least any Python
+  discrete-event simulator of it pays; measured in this process next to each policy's
+  runs, since the machine is shared, as the least of ``FLOOR_RUNS`` loops (as ``timeit``
+  advises for both: the noise of a shared machine only adds);
 * events per second: two per task attempt (start, completion) plus one per job arrival;
 * peak RSS of the process (``wait4``'s ru_maxrss);
 * the limit of issue 12 (× floor: tsf 5; drf, cdrf, cmmf-*, fifo, slots, drfh-ff 7;
@@ -20,7 +21,7 @@ against issue 12's limits (import and simulate within 15 minutes at ≤ 4 GB, ch
 within 5 minutes).
 
     python benchmarks/bench_sim.py [--nodes 1000 --jobs 4500 --tasks 180000 --seed 7]
-                                   [--policies tsf,drf,...] [--format auto|csv|parquet]
+                                   [--policies tsf,drf,...] [--format auto|csv|parquet] [--runs 3]
     python benchmarks/bench_sim.py --fb2010 ../shared/data/swim/FB-2010_samples_24_times_1hr_0.tsv
 
 Run it under the shared lock: ``flock /tmp/rayrm-heavy.lock timeout 3600 python ...``.
@@ -102,17 +103,22 @@ def heapq_floor(path: Path) -> float:
 
 def paper_scale(args, work: Path) -> int:
     path = Path(args.config) if args.config else make_trace(work, args.nodes, args.jobs, args.tasks, args.seed)
-    print("timed: the whole `rayrm simulate CONFIG --policy P --out DIR --no-progress` process")
+    print("timed: the whole `rayrm simulate CONFIG --policy P --out DIR --no-progress` process, "
+          f"the least of {args.runs} per policy")
     print(f"{'policy':<9} {'wall s':>7} {'cpu s':>7} {'floor s':>8} {'x floor':>8} {'limit':>6} "
           f"{'events/s':>11} {'peak RSS':>9} {'makespan':>10}")
     worst = 0
     for policy in args.policies.split(","):
         floor = min(heapq_floor(path) for _ in range(FLOOR_RUNS))    # next to each run: the machine is shared
         out = work / "runs" / policy
-        shutil.rmtree(out, ignore_errors=True)
-        wall, cpu, rss, proc = run_process(RAYRM + ["simulate", str(path), "--policy", policy, "--out", str(out),
-                                                    "--no-progress", "--format", args.format])
-        check_ok(proc, f"simulate {policy}")
+        best = None
+        for _ in range(args.runs):          # the least of a few processes, as for the floor
+            shutil.rmtree(out, ignore_errors=True)
+            timed = run_process(RAYRM + ["simulate", str(path), "--policy", policy, "--out", str(out),
+                                         "--no-progress", "--format", args.format])
+            check_ok(timed[3], f"simulate {policy}")
+            best = timed if best is None or timed[0] < best[0] else best
+        wall, cpu, rss, _ = best
         summary = json.loads((out / "summary.json").read_text())
         events = 2 * sum(summary["tasks"].values()) + sum(summary["jobs"].values())
         ratio, limit = wall / floor, LIMITS.get(policy)
@@ -167,6 +173,7 @@ def main(argv=None) -> int:
     ap.add_argument("--policies", default=",".join(LIMITS))
     ap.add_argument("--config", help="use this config instead of generating one")
     ap.add_argument("--format", choices=("auto", "csv", "parquet"), default="auto")
+    ap.add_argument("--runs", type=int, default=3, help="processes per policy; the least wall time counts")
     ap.add_argument("--fb2010", metavar="TSV", help="SWIM's FB-2010 workload: import, simulate tsf, check")
     ap.add_argument("--workdir", help="where traces and runs go (default: a temporary directory)")
     args = ap.parse_args(argv)
