@@ -80,21 +80,20 @@ class DRFHBestFit(DominantResourceFairness):
         """argmin over eligible nodes with room of H(i, l) (eq. 9); ties (within 1e-12): the
         first node."""
         if among is not None and len(among) == 1 and among[0] == offered.index:
-            # The offered node alone: it wins if it scores, and is the fallback if not.
-            self._chosen.append(offered.index)
-            return offered
-        fixed = self._invariants(app, cluster)
-        if among is not None and len(among) <= FEW_NODES:
+            node = offered      # the offered node alone: it wins if it scores, the fallback if not
+        elif among is not None and len(among) <= FEW_NODES:
+            fixed = self._invariants(app, cluster)
             nodes, eligible = cluster.nodes, app.eligible
             scored = [(h, m) for m in among
                       if eligible[m] and (h := _score(app, nodes[m].free, fixed)) is not None]
-            if not scored:
-                return offered
-            least = min(h for h, _ in scored) + 1e-12
-            node = cluster.nodes[next(m for h, m in scored if h <= least)]
+            if scored:
+                least = min(h for h, _ in scored) + 1e-12
+                node = nodes[next(m for h, m in scored if h <= least)]
+            else:
+                node = offered
         else:
-            node = self._choose_all(app, offered, cluster, fixed)
-        self._chosen.append(node.index)
+            node = self._choose_all(app, offered, cluster, self._invariants(app, cluster))
+        self._chosen.append(node.index)     # whichever node it is, its scores change now
         return node
 
     def _choose_all(self, app, offered, cluster, fixed):
@@ -136,9 +135,9 @@ class DRFHBestFit(DominantResourceFairness):
 
 
 def _score(app, free, fixed) -> float | None:
-    """H(i, l) of one node (eligible) with free vector ``free``, or None when the app's task does not
-    fit there or the node has none of the lead resource left; the vector form's float
-    operations in the same order (numpy sums a short row left to right), so ties and
+    """H(i, l) of one eligible node with free vector ``free``, or None when the app's task
+    does not fit there or the node has none of the lead resource left; the vector form's
+    float operations in the same order (numpy sums a short row left to right), so ties and
     minima come out the same."""
     for r, d in enumerate(app.demand):
         if d > free[r] + EPS:
