@@ -484,8 +484,8 @@ class RunLog:
         self._event_cols = tuple(c.append for c in self._events.cols)
         self._share_cols = tuple(c.append for c in self._shares.cols)
         self._ended_cols = tuple(c.append for c in self._ended.cols)
-        # a column of each, whose len() is the buffer's without a Python-level __len__
-        self._event_cols_0, self._share_cols_0 = self._events.cols[0], self._shares.cols[0]
+        # their time columns: len() of one is the rows held, without a Python-level __len__
+        self._event_times, self._share_times = self._events.cols[0], self._shares.cols[0]
 
     @property
     def events(self) -> list[tuple]:
@@ -536,7 +536,7 @@ class RunLog:
         e_container(container)
         e_node(node)
         e_detail("")
-        if self._sinks and len(self._event_cols_0) >= BATCH:
+        if self._sinks and len(self._event_times) >= BATCH:
             self._flush()
 
     def end(self, app: str, task: int, attempt: int, status: str, time: float,
@@ -574,7 +574,7 @@ class RunLog:
         e_container(container)
         e_node(node)
         e_detail(detail)
-        if self._sinks and len(self._event_cols_0) >= BATCH:
+        if self._sinks and len(self._event_times) >= BATCH:
             self._flush()
 
     def app_done(self, app: str, time: float, wall: float | None = None, status: str = "finished") -> None:
@@ -592,7 +592,7 @@ class RunLog:
     def event(self, kind: str, time: float, wall: float | None = None, *, app: str = "",
               task: int | str = "", container: int | str = "", node: str = "", detail: str = "") -> None:
         self._events.append((time, wall, kind, app, task, container, node, detail))
-        if self._sinks and len(self._event_cols_0) >= BATCH:
+        if self._sinks and len(self._event_times) >= BATCH:
             self._flush()
 
     def share(self, time: float, app: str, shares: tuple[float, float, float, float], running: int) -> None:
@@ -618,7 +618,7 @@ class RunLog:
             s_cpu(n * u[2])
             s_mem(n * u[3])
             s_running(n)
-        if self._sinks and len(self._share_cols_0) >= BATCH:
+        if self._sinks and len(self._share_times) >= BATCH:
             self._flush()
 
     def _flush_shares(self) -> None:

@@ -299,8 +299,11 @@ class Simulation:
     def _record_shares(self, t: float, changed: dict) -> None:
         """One share row per app whose running count (or h_i) changed at ``t``."""
         apps = self.cluster.apps
-        self.log.shares_at(t, [(app_id, state.running if (state := apps.get(app_id)) is not None else 0, job.units)
-                               for app_id, job in changed.items()])
+        rows = []
+        for app_id, job in changed.items():
+            state = apps.get(app_id)
+            rows.append((app_id, state.running if state is not None else 0, job.units))
+        self.log.shares_at(t, rows)
         changed.clear()
 
     def _cut_short(self) -> None:
