@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from rayrm.rm.core.model import EPS
@@ -32,6 +34,19 @@ class DRFHFirstFit(DominantResourceFairness):
     name = "drfh-ff"
 
 
+class _Fixed(NamedTuple):
+    """What H(i, l) needs of an app that changes only when nodes join or leave."""
+
+    eligible_of: bytearray      # the app's eligible bytes object these were made for
+    total: tuple                # and the cluster totals
+    eligible: np.ndarray        # eligible nodes as a bool mask
+    lead: int                   # the first resource the app demands (cpu in the paper)
+    want: np.ndarray            # D_i / D_i,lead, D the demand as shares of the totals
+    divisor: np.ndarray         # the totals, inf where 0
+    want_list: list             # want and divisor as floats, for scoring one node
+    divisor_list: list
+
+
 class DRFHBestFit(DominantResourceFairness):
     """Best fit: the server whose free resources are most like the demand (eq. 9).
 
@@ -48,10 +63,7 @@ class DRFHBestFit(DominantResourceFairness):
     best_fit = True
 
     def __init__(self):
-        # app id -> (its eligible bytes object, cluster totals, eligible mask, demand, lead,
-        # want, divisor, want and divisor as lists): what H needs that changes only when
-        # nodes join or leave
-        self._fixed: dict[str, tuple] = {}
+        self._fixed: dict[str, _Fixed] = {}
         self.new_round()
 
     def new_round(self) -> None:
@@ -59,9 +71,9 @@ class DRFHBestFit(DominantResourceFairness):
         # app id -> [rows, their scores (inf: no longer fits), row -> position, chosen seen]
         self._scores: dict[str, list] = {}
 
-    def _invariants(self, app, cluster) -> tuple:
+    def _invariants(self, app, cluster) -> _Fixed:
         hit = self._fixed.get(app.app_id)
-        if hit is not None and hit[0] is app.eligible and hit[1] == cluster.total:
+        if hit is not None and hit.eligible_of is app.eligible and hit.total == cluster.total:
             return hit
         k = len(cluster.dims)
         demand = np.asarray(app.demand)
@@ -71,8 +83,8 @@ class DRFHBestFit(DominantResourceFairness):
         divisor = np.where(total > 0, total, np.inf)
         want = demand[:k] / divisor
         want = want / want[lead]
-        hit = (app.eligible, cluster.total, np.frombuffer(app.eligible, dtype=np.uint8).astype(bool),
-               demand, lead, want, divisor, want.tolist(), divisor.tolist())
+        hit = _Fixed(app.eligible, cluster.total, np.frombuffer(app.eligible, dtype=np.uint8).astype(bool),
+                     lead, want, divisor, want.tolist(), divisor.tolist())
         self._fixed[app.app_id] = hit
         return hit
 
@@ -85,7 +97,7 @@ class DRFHBestFit(DominantResourceFairness):
             fixed = self._invariants(app, cluster)
             nodes, eligible = cluster.nodes, app.eligible
             scored = [(h, m) for m in among
-                      if eligible[m] and (h := _score(app, nodes[m].free, fixed)) is not None]
+                      if eligible[m] and (h := _score(app, nodes[m], cluster, fixed)) is not None]
             if scored:
                 least = min(h for h, _ in scored) + 1e-12
                 node = nodes[next(m for h, m in scored if h <= least)]
@@ -103,8 +115,8 @@ class DRFHBestFit(DominantResourceFairness):
         if hit is None:
             k = len(cluster.dims)
             free = cluster.free_matrix()
-            _, _, eligible, demand, lead, want, divisor = fixed[:7]
-            fit = eligible.copy()
+            lead, want, divisor = fixed.lead, fixed.want, fixed.divisor
+            fit = fixed.eligible.copy()
             for r, d in enumerate(app.demand):       # (free + EPS >= demand).all(axis=1), column by column
                 fit &= free[:, r] + EPS >= d
             rows = np.flatnonzero(fit)
@@ -120,7 +132,7 @@ class DRFHBestFit(DominantResourceFairness):
             for m in self._chosen[seen:]:
                 i = where.get(m)
                 if i is not None:
-                    score = _score(app, nodes[m].free, fixed)
+                    score = _score(app, nodes[m], cluster, fixed)
                     h[i] = np.inf if score is None else score
             hit[3] = len(self._chosen)
         if not len(rows):
@@ -134,16 +146,14 @@ class DRFHBestFit(DominantResourceFairness):
         return cluster.nodes[rows[best]]
 
 
-def _score(app, free, fixed) -> float | None:
-    """H(i, l) of one eligible node with free vector ``free``, or None when the app's task
-    does not fit there or the node has none of the lead resource left; the vector form's
-    float operations in the same order (numpy sums a short row left to right), so ties and
-    minima come out the same."""
-    for r, d in enumerate(app.demand):
-        if d > free[r] + EPS:
-            return None
-    lead, want, divisor = fixed[4], fixed[7], fixed[8]
-    share = [f / v for f, v in zip(free, divisor)]
+def _score(app, node, cluster, fixed) -> float | None:
+    """H(i, l) of one eligible node, or None when the app's task does not fit there or the
+    node has none of the lead resource left; the vector form's float operations in the
+    same order (numpy sums a short row left to right), so ties and minima come out the same."""
+    if not cluster.fits(app, node):
+        return None
+    lead, want, divisor = fixed.lead, fixed.want_list, fixed.divisor_list
+    share = [f / v for f, v in zip(node.free, divisor)]
     base = share[lead]
     if not base > 0:
         return None
