@@ -13,7 +13,7 @@ per time scale:
 * the RM actor's CPU seconds per 1,000 allocations and its peak RSS;
 * tasks finished (of the trace's) and apps failed.
 
-Each replay runs under ``flock /tmp/rayrm-heavy.lock`` when started as the README says::
+Each replay runs under ``flock /tmp/rayrm-heavy.lock`` when started so::
 
     flock /tmp/rayrm-heavy.lock timeout 7200 python benchmarks/bench_replay_scale.py [--out DIR]
     python benchmarks/bench_replay_scale.py --run-dir RUN_DIR...     # rows of existing replays

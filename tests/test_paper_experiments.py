@@ -88,7 +88,7 @@ def test_mice_are_held_at_their_fair_share_when_elephants_pile_in(runs):
     # task share is at most 100 tasks / (sum of h = 75+100+75+100+100+75+100 = 625) = 0.16,
     # less where 1-CPU tasks fill 1-CPU nodes alone: measured 0.14.  TSF gives mice1 exactly
     # that — as much as any elephant — so it finishes later (+45%, not the paper's "not at
-    # all"; see README).
+    # all"; see docs/results.md).
     shares = metrics.time_averaged_shares(runs("paper-mice-congested"), 60, 170)["task_share"]
     elephants = shares[[f"elephant{k}" for k in range(1, 7)]]
     assert shares["mice1"] == pytest.approx(elephants.mean(), abs=0.015)
