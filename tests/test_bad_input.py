@@ -50,6 +50,11 @@ CONFIG_ERRORS = {
     "bad fault kind": (dict(BASE, faults=["kill-nm:n1@3", "explode@4"]),
                        "field 'faults[1]': unknown fault kind 'explode'"),
     "fault on no node": (dict(BASE, faults=["kill-nm:n9@3"]), "field 'faults[0]': fault 'kill-nm:n9@3': no node"),
+    "unknown run setting": (dict(BASE, run={"seeds": 3}), "field 'run.seeds': unknown setting (known: seed, "),
+    "zero time scale": (dict(BASE, run={"time_scale": 0}), "field 'run.time_scale': must be positive, got 0"),
+    "fractional expiry": (dict(BASE, run={"nm_expiry": 2.5}),
+                          "field 'run.nm_expiry': must be a whole number >= 1, got 2.5"),
+    "unknown payload": (dict(BASE, run={"payload": "gpu"}), "field 'run.payload': must be one of sleep, cpu, got 'gpu'"),
 }
 
 

@@ -4,7 +4,9 @@ import textwrap
 
 import pytest
 
-from rayrm.rm.core.config import load_config, read_job_table, write_job_table
+import dataclasses
+
+from rayrm.rm.core.config import RunSettings, load_config, parse_config, read_job_table, write_job_table
 from rayrm.rm.core.errors import InputError
 
 
@@ -29,6 +31,26 @@ def test_durations_depend_only_on_seed_and_job():
     b = cfg.jobs[1].task_durations(seed=7)
     c = cfg.jobs[1].task_durations(seed=8)
     assert (a == b).all() and not (a == c).all()
+
+
+def test_run_settings_are_typed_defaults_overlaid_by_the_config_and_frozen():
+    # paper-micro's run: {seed: 1, time_scale: 0.05, heartbeat_interval: 1}; the rest default
+    run = load_config("configs/paper-micro.yaml").run
+    assert run == RunSettings(seed=1, time_scale=0.05, heartbeat_interval=1.0)
+    assert (run.nm_expiry, run.am_expiry, run.max_attempts, run.payload, run.am_hosts) == (10, 10, 2, "sleep", 0)
+    assert isinstance(run.heartbeat_interval, float) and isinstance(run.nm_expiry, int)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run.am_hosts = 3
+    assert RunSettings.parse(None) == RunSettings()
+    assert RunSettings.parse({"rm_restart": 2, "am_hosts": 4}).rm_restart == 2.0
+
+
+def test_a_bad_run_setting_names_the_file_and_the_field(tmp_path):
+    doc = {"cluster": {"nodes": [{"name": "a", "capacity": {"cpu": 1}}]},
+           "workload": {"jobs": [{"id": "j", "submit": 0, "tasks": 1, "demand": {"cpu": 1}, "duration": 1}]},
+           "run": {"max_attempts": 0}}
+    with pytest.raises(InputError, match=r"c.yaml: field 'run.max_attempts': must be a whole number >= 1, got 0"):
+        parse_config(doc, tmp_path / "c.yaml")
 
 
 def write(tmp_path, text, name="c.yaml"):

@@ -14,7 +14,7 @@ from samples import MIXED
 
 from rayrm.rm.runs.check import check_run
 from rayrm.rm.cli.main import main
-from rayrm.rm.core.config import parse_config
+from rayrm.rm.core.config import RunSettings, parse_config
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.runs.recovery import recovery_times
 from rayrm.rm.runs.reader import RunDir
@@ -64,9 +64,9 @@ def starts(run: RunDir, app: str | None = None) -> pd.Series:
 def test_expiry_is_the_replays_heartbeats_with_its_one_wall_second_floor():
     # E = max(k h, 1 s / time scale): 10 x 1 s at scale 1; at paper-micro's 0.05 the
     # floor wins, 1 / 0.05 = 20 trace s (as test_faults and docs/failures.md measures).
-    assert expiry(10, {"heartbeat_interval": 1.0, "time_scale": 1.0}) == 10
-    assert expiry(10, {"heartbeat_interval": 1.0, "time_scale": 0.05}) == 20
-    assert expiry(3, {"heartbeat_interval": 2.0, "time_scale": 1.0}) == 6
+    assert expiry(10, RunSettings(heartbeat_interval=1.0, time_scale=1.0)) == 10
+    assert expiry(10, RunSettings(heartbeat_interval=1.0, time_scale=0.05)) == 20
+    assert expiry(3, RunSettings(heartbeat_interval=2.0, time_scale=1.0)) == 6
 
 
 def test_kill_nm_loses_its_attempt_at_expiry_and_the_nm_comes_back_empty(tmp_path):

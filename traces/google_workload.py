@@ -15,7 +15,7 @@ import numpy as np
 import yaml
 
 from rayrm.rm.core.jobs import Durations, JobSpec
-from rayrm.rm.core.config import RUN_DEFAULTS, ExperimentConfig, node_group, write_job_table
+from rayrm.rm.core.config import ExperimentConfig, RunSettings, node_group, write_job_table
 from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import AppSpec, Resources
@@ -172,7 +172,7 @@ def google_experiment(nodes: int, jobs: int, tasks: int, seed: int, **kw) -> Exp
     specs_nodes = [n for k, g in enumerate(doc["cluster"]["nodes"])
                    for n in node_group(g, f"cluster.nodes[{k}]")]
     return ExperimentConfig(doc["name"], DIMS, specs_nodes, specs, doc["policy"],
-                            dict(RUN_DEFAULTS, seed=int(seed)))
+                            RunSettings(seed=int(seed)))
 
 
 def write_google(path: str | Path, nodes: int, jobs: int, tasks: int, seed: int, **kw) -> dict:

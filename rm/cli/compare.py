@@ -201,7 +201,7 @@ def study(config_path: str | Path, policies: list[str], out: str | Path, *, mode
     layout = plan(out, tuple(modes), list(seeds), repeats)
     runs = {mode: run_replicas(config_path, policies, reps, mode=mode, replay_options=replay_options, log=log)
             for mode, reps in layout.items()}
-    heartbeat = float(load_config(config_path).run["heartbeat_interval"])
+    heartbeat = load_config(config_path).run.heartbeat_interval
     result = write_study(runs, out, tolerance=tolerance, heartbeat=heartbeat, log=log)
     n = sum(len(reps) * len(policies) for reps in layout.values())
     log(f"wrote {out} ({n} run directories, {time.perf_counter() - started:.1f}s)")

@@ -14,6 +14,7 @@ which a simulation does not have, is recorded and reported on stderr, not simula
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -56,7 +57,7 @@ def run(args) -> int:
     if args.am_hosts is not None:
         if args.am_hosts < 1:
             raise InputError(f"--am-hosts must be at least 1, got {args.am_hosts}")
-        cfg.run["am_hosts"] = args.am_hosts
+        cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, am_hosts=args.am_hosts))
     policy = args.policy or cfg.policy
     make_policy(policy)            # an unknown name is an InputError before any work
     out = args.out or str(Path("runs") / f"{cfg.name}-{policy}-sim")

@@ -17,10 +17,8 @@
            duration: {mean: 23.2, jitter: 0.2}, weight: 1, constraint: "node in (n01..n50)"}
       file: jobs.csv                     # ... and/or a job table next to the config
     policy: tsf
-    run: {seed: 1, time_scale: 1.0, heartbeat_interval: 1.0}   # also nm_expiry and am_expiry
-                                         # (heartbeats), max_attempts (of each AM), rm_restart
-                                         # (heartbeats the simulator's RM is down after kill-rm),
-                                         # am_hosts (AM host actors; 0: one per Ray node)
+    run: {seed: 1, time_scale: 1.0, heartbeat_interval: 1.0}   # RunSettings: every setting,
+                                                               # its default and its meaning
     faults: [kill-nm:n03@60, kill-rm@100]    # injected by `rayrm replay` (rm/core/faults.py),
                                              # modelled by `rayrm simulate` (rm/sim/faults.py)
 
@@ -37,6 +35,7 @@ from __future__ import annotations
 import csv
 import math
 import re
+import dataclasses
 from dataclasses import dataclass, field
 import functools
 from pathlib import Path
@@ -80,18 +79,72 @@ MAX_GROUP = 1_000_000          # nodes in one cluster.nodes group
 #: and the simulator's fault model both apply it.
 MIN_EXPIRY_WALL = 1.0
 
-RUN_DEFAULTS: dict[str, Any] = {
-    "seed": 1,
-    "time_scale": 1.0,
-    "heartbeat_interval": 1.0,
-    "nm_expiry": 10,
-    "am_expiry": 10,
-    "max_attempts": 2,
-    "payload": "sleep",
-    "slots_per_node": 14,
-    "rm_restart": 1,
-    "am_hosts": 0,          # ApplicationMaster hosts; 0: one per Ray node with CPUs (simulate: 1)
-}
+PAYLOADS = ("sleep", "cpu")
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """A config's ``run:`` block: how a trace is run, as opposed to what it contains.
+
+    Validated once, when the config is read (``RunSettings.parse``); every reader takes the
+    typed fields, and nothing changes them afterwards (an override is a new value, made with
+    ``dataclasses.replace``).  Each field's default and meaning:
+
+    * ``seed`` (1) — seeds the task durations, drawn from the seed and the job id alone, so
+      the simulator and the Ray replay run the same durations.
+    * ``time_scale`` (1.0) — wall seconds per trace second in a Ray replay; the simulator
+      reads it only for the wall-clock floor of the expiries (``MIN_EXPIRY_WALL``).
+    * ``heartbeat_interval`` (1.0) — trace seconds between two NodeManager heartbeats; the
+      RM schedules on heartbeats.
+    * ``nm_expiry`` (10), ``am_expiry`` (10) — heartbeats of silence after which the RM
+      declares a NodeManager LOST or fails an ApplicationMaster's attempt (never sooner
+      than ``MIN_EXPIRY_WALL`` wall seconds).
+    * ``max_attempts`` (2) — attempts of each ApplicationMaster before its app fails.
+    * ``payload`` ("sleep") — what a replayed container runs: ``sleep`` or ``cpu`` (a busy
+      loop for its duration).
+    * ``slots_per_node`` (14) — the ``slots`` policy's k: the largest node is cut into k slots.
+    * ``rm_restart`` (1.0) — heartbeats the simulator's RM is down after ``kill-rm``.
+    * ``am_hosts`` (0) — ApplicationMaster host actors the apps are dealt to; 0: one per Ray
+      node with CPUs in a replay, one in the simulator.
+    """
+
+    seed: int = 1
+    time_scale: float = 1.0
+    heartbeat_interval: float = 1.0
+    nm_expiry: int = 10
+    am_expiry: int = 10
+    max_attempts: int = 2
+    payload: str = "sleep"
+    slots_per_node: int = 14
+    rm_restart: float = 1.0
+    am_hosts: int = 0
+
+    @classmethod
+    def parse(cls, doc: Any, where: str = "run") -> "RunSettings":
+        """The settings a ``run:`` mapping gives (None: every default); an unknown key or a
+        bad value is an InputError naming ``run.<key>``."""
+        raw = _mapping(doc or {}, where)
+        known = [f.name for f in dataclasses.fields(cls)]
+        for k in raw:
+            if k not in known:
+                raise InputError(f"unknown setting (known: {', '.join(known)})", field=f"{where}.{k}")
+        values = {**{k: getattr(cls, k) for k in known}, **raw}
+        payload = values["payload"]
+        if payload not in PAYLOADS:
+            raise InputError(f"must be one of {', '.join(PAYLOADS)}, got {payload!r}", field=f"{where}.payload")
+        return cls(
+            seed=_integer(values["seed"], f"{where}.seed", minimum=0),
+            time_scale=_number(values["time_scale"], f"{where}.time_scale", positive=True),
+            heartbeat_interval=_number(values["heartbeat_interval"], f"{where}.heartbeat_interval",
+                                       positive=True),
+            nm_expiry=_integer(values["nm_expiry"], f"{where}.nm_expiry", minimum=1),
+            am_expiry=_integer(values["am_expiry"], f"{where}.am_expiry", minimum=1),
+            max_attempts=_integer(values["max_attempts"], f"{where}.max_attempts", minimum=1),
+            payload=payload,
+            slots_per_node=_integer(values["slots_per_node"], f"{where}.slots_per_node", minimum=1),
+            rm_restart=_number(values["rm_restart"], f"{where}.rm_restart", non_negative=True),
+            am_hosts=_integer(values["am_hosts"], f"{where}.am_hosts", minimum=0),
+        )
 
 
 @dataclass(frozen=True)
@@ -110,14 +163,14 @@ class ExperimentConfig:
     nodes: list[NodeSpec]
     jobs: list[JobSpec]
     policy: str = "tsf"
-    run: dict[str, Any] = field(default_factory=lambda: dict(RUN_DEFAULTS))
+    run: RunSettings = field(default_factory=RunSettings)
     node_events: list[NodeEvent] = field(default_factory=list)
     faults: list[str] = field(default_factory=list)
     path: Path | None = None
 
     @property
     def seed(self) -> int:
-        return int(self.run["seed"])
+        return self.run.seed
 
     @property
     def apps(self) -> list[AppSpec]:
@@ -390,16 +443,7 @@ def parse_config(doc: Any, path: Path | None = None) -> ExperimentConfig:
         if policy not in POLICY_NAMES and policy != "ray-native":
             raise InputError(f"unknown policy '{policy}' (choose from {', '.join(POLICY_NAMES)})",
                              field="policy")
-        run = dict(RUN_DEFAULTS)
-        for k, v in _mapping(doc.get("run") or {}, "run").items():
-            if k not in RUN_DEFAULTS:
-                raise InputError(f"unknown setting (known: {', '.join(RUN_DEFAULTS)})", field=f"run.{k}")
-            run[k] = v
-        for k in ("time_scale", "heartbeat_interval"):
-            run[k] = _number(run[k], f"run.{k}", positive=True)
-        run["rm_restart"] = _number(run["rm_restart"], "run.rm_restart", non_negative=True)
-        for k in ("seed", "nm_expiry", "am_expiry", "max_attempts", "slots_per_node", "am_hosts"):
-            run[k] = _integer(run[k], f"run.{k}", minimum=0 if k in ("seed", "am_hosts") else 1)
+        run = RunSettings.parse(doc.get("run"))
         faults = [str(f) for f in _list(doc.get("faults"), "faults")]
         parse_faults(faults, {n.name for n in nodes} | {e.node for e in events if e.spec is not None},
                      {j.job_id for j in jobs}, where="faults")

@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rayrm.rm.core.config import RUN_DEFAULTS
+from rayrm.rm.core.config import RunSettings
 from rayrm.rm.runs.reader import RunDir
 
 SIZE_BINS = ((1, 10, "<=10"), (11, 100, "11-100"), (101, 500, "101-500"), (501, math.inf, ">500"))
@@ -222,7 +222,7 @@ def launch_noise(run: RunLike, heartbeat: float | None = None) -> tuple[float, s
     lat = ((s.get("scheduling_latency") or {}).get("allocation_to_running_trace_s") or {}).get("p99")
     beat = s.get("heartbeat_interval", heartbeat)
     beat_text = "heartbeat" if beat is not None else "default heartbeat"
-    beat = float(RUN_DEFAULTS["heartbeat_interval"] if beat is None else beat)
+    beat = float(RunSettings.heartbeat_interval if beat is None else beat)
     if lat is not None and float(lat) > beat:
         return float(lat), "replay p99 allocation-to-running latency"
     return beat, f"one {beat_text} interval"

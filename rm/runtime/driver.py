@@ -79,7 +79,7 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
     """
     cfg = config if isinstance(config, ExperimentConfig) else load_config(config)
     policy_name = policy or cfg.policy
-    scale = float(time_scale if time_scale is not None else cfg.run["time_scale"])
+    scale = float(time_scale if time_scale is not None else cfg.run.time_scale)
     if not scale > 0:
         raise InputError(f"--time-scale must be positive, got {time_scale}")
     fault_list = config_faults(cfg, faults)
@@ -88,7 +88,7 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
     if twin and out is None:
         raise InputError("--twin needs --out (the twin's run directory goes under it)")
     run_seed = cfg.seed if seed is None else int(seed)
-    kind = payload or str(cfg.run.get("payload", "sleep"))
+    kind = payload or cfg.run.payload
     if kind not in ("sleep", "cpu"):
         raise InputError(f"unknown payload '{kind}' (choose from sleep, cpu)", field="run.payload")
     if policy_name == "ray-native":
@@ -206,13 +206,13 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     from rayrm.nodes.host import NodeManagerHost  # noqa: PLC0415
     from rayrm.rm.runtime.actor import RM_MAX_RESTARTS, ResourceManager  # noqa: PLC0415
 
-    interval_wall = float(cfg.run["heartbeat_interval"]) * scale
+    interval_wall = cfg.run.heartbeat_interval * scale
     here = ray.get_runtime_context().get_node_id()
     ray_nodes = alive_ray_nodes()
     plan = plan_replay(cfg, ray_nodes, executor)
     doomed = {ray_nodes[f.index].node_id for f in faults if f.kind == "kill-ray-node" and f.index < len(ray_nodes)}
     am_nodes = am_host_nodes([r for r in ray_nodes if r.node_id not in doomed] or ray_nodes[:1],
-                             am_hosts if am_hosts is not None else (int(cfg.run.get("am_hosts", 0)) or None))
+                             am_hosts if am_hosts is not None else (cfg.run.am_hosts or None))
     check_cluster(faults, len(ray_nodes), len(plan.hosted), len(am_nodes))
     chosen = plan.executor
     state_dir = _state_dir(out)
@@ -224,8 +224,8 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
         name=RM_NAME, namespace=NAMESPACE, max_restarts=RM_MAX_RESTARTS,
         scheduling_strategy=Affinity(here, soft=False)).remote(
         dims=cfg.dims, nodes=session.pin(cfg.nodes), policy=policy_obj, policy_name=policy_name, time_scale=scale,
-        heartbeat_interval=float(cfg.run["heartbeat_interval"]), nm_expiry=int(cfg.run["nm_expiry"]),
-        am_expiry=int(cfg.run["am_expiry"]), max_attempts=int(cfg.run["max_attempts"]),
+        heartbeat_interval=cfg.run.heartbeat_interval, nm_expiry=cfg.run.nm_expiry,
+        am_expiry=cfg.run.am_expiry, max_attempts=cfg.run.max_attempts,
         state_dir=str(state_dir), secret=secret, name=cfg.name, seed=seed))
     hosts, host_of_node = {}, {}
     for i, (rid, specs) in enumerate(plan.hosted.items()):
@@ -267,7 +267,7 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     injector = None
     if faults:
         nms_on = {rid: sorted(s.name for s in specs) for rid, specs in plan.hosted.items()}
-        expiry = max(MIN_EXPIRY_WALL, int(cfg.run["nm_expiry"]) * interval_wall)
+        expiry = max(MIN_EXPIRY_WALL, cfg.run.nm_expiry * interval_wall)
         injector = FaultInjector(faults, start_wall=start_wall, time_scale=scale, rm=rm, am=am_of_app, am_hosts=ams, hosts=hosts,
                                  host_of_node=host_of_node, ray_nodes=ray_nodes, nms_on_ray_node=nms_on,
                                  nm_restart_after=2 * expiry, kill_ray_node=kill_ray_node)
@@ -307,7 +307,7 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     lag = [x for s in host_stats for x in s["lag"]]
     a2r = exported["alloc_to_running"]
     extra = {
-        "time_scale": scale, "heartbeat_interval": float(cfg.run["heartbeat_interval"]),
+        "time_scale": scale, "heartbeat_interval": cfg.run.heartbeat_interval,
         "executor": chosen, "payload": kind,
         "ray_nodes": len(plan.hosted), "nm_hosts": len(hosts), "am_hosts": len(ams),
         "am_host_ray_nodes": {f"am-{i}": rid for i, rid in enumerate(am_nodes)},
@@ -423,7 +423,7 @@ def twin_comparison(cfg: ExperimentConfig, policy: str, seed: int, out, summary:
     from rayrm.rm.sim.sensitivity import completion_spread  # noqa: PLC0415
     if summary.get("am_hosts"):            # the simulator's kill-am-host deals apps as the replay did
         import dataclasses  # noqa: PLC0415
-        cfg = dataclasses.replace(cfg, run=dict(cfg.run, am_hosts=int(summary["am_hosts"])))
+        cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, am_hosts=int(summary["am_hosts"])))
     twin_dir = Path(out) / "twin"
     twin = simulate(cfg, policy=policy, seed=seed, out=twin_dir, progress=False, faults=faults)
     mine = RunDir(Path(out)).jobs.set_index("app")
@@ -458,7 +458,7 @@ def twin_comparison(cfg: ExperimentConfig, policy: str, seed: int, out, summary:
                                 for app, a in replayed.items() if table.at[app, "median"] > 0}}
         # |replay − median| <= max(5% of the median, 2 heartbeat intervals): the order of events
         # alone moves a short job by a heartbeat or two, a long one by a few percent
-        beat = float(cfg.run["heartbeat_interval"])
+        beat = cfg.run.heartbeat_interval
         within = [app for app, a in replayed.items()
                   if abs(a - table.at[app, "median"]) <= max(0.05 * table.at[app, "median"], 2 * beat)]
         result["within_median"] = {"jobs": len(replayed), "within": len(within),

@@ -51,7 +51,7 @@ import itertools
 from collections import Counter
 from dataclasses import dataclass, field
 
-from rayrm.rm.core.config import MIN_EXPIRY_WALL, NodeEvent
+from rayrm.rm.core.config import MIN_EXPIRY_WALL, NodeEvent, RunSettings
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.faults import Fault, am_host_of
 
@@ -67,9 +67,9 @@ RETRIED = ("nm_back", "am_register", "release")
 EXPIRIES = ("nm_lost", "am_expire")
 
 
-def expiry(beats: int, run: dict) -> float:
+def expiry(beats: int, run: RunSettings) -> float:
     """The replay's expiry in trace seconds: ``beats`` heartbeats, at least MIN_EXPIRY_WALL wall seconds."""
-    return max(beats * float(run["heartbeat_interval"]), MIN_EXPIRY_WALL / float(run["time_scale"]))
+    return max(beats * run.heartbeat_interval, MIN_EXPIRY_WALL / run.time_scale)
 
 
 def _secs(x: float) -> str:
@@ -106,11 +106,11 @@ class FaultModel:
     def __init__(self, sim, faults: list[Fault], priority: int):
         self.sim = sim
         run = sim.config.run
-        self.beat = float(run["heartbeat_interval"])
-        self.nm_expiry = expiry(int(run["nm_expiry"]), run)
-        self.am_expiry = expiry(int(run["am_expiry"]), run)
-        self.max_attempts = int(run["max_attempts"])
-        self.rm_restart = float(run["rm_restart"]) * self.beat
+        self.beat = run.heartbeat_interval
+        self.nm_expiry = expiry(run.nm_expiry, run)
+        self.am_expiry = expiry(run.am_expiry, run)
+        self.max_attempts = run.max_attempts
+        self.rm_restart = run.rm_restart * self.beat
         self.priority = priority
         self.dead: dict[str, _DeadNM] = {}
         self.silent_nodes: set[str] = set()     # dead NMs the RM still counts alive
@@ -125,7 +125,7 @@ class FaultModel:
         self.not_simulated: dict[str, str] = {}
         self.am_crashes = 0
         self.uncounted: Counter = Counter()     # app -> attempts lost with their AM host
-        hosts = max(1, int(run.get("am_hosts", 0)))
+        hosts = max(1, run.am_hosts)
         self.am_host = am_host_of([j.app for j in sim.config.jobs], hosts)
         for f in faults:
             if f.kind == "kill-am-host" and f.index >= hosts:

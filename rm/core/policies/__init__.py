@@ -34,9 +34,9 @@ def make_policy(name: str, **options) -> Policy:
 
 
 def policy_for_run(name: str, run) -> Policy:
-    """``make_policy`` with the options a config's ``run:`` settings give it (``slots_per_node``
+    """``make_policy`` with the options a config's ``RunSettings`` give it (``slots_per_node``
     is the slots policy's k); the simulator and the Ray replay build their policy alike."""
-    options = {"k": int(run.get("slots_per_node", 14))} if name == "slots" else {}
+    options = {"k": run.slots_per_node} if name == "slots" else {}
     return make_policy(name, **options)
 
 
