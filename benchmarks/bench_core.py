@@ -74,10 +74,10 @@ def load(config: Path, run: Path):
 
 def core_loop(jobs: dict, nodes: list, placements: list, width: int) -> tuple[float, dict]:
     """The irreducible per-task work (module docstring): (loop s, {table: its rows}), the rows
-    held as ``RunLog`` holds them, typed columns (``rayrm.rm.runs.log._Buffer``)."""
-    from rayrm.rm.runs.log import _Buffer  # noqa: PLC0415
+    held as ``RunLog`` holds them, typed columns (``rayrm.rm.runs.columns.ColumnBuffer``)."""
+    from rayrm.rm.runs.columns import ColumnBuffer  # noqa: PLC0415
 
-    tables = {t: _Buffer(t) for t in ("tasks", "events", "shares")}
+    tables = {t: ColumnBuffer(t) for t in ("tasks", "events", "shares")}
     t_app, t_task, t_attempt, t_node, t_submit, t_start, t_finish, t_status = (
         c.append for c in tables["tasks"].cols)
     e_time, e_wall, e_kind, e_app, e_task, e_container, e_node, e_detail = (c.append for c in tables["events"].cols)
@@ -151,10 +151,10 @@ def write_times(tables: dict) -> tuple[float, float]:
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.csv as pacsv  # noqa: PLC0415
 
-    from rayrm.rm.runs.log import _csv_table  # noqa: PLC0415  (rayrm's own batch writer)
+    from rayrm.rm.runs.encoding import csv_table  # noqa: PLC0415  (rayrm's own batch writer)
 
     t0 = time.perf_counter()
-    built = [_csv_table(buffer) for buffer in tables.values()]
+    built = [csv_table(buffer) for buffer in tables.values()]
     convert = time.perf_counter() - t0
     options = pacsv.WriteOptions(include_header=False, quoting_style="none", eol="\r\n")
     t0 = time.perf_counter()

@@ -14,6 +14,7 @@ import pytest
 from rayrm.rm.core.config import parse_config
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.runs import log as runlog
+from rayrm.rm.runs import writer
 from rayrm.rm.runs import metrics as M
 from rayrm.rm.runs.check import check_run
 from rayrm.rm.runs.reader import RunDir
@@ -87,11 +88,11 @@ def test_batches_write_the_rows_the_whole_run_holds(tmp_path, monkeypatch):
 
 def test_the_format_is_chosen_by_the_number_of_tasks(tmp_path, monkeypatch):
     # MIXED asks for 40+60+12+50+8+30+20+2 = 222 tasks
-    assert runlog.choose_format(None, 1_000_001) == "parquet" and runlog.choose_format("auto", 10 ** 6) == "csv"
-    monkeypatch.setattr(runlog, "PARQUET_FROM", 221)
+    assert writer.choose_format(None, 1_000_001) == "parquet" and writer.choose_format("auto", 10 ** 6) == "csv"
+    monkeypatch.setattr(writer, "PARQUET_FROM", 221)
     summary = simulate(parse_config(MIXED), out=tmp_path / "big", progress=False)
     assert summary["format"] == "parquet" and (tmp_path / "big" / "events.parquet").exists()
-    monkeypatch.setattr(runlog, "PARQUET_FROM", 222)
+    monkeypatch.setattr(writer, "PARQUET_FROM", 222)
     assert simulate(parse_config(MIXED), out=tmp_path / "small", progress=False)["format"] == "csv"
 
 
@@ -138,7 +139,7 @@ def test_csv_batches_are_formatted_by_pyarrow_with_csv_writers_cells(tmp_path):
     # A batch without a cell that needs quoting goes through pyarrow: ints and text as
     # csv.writer writes them, None and NaN empty, times rounded to 6 decimals, floats in
     # their shortest spelling (1.0 -> '1', 9.8e-05 -> '0.000098'), CRLF line ends.
-    sink = runlog._TableSink(tmp_path, "shares", "csv")
+    sink = writer.TableSink(tmp_path, "shares", "csv")
     sink.write([(0.34, "j1", 0.0000981234, 1.0, float("nan"), 2.5, 3)])
     # a comma in a text cell: this batch is formatted in Python, quoted as csv.writer does
     sink.write([(1.0, "j,2", 0.5, None, 0.25, 0.125, 1)])
@@ -147,7 +148,7 @@ def test_csv_batches_are_formatted_by_pyarrow_with_csv_writers_cells(tmp_path):
         b"time,app,task_share,dominant_share,cpu_share,mem_share,running\r\n"
         b"0.34,j1,0.000098,1,,2.5,3\r\n"
         b'1.0,"j,2",0.5,,0.25,0.125,1\r\n')
-    events = runlog._TableSink(tmp_path, "events", "csv")
+    events = writer.TableSink(tmp_path, "events", "csv")
     events.write([(2.0, None, "start", "j1", 3, 17, "m1", ""), (2.0, None, "submit", "j2", "", "", "", "")])
     events.close()
     assert (tmp_path / "events.csv").read_bytes().splitlines()[1:] == [
@@ -158,8 +159,8 @@ def test_the_writer_thread_writes_batches_in_order_and_raises_its_errors(tmp_pat
     # Five one-row batches through the writer thread (at most MAX_QUEUED = 3 wait), the
     # third with a comma, so it is formatted in Python on that thread: the file holds them
     # in the order they were handed over, the quoted one as csv.writer quotes it.
-    background = runlog._Background()
-    sink = runlog._TableSink(tmp_path, "events", "csv", background)
+    background = writer.Background()
+    sink = writer.TableSink(tmp_path, "events", "csv", background)
     for k in range(5):
         sink.write([(float(k), None, "start", "j,1" if k == 2 else "j1", k, 10 + k, "m1", "")])
     background.drain()
@@ -168,7 +169,7 @@ def test_the_writer_thread_writes_batches_in_order_and_raises_its_errors(tmp_pat
         b"0,,start,j1,0,10,m1,", b"1,,start,j1,1,11,m1,", b'2.0,,start,"j,1",2,12,m1,',
         b"3,,start,j1,3,13,m1,", b"4,,start,j1,4,14,m1,"]
     # an error on the thread reaches the caller at drain, not lost with the thread
-    failing = runlog._Background()
+    failing = writer.Background()
 
     def disk_full():
         raise OSError(28, "No space left on device")

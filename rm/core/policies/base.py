@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rayrm.rm.core.shares import dominant_share
+
 if TYPE_CHECKING:
     from rayrm.rm.core.cluster import AppState, ClusterState, NodeState
     from rayrm.rm.core.model import NodeSpec
@@ -76,8 +78,4 @@ def resource_index(dims: tuple[str, ...], wanted: str) -> int:
 
 def dominant_share_per_task(app: "AppState", cluster: "ClusterState") -> float:
     """max_r d_ir / total_r: one task's share of its dominant resource (DRF, DRFH eq. 2)."""
-    best = 0.0
-    for d, t in zip(app.demand, cluster.total):
-        if d > 0 and t > 0:
-            best = max(best, d / t)
-    return best
+    return dominant_share(app.demand, cluster.total)

@@ -8,17 +8,18 @@
 """
 
 from rayrm.rm.core.policies.base import Policy
+from rayrm.rm.core.shares import task_share
 
 
 class TaskShareFairness(Policy):
     name = "tsf"
 
     def unit(self, app, cluster):
-        return 1.0 / (app.h * app.weight) if app.h > 0 else float("inf")
+        return task_share(1.0, app.h, app.weight) if app.h > 0 else float("inf")
 
 
 class ConstrainedCDRF(Policy):
     name = "cdrf"
 
     def unit(self, app, cluster):
-        return 1.0 / (app.h_c * app.weight) if app.h_c > 0 else float("inf")
+        return task_share(1.0, app.h_c, app.weight) if app.h_c > 0 else float("inf")
