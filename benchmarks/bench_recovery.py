@@ -20,7 +20,7 @@ Times are trace seconds and wall seconds after the fault.  At time scale 0.05 on
 trace second is 50 ms, and the NM and AM expiry (10 heartbeats = 0.5 s) are held
 at the RM's 1-second floor, so expiry-based detection is about 1 wall second.
 
-At scale (``--nodes N``, issue 15) one replay survives every fault kind in turn, on
+At scale (``--nodes N``) one replay survives every fault kind in turn, on
 ``rayrm trace generate google --nodes N --jobs 1500 --tasks 60000 --seed 11 --span 1800
 --max-duration 3600`` at time scale 0.02: kill-nm@300 (the first node), kill-nm-host:0@600,
 kill-am-host:0@900, kill-rm@1200.
@@ -70,7 +70,7 @@ def run_two_nodes(config: Path, fault: str, scale: float, out: Path) -> None:
 
 
 def run_at_scale(nodes: int, scale: float, base: Path) -> Path:
-    """The issue-15 trace at ``nodes`` nodes, every fault kind in one replay; returns its run dir."""
+    """The at-scale recovery trace at ``nodes`` nodes, every fault kind in one replay; returns its run dir."""
     from rayrm.rm.core.config import load_config  # noqa: PLC0415
     from rayrm.rm.runtime.driver import replay  # noqa: PLC0415
     from rayrm.traces.generate import write_google  # noqa: PLC0415

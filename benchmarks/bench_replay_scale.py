@@ -1,4 +1,4 @@
-"""The Ray replay at the paper's scale, at several time scales (issue 11).
+"""The Ray replay at the paper's scale, at several time scales.
 
 Generates the paper-scale Google-like trace (1,000 nodes, 4,500 jobs, 180,000 tasks,
 seed 7, task durations truncated at ``--max-duration`` 7,200 s) unless ``--config``

@@ -12,12 +12,12 @@ start-up, config, simulation and run directory — timed from outside, with
   advises for both: the noise of a shared machine only adds);
 * events per second: two per task attempt (start, completion) plus one per job arrival;
 * peak RSS of the process (``wait4``'s ru_maxrss);
-* the limit of issue 12 (× floor: tsf 5; drf, cdrf, cmmf-*, fifo, slots, drfh-ff 7;
+* the limit set for each policy (× floor: tsf 5; drf, cdrf, cmmf-*, fifo, slots, drfh-ff 7;
   drfh-bf, pm-drf 15).
 
 ``--fb2010 TSV``: SWIM's Facebook 2010 workload instead — ``rayrm trace import swim``,
 ``rayrm simulate --policy tsf`` and ``rayrm check`` of its run, each a timed process,
-against issue 12's limits (import and simulate within 15 minutes at ≤ 4 GB, check
+against its limits (import and simulate within 15 minutes at ≤ 4 GB, check
 within 5 minutes).
 
     python benchmarks/bench_sim.py [--nodes 1000 --jobs 4500 --tasks 180000 --seed 7]

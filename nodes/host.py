@@ -23,7 +23,7 @@ exists because each call costs the RM and the host a fixed ~0.5 ms of Ray work
 whatever it carries: at time scale 0.02 ten slots were 500 calls a wall second,
 ~0.6 cores on a cluster with nothing running; 5 ms slots make it 200.
 
-Failures (issue 5).  ``start_containers`` refuses a launch whose container token
+Failures.  ``start_containers`` refuses a launch whose container token
 (rm/service/protocol.py) is not the RM's for that container, app and node — an AM can
 start only what the RM granted its own app — and reports the refusal in the NM's
 next heartbeat so the RM logs it.  A RESYNC answer (the RM restarted, or declared

@@ -1,4 +1,4 @@
-"""``rayrm compare`` across seeds, repeated replays and both modes (issues 12 item 4, 16).
+"""``rayrm compare`` across seeds, repeated replays and both modes.
 
 The small config is test_sim's two-job case: one 2-cpu node; A (4 tasks) at 0 s, B
 (2 tasks) at 1 s, every task 1 cpu for 10 s.  Worked there: task queueing delays

@@ -1,4 +1,4 @@
-"""Dependency bounds exclude major versions nobody has tested (issue 14).
+"""Dependency bounds exclude major versions nobody has tested.
 
 Every requirement of the installed distribution has an upper bound ``<N`` that
 admits only releases below the next major version, and the environment running

@@ -311,7 +311,7 @@ def test_a_snapshot_is_due_after_so_many_journal_bytes_which_a_reload_counts_too
     assert c.store.bytes == 0 and not c.store.due()
 
 
-# ----- losing an ApplicationMaster host (issue 15) ---------------------------------------
+# ----- losing an ApplicationMaster host ----------------------------------------------------
 
 def test_losing_an_am_host_restarts_only_its_apps_keeping_their_work():
     other = AppSpec("b", Resources.parse("cpu:1;memory_mb:512"), num_tasks=2)

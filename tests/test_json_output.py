@@ -1,4 +1,4 @@
-"""Every ``--json`` output is exactly one JSON document on the process's stdout (issue 14).
+"""Every ``--json`` output is exactly one JSON document on the process's stdout.
 
 Each command runs in a fresh subprocess, so the real file descriptor 1 is captured:
 HiGHS prints its banner from C code when a process builds its first solver, which

@@ -1,4 +1,4 @@
-"""The RM's Ray metrics, scraped from Ray's Prometheus endpoint during a short replay (issue 14).
+"""The RM's Ray metrics, scraped from Ray's Prometheus endpoint during a short replay.
 
 Ray's metrics agent serves every node's metrics at ``http://NODE:<metrics export
 port>/metrics`` (the port Ray's dashboard and Prometheus read).  The RM actor's

@@ -1,4 +1,4 @@
-"""Idle NMs and AMs sent bare (issue 11: the replay's CPU per task at paper scale), no Ray.
+"""Idle NMs and AMs sent bare (the replay's CPU per task at paper scale), no Ray.
 
 An NM host sends NMs with nothing to report as bare names, and an AM host sends AMs
 whose ask is the one they sent last and that release nothing as bare (app, attempt):

@@ -1,4 +1,4 @@
-"""Interrupted replays keep what happened (issue 11): --until, and SIGTERM mid-run.
+"""Interrupted replays keep what happened: --until, and SIGTERM mid-run.
 
 The cluster: n1, n2 <cpu:2; memory_mb:2048>; one job "long" of 40 tasks of <1 cpu,
 512 MB>, 10 trace seconds each, from t = 0: 4 run at once, so it needs 10 waves,

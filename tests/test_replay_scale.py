@@ -1,4 +1,4 @@
-"""The replay at paper scale, in its Ray-free parts (issue 11): a bounded generator
+"""The replay at paper scale, in its Ray-free parts: a bounded generator
 tail, per-event work that touches only the event's own containers, and liveness
 that does not read the RM's own slowness as silence."""
 

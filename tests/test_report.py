@@ -191,7 +191,7 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     assert "field '--window': needs T1 > T0" in err[1]
 
 
-# ----- the noise floor (issue 16) ------------------------------------------------------
+# ----- the noise floor ------------------------------------------------------------------
 # Per task D_DRF − D_TSF: a/1 +10, c/0 +1, b/10 −1, the other 11 tasks 0.
 # Per job C_DRF − C_TSF: a +10 (20 − 10), c 0, b +4 (44 − 40).
 

@@ -1,4 +1,4 @@
-"""The streamed run directory and its two formats (issue 12, items 2, 3 and 5).
+"""The streamed run directory and its two formats.
 
 MIXED (tests/samples.py) has nodes leaving and joining, so its runs hold lost attempts,
 rejected jobs and re-runs: every kind of row the readers see.

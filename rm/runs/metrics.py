@@ -15,7 +15,7 @@ Per run
 * ``utilization``         U_r(t) = Σ_{attempts running at t} d_{app,r} / Σ_m C_{m,r}
 * ``run_summary``         makespan and the percentiles above, one flat dict
 
-The noise floor of a comparison (issue 16)
+The noise floor of a comparison
 
 * ``launch_noise``        per run: 0 for an exact simulation, the launch jitter of a jittered
   one, max(p99 allocation-to-running latency in trace s, one heartbeat) for a Ray replay
@@ -230,8 +230,8 @@ def launch_noise(run: RunLike, heartbeat: float | None = None) -> tuple[float, s
 
 def noise_tolerance(runs, heartbeat: float | None = None, override: float | None = None) -> Tolerance:
     """The tolerance of a comparison of ``runs``: ``override`` when given, else the largest
-    ``launch_noise`` of the runs (issue 16: the larger p99 of the runs' allocation-to-running
-    latency, or one heartbeat, whichever is larger; 0 between exact simulations)."""
+    ``launch_noise`` of the runs (for a replay the larger of its p99 allocation-to-running
+    latency and one heartbeat; 0 between exact simulations)."""
     if override is not None:
         if not override >= 0:
             raise ValueError(f"a tolerance must be >= 0 seconds, got {override}")

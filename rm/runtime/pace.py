@@ -1,4 +1,4 @@
-"""The replay's pace: how far behind its own schedule it runs, and what that means (issue 11).
+"""The replay's pace: how far behind its own schedule it runs, and what that means.
 
 The trace clock is the wall clock (trace = (wall − start) / time_scale): the replay
 never slows it down, so an RM that cannot keep up falls *behind* — heartbeats are

@@ -24,7 +24,7 @@ SYSTEM_CONFIG = {
     # Ray runs workers at nice 15 so that its own daemons stay responsive under batch load;
     # here the workers are the RM, NM and AM hosts, latency-bound services the replay times
     # against the wall clock, and at nice 15 any ordinary process on the machine (the
-    # driver, a test suite) takes the CPU from them (issue 11: measured lag spikes).
+    # driver, a test suite) takes the CPU from them: the replay's lag spikes.
     "worker_niceness": 0,
 }
 OBJECT_STORE_BYTES = 100 * 1024 * 1024
