@@ -140,7 +140,7 @@ def test_auto_executor_uses_tasks_only_when_workers_can_hold_the_peak():
 
 def test_replay_plan_places_nms_and_their_later_joins():
     from rayrm.rm.core.config import parse_config
-    from rayrm.rm.runtime.driver import plan_replay
+    from rayrm.rm.runtime.plan import plan_replay
     cfg = parse_config({
         "cluster": {"nodes": [
             {"name": "a{i}", "count": 2, "capacity": {"cpu": 2, "memory_mb": 2048}, "attributes": {"disk": "ssd"}},
