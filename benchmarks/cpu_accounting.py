@@ -51,6 +51,22 @@ def title_of(p: psutil.Process) -> str:
         return ""
 
 
+def start_py_spy(titles: dict[int, str], out_dir: str, seconds: float) -> None:
+    """One py-spy recording (raw flame graph, ``seconds`` long) of the first RM actor, NM
+    host and AM host process found, each to ``out_dir/<role>.txt``."""
+    os.makedirs(out_dir, exist_ok=True)
+    picks = {}
+    for pid, t in titles.items():
+        r = role(t)
+        if r in ("RM actor", "NM host", "AM host") and r not in picks and psutil.pid_exists(pid):
+            picks[r] = pid
+    for r, pid in picks.items():
+        name = r.replace(" ", "_")
+        subprocess.Popen(["py-spy", "record", "--nonblocking", "-r", "50", "-d", str(int(seconds)),
+                          "-p", str(pid), "-f", "raw", "-o", f"{out_dir}/{name}.txt"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--until-pid", type=int)
@@ -94,17 +110,7 @@ def main() -> None:
                        {k: round(v, 1) for k, v in by_role.items()}))
         if args.py_spy and not spied and time.time() - t0 >= args.py_spy_at:
             spied = True
-            os.makedirs(args.py_spy, exist_ok=True)
-            picks = {}
-            for pid, t in titles.items():
-                r = role(t)
-                if r in ("RM actor", "NM host", "AM host") and r not in picks and psutil.pid_exists(pid):
-                    picks[r] = pid
-            for r, pid in picks.items():
-                name = r.replace(" ", "_")
-                subprocess.Popen(["py-spy", "record", "--nonblocking", "-r", "50", "-d", str(int(args.py_spy_seconds)),
-                                  "-p", str(pid), "-f", "raw", "-o", f"{args.py_spy}/{name}.txt"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            start_py_spy(titles, args.py_spy, args.py_spy_seconds)
         time.sleep(args.every)
     wall = time.time() - t0
     cpu1 = psutil.cpu_times()

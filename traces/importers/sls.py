@@ -62,17 +62,16 @@ from __future__ import annotations
 
 import argparse
 import re
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 
 from rayrm.rm.core.jobs import Durations, JobSpec
 from rayrm.rm.core.constraints import Clause, Constraint
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
 from rayrm.traces.importers.common import ImportResult, SkipReport, amount, json_stream, parse_resources, token
+from rayrm.traces.importers.queues import queue_weights
 from rayrm.traces.importers.rumen import is_rumen, rumen_to_sls
 from rayrm.traces.importers.synth import is_synth, synth_to_sls
 
@@ -328,60 +327,6 @@ def _read_job(obj: dict, path: str, line: int, index: int, report: SkipReport,
 
 
 # ----- small readers ------------------------------------------------------------------
-
-def queue_weights(spec: str | None, file: str | None) -> dict[str, float]:
-    """Queue -> weight from ``q=w,...`` and/or a queue file (YAML/JSON mapping or allocation XML)."""
-    weights: dict[str, float] = {}
-    if file:
-        path = Path(file)
-        try:
-            text = path.read_text()
-        except OSError as e:
-            raise InputError(f"cannot read queue file: {e.strerror}", file=file) from None
-        if text.lstrip().startswith("<"):
-            try:
-                root = ET.fromstring(text)
-            except ET.ParseError as e:
-                raise InputError(f"malformed XML: {e}", file=file) from None
-
-            def walk(elem, prefix):
-                for q in elem.findall("queue"):
-                    name = q.get("name", "")
-                    full = f"{prefix}.{name}" if prefix else name
-                    w = q.findtext("weight")
-                    if w is not None:
-                        value = _weight(w, file, f"queue {full} weight")
-                        weights[full] = weights[name] = value
-                        weights.setdefault(full if full.startswith("root.") else f"root.{full}", value)
-                    walk(q, full)
-            walk(root, "")
-        else:
-            try:
-                doc = yaml.safe_load(text)
-            except yaml.YAMLError:
-                raise InputError("malformed YAML/JSON", file=file) from None
-            doc = doc.get("queues", doc) if isinstance(doc, dict) else doc
-            if not isinstance(doc, dict):
-                raise InputError("needs a mapping of queue name to weight", file=file)
-            for k, v in doc.items():
-                weights[str(k)] = _weight(v, file, f"queue {k}")
-    for part in filter(None, (p.strip() for p in (spec or "").split(","))):
-        name, eq, value = part.partition("=")
-        if not eq:
-            raise InputError(f"write queue=weight, got {part!r}", field="--queue-weights")
-        weights[name.strip()] = _weight(value, None, "--queue-weights")
-    return weights
-
-
-def _weight(value, file, where) -> float:
-    try:
-        w = float(value)
-    except (TypeError, ValueError):
-        w = float("nan")
-    if not w > 0:
-        raise InputError(f"a weight must be a positive number, got {value!r}", file=file, field=where)
-    return w
-
 
 def parse_labels(text: str) -> list[tuple[str, bool]]:
     """``"l1, l2(exclusive=false)"`` -> [(l1, True), (l2, False)]."""
