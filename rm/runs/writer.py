@@ -24,7 +24,6 @@ def choose_format(fmt: str | None, task_rows: int) -> str:
     return fmt
 
 
-
 #: batches handed to the writer thread and not yet written, at most (memory stays flat)
 MAX_QUEUED = 3
 
