@@ -261,7 +261,7 @@ def test_an_am_finishing_right_after_a_restart_is_not_sent_back_to_register(tmp_
     c.restart()                                # ... when the RM restarts: its finish is the first call
     assert c.call("am", Call.FINISH_APPS, [("a", 1)]) == [NORMAL]
     assert c.rm.log.jobs["a"]["status"] == "finished"
-    assert not c.rm._resync_apps
+    assert not c.rm.resync.asked(("app", "a"))
 
 
 def test_a_journal_record_naming_an_unknown_call_is_a_clear_error(tmp_path):

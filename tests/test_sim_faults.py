@@ -197,7 +197,7 @@ def test_an_nm_restarting_before_the_restarted_rm_expires_it_is_reconciled(tmp_p
     # b crashes at 5 with nm_expiry 3; the RM dies at 6 and, with rm_restart 2, has
     # resynchronised at 6 + 2 + 1 = 9, so b would expire at 12 — but b's NM restarts at
     # 5 + 6 = 11 and registers with nothing running: t1's attempt is lost then
-    # (rm_nodes._reconcile) and b, never declared lost, takes work at once.
+    # (rm/service/nodes.py _reconcile) and b, never declared lost, takes work at once.
     _, run = sim(tmp_path, config(cluster("a", "b"), [job("j", 4)], ["kill-nm:b@5", "kill-rm@6"],
                                   nm_expiry=3, rm_restart=2))
     assert events(run, "node_lost") == []

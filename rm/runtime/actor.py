@@ -49,6 +49,7 @@ import time
 import ray
 
 from rayrm.rm.core.config import MIN_EXPIRY_WALL
+from rayrm.rm.core.fault_rules import expiry
 from rayrm.rm.service.protocol import (NAMESPACE, AllocateRequest, AllocateResponse,
                                       AppRegistered, AppRegistration, Call, NodeHeartbeat, NodeHeartbeatResponse,
                                       NodeRegistration)
@@ -113,8 +114,8 @@ class ResourceManager:
                  state_dir: str | None = None, secret: bytes = b"", name: str = "",
                  seed: int | None = None, metrics: bool = True):
         self.interval_wall = heartbeat_interval * time_scale
-        self.expiry_wall = max(MIN_EXPIRY_WALL, nm_expiry * self.interval_wall)
-        self.am_expiry_wall = max(MIN_EXPIRY_WALL, am_expiry * self.interval_wall)
+        self.expiry_wall = expiry(nm_expiry, self.interval_wall, MIN_EXPIRY_WALL)
+        self.am_expiry_wall = expiry(am_expiry, self.interval_wall, MIN_EXPIRY_WALL)
         self.store = StateStore(state_dir) if state_dir else None
         self._events: dict[str, asyncio.Event] = {}
         self._monitor: asyncio.Task | None = None

@@ -29,6 +29,8 @@ app's container is refused and logged (``refused``).
 
 from __future__ import annotations
 
+from rayrm.rm.core.fault_rules import (after_failed_attempt, am_expired_detail, am_host_lost_detail,
+                                       am_registered_detail, wall_seconds)
 from rayrm.rm.service.protocol import (FENCED, NORMAL, RESYNC, RUNNING, SHUTDOWN, AllocateRequest, AllocateResponse,
                          AppRegistered, AppRegistration, ContainerStatus)
 from rayrm.rm.service.records import NOT_ANSWERED, answered, idempotent, ACQUIRED, ALLOCATED, RELEASED, AppRecord
@@ -61,13 +63,12 @@ class AppProtocol:
             app.launching, app.resync, app.host, app.last_seen = False, False, caller, now
             self.launching_apps.discard(spec.app_id)
             self._as_of_host(app, caller)
-            self._resync_apps.discard(spec.app_id)
+            self.resync.registered(("app", spec.app_id))
             running = tuple(ContainerStatus(c.container, c.app, c.task, c.attempt, c.node, RUNNING,
                                             c.launched if c.launched is not None else now)
                             for c in self.live(app=spec.app_id) if c.state == RUNNING)
             self._event(now, kind, app=spec.app_id,
-                        detail=f"attempt {app.attempt}: {len(app.finished_tasks)} tasks finished, "
-                               f"{len(running)} running")
+                        detail=am_registered_detail(app.attempt, len(app.finished_tasks), len(running)))
             out.append(AppRegistered(spec.app_id, True, "", NORMAL, app.attempt,
                                      tuple(sorted(app.finished_tasks)), running))
         self._check_resynced(now)
@@ -223,7 +224,7 @@ class AppProtocol:
                 continue
             if app is not None and app.resync and attempt == app.attempt:
                 app.resync = False                 # finishing is as good as registering again
-                self._resync_apps.discard(app_id)
+                self.resync.registered(("app", app_id))
             app, refusal = self._current(now, app_id, attempt, "finish")
             if app is None:
                 out.append(refusal.action)
@@ -237,7 +238,7 @@ class AppProtocol:
         """The app ends: finished if every task finished once, else failed."""
         app_id = app.spec.app_id
         app.done = True
-        self._resync_apps.discard(app_id)
+        self.resync.registered(("app", app_id))
         for c in self.scheduler.finish_app(app_id):
             rec = self.containers[c.container_id]
             if rec.state == RUNNING:           # still running: the NM kills it
@@ -267,8 +268,7 @@ class AppProtocol:
             if names is None else [a for a in names if a in self.apps and not self.apps[a].done]
         for a in gone:
             app = self.apps[a]
-            what = "never registered" if app.launching else "silent"
-            self.fail_attempt(now, a, f"attempt {app.attempt} {what} for {now - app.last_seen:.3f}s")
+            self.fail_attempt(now, a, am_expired_detail(app.attempt, app.launching, now - app.last_seen, wall_seconds))
         self._after(now)
         return gone
 
@@ -287,15 +287,14 @@ class AppProtocol:
                 node = self.nodes.get(c.node)
                 if node is not None and node.alive:
                     node.cleanup.append(c.container)
-        self._resync_apps.discard(app_id)
+        self.resync.registered(("app", app_id))
         self._check_resynced(now)
-        if not counted:
-            app.uncounted += 1
-        if app.attempt - app.uncounted >= self.max_attempts:
-            self._finish_app(now, app, reason=f"{app.attempt - app.uncounted} of {self.max_attempts} "
-                                              f"attempts failed")
+        outcome = after_failed_attempt(app.attempt, app.uncounted, counted, self.max_attempts)
+        app.uncounted = outcome.uncounted
+        if outcome.failed:
+            self._finish_app(now, app, reason=outcome.failed)
             return
-        app.attempt += 1
+        app.attempt = outcome.attempt
         app.launching, app.resync, app.last_seen = True, False, now
         self.launching_apps.add(app_id)
         self._as_of_host(app, app.host)              # the new attempt's silence starts now
@@ -310,7 +309,7 @@ class AppProtocol:
         released).  Returns the apps."""
         gone = sorted(a for a, r in self.apps.items() if r.host == host and not r.done)
         for a in gone:
-            self.fail_attempt(now, a, f"attempt {self.apps[a].attempt}: {detail}", counted=False)
+            self.fail_attempt(now, a, am_host_lost_detail(self.apps[a].attempt, detail), counted=False)
         self._after(now)
         return gone
 

@@ -23,6 +23,8 @@ killed if the NM says it runs.
 
 from __future__ import annotations
 
+from rayrm.rm.core.fault_rules import (NOT_REPORTED, Fate, Registration, fate_on_node_lost, nm_lost_detail,
+                                       on_nm_registers, wall_seconds)
 from rayrm.rm.core.model import NodeSpec, Resources
 from rayrm.rm.service.protocol import (COMPLETE, FENCED, FINISHED, LOST, NORMAL, RESYNC, RUNNING, ContainerStatus,
                          NodeHeartbeat, NodeHeartbeatResponse, NodeRegistration)
@@ -58,18 +60,18 @@ class NodeProtocol:
                              detail=f"registration from host {caller}; host {rec.host} runs this node")
                 out.append(FENCED)
                 continue
-            rejoin = not rec.alive
-            was_resync = rec.resync
+            verdict = on_nm_registers(not rec.alive, rec.resync)
+            rejoin = verdict is Registration.REJOIN
             rec.host, rec.ray_node, rec.alive, rec.last_seen, rec.resync = caller, reg.ray_node, True, now, False
             self._as_of_host(rec, caller)
             if self.start_wall is not None:
                 if rejoin:
                     self.log.add_node(rec.spec, self.trace(now), self.wall(now), ray_node=reg.ray_node)
                 else:
-                    self._event(now, "node_resync" if was_resync else "node_reconnect", node=reg.node,
+                    self._event(now, verdict.value, node=reg.node,
                                 detail=f"{len(reg.running)} containers reported")
             self._reconcile(now, rec, reg.running, rejoin)
-            self._resync_nodes.discard(reg.node)
+            self.resync.registered(("node", reg.node))
             out.append(NORMAL)
         self._check_resynced(now)
         self._after(now)
@@ -87,7 +89,7 @@ class NodeProtocol:
         name = rec.spec.name
         for c in self.live(node=name):
             if c.state == RUNNING and c.container not in reported:
-                self._lose_container(now, c, "not reported by its NM when it registered again")
+                self._lose_container(now, c, NOT_REPORTED)
 
     @idempotent
     def node_heartbeat(self, now: float, caller: str, request_id: int, beats: list[NodeHeartbeat],
@@ -211,7 +213,8 @@ class NodeProtocol:
     def _lose_container(self, now: float, c: ContainerRecord, detail: str) -> None:
         """A container is gone with its node: withdrawn if the AM never saw it, else LOST."""
         app = self.apps.get(c.app)
-        if c.state == ALLOCATED:                   # never seen by the AM: withdraw it quietly
+        fate = fate_on_node_lost(c.state != ALLOCATED, c.state == RUNNING)
+        if fate is Fate.WITHDRAWN:                 # never seen by the AM: withdraw it quietly
             self._set_state(c, RELEASED)
             if c.container in self.scheduler.cluster.containers:
                 self.scheduler.release(c.container)
@@ -221,7 +224,7 @@ class NodeProtocol:
         launched = c.launched if c.launched is not None else now
         st = ContainerStatus(c.container, c.app, c.task, c.attempt, c.node, COMPLETE, launched,
                              None, now, LOST, detail)
-        if c.state == ACQUIRED:                    # the AM holds it but no attempt was logged
+        if fate is Fate.REPORTED:                  # the AM holds it but no attempt was logged
             self._set_state(c, COMPLETE)
             if c.container in self.scheduler.cluster.containers:
                 self.scheduler.release(c.container)
@@ -245,7 +248,7 @@ class NodeProtocol:
         for name, _ in gone:
             rec = self.nodes[name]
             rec.alive, rec.resync, rec.cleanup = False, False, []
-            self._resync_nodes.discard(name)
+            self.resync.registered(("node", name))
         self.scheduler.remove_nodes([n for n, _ in gone])     # releases their containers there
         self._touch_all()
         lost = []
@@ -275,5 +278,5 @@ class NodeProtocol:
         """
         gone = [n for n, r in self.nodes.items() if r.alive and now - r.last_seen > expiry_wall] \
             if names is None else [n for n in names if n in self.nodes and self.nodes[n].alive]
-        self._lose_nodes(now, [(n, f"no heartbeat for {now - self.nodes[n].last_seen:.3f}s") for n in gone])
+        self._lose_nodes(now, [(n, nm_lost_detail(now - self.nodes[n].last_seen, wall_seconds)) for n in gone])
         return gone

@@ -34,6 +34,7 @@ are part of the state, so this holds across an RM restart too.
 
 from __future__ import annotations
 
+from rayrm.rm.core.fault_rules import Resync, wall_seconds
 from rayrm.rm.core.model import NodeSpec
 from rayrm.rm.core.policies import Policy
 from rayrm.rm.service.protocol import COMPLETE, RUNNING, Allocation, Call, container_token
@@ -77,11 +78,8 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
         self.heartbeats = 0
         self.duplicate_finishes = 0
         self.refused = 0
-        self.epoch = 0                       # RM restarts recovered so far
+        self.resync = Resync(wall_seconds)   # RM restarts recovered so far, and who must register again
         self.recoveries: list[dict] = []     # per RM restart: snapshot and journal size, restore time
-        self._resync_nodes: set[str] = set()
-        self._resync_apps: set[str] = set()
-        self._resync_since: float | None = None
         self.alloc_to_running: list[float] = []   # wall seconds, payload start - allocation
         self.alloc_to_launch: list[float] = []    # wall seconds, NM launch - allocation
         self._touched: set[str] = set()
@@ -135,29 +133,27 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
         ``rm_recovered`` is logged now and ``rm_resynced`` once every live NM and
         every running AM attempt has registered again.
         """
-        self.epoch += 1
-        self.recoveries.append(dict(stats or {}, epoch=self.epoch))
-        self._resync_nodes = {n for n, r in self.nodes.items() if r.alive}
-        self._resync_apps = {a for a, r in self.apps.items() if not r.done and not r.launching}
-        for n in self._resync_nodes:
+        text = self.resync.recovered(now, detail)
+        self.recoveries.append(dict(stats or {}, epoch=self.resync.epoch))
+        nodes = [n for n, r in self.nodes.items() if r.alive]
+        apps = {a for a, r in self.apps.items() if not r.done and not r.launching}
+        self.resync.wait_for([("node", n) for n in nodes] + [("app", a) for a in apps])
+        for n in nodes:
             self.nodes[n].resync, self.nodes[n].last_seen = True, now + grace
             self.nodes[n].last_sent = self.host_sent.get(self.nodes[n].host, 0.0) + grace
             self.nodes[n].last_call = self.host_calls.get(self.nodes[n].host, 0)
         for a, r in self.apps.items():
-            r.resync = a in self._resync_apps
+            r.resync = a in apps
             r.last_seen = now + grace
             r.last_sent = self.host_sent.get(r.host, 0.0) + grace
             r.last_call = self.host_calls.get(r.host, 0)
-        self._resync_since = now
-        self._event(now, "rm_recovered", detail=f"epoch {self.epoch}; {detail}".rstrip("; "))
+        self._event(now, "rm_recovered", detail=text)
         self._check_resynced(now)
 
     def _check_resynced(self, now: float) -> None:
-        if self._resync_since is not None and not self._resync_nodes and not self._resync_apps:
-            self._event(now, "rm_resynced",
-                        detail=f"epoch {self.epoch}: every NM and AM registered again "
-                               f"{now - self._resync_since:.3f}s after recovery")
-            self._resync_since = None
+        detail = self.resync.check(now)
+        if detail is not None:
+            self._event(now, "rm_resynced", detail=detail)
 
     # ----- scheduling and shares -----------------------------------------------
 
@@ -251,7 +247,7 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
                 "total_tasks": self.total_tasks, "pending": self.pending_asks,
                 "allocations": self.allocations, "heartbeats": self.heartbeats,
                 "duplicate_finishes": self.duplicate_finishes, "refused": self.refused,
-                "nodes_alive": sum(1 for r in self.nodes.values() if r.alive), "epoch": self.epoch,
+                "nodes_alive": sum(1 for r in self.nodes.values() if r.alive), "epoch": self.resync.epoch,
                 "hosts_alive": sorted({r.host for r in self.nodes.values() if r.alive})}
 
 
