@@ -96,15 +96,15 @@ def answered(responses: dict, caller: str, request_id: int):
 
 def idempotent(method):
     """A protocol call retried with the same (caller, request id) gets its first answer
-    back and changes nothing (the answers live in ``self._responses``, which is part of
+    back and changes nothing (the answers live in ``self.responses``, which is part of
     the RM's saved state, so this holds across an RM restart too)."""
     @functools.wraps(method)
     def call(self, now, caller, request_id, *args, **kwargs):
-        hit = answered(self._responses, caller, request_id)
+        hit = answered(self.responses, caller, request_id)
         if hit is not NOT_ANSWERED:
             return hit
         response = method(self, now, caller, request_id, *args, **kwargs)
-        self._responses[caller] = (request_id, response)
-        self.caller_seen[caller] = now       # liveness: when this host was last heard
+        self.responses[caller] = (request_id, response)
+        self.liveness.caller_seen[caller] = now       # liveness: when this host was last heard
         return response
     return call
