@@ -149,7 +149,7 @@ def am_registered_detail(attempt: int, finished: int, running: int) -> str:
 
 # ----- the ResourceManager's restart --------------------------------------------------------
 
-@dataclass
+@dataclass(slots=True)
 class Resync:
     """Who a restarted RM waits for, and when everyone has registered again.
 
