@@ -23,7 +23,9 @@ and its task is asked for again, as though never placed); one the AM received an
 started is *reported* lost to the AM, which asks again; a running one is *lost*: its
 attempt ends ``lost`` and its task is asked for again as a new attempt.  An NM that comes
 back registers (``on_nm_registers``): one declared lost *rejoins* empty; one the RM never
-declared lost *reconciles* — whatever it no longer runs is lost (``NOT_REPORTED``).
+declared lost *reconciles* — whatever it no longer runs is lost (``NOT_REPORTED``).  An
+NM host lost is every NM it runs lost at once, in one batch; restarted, it registers
+them again and they rejoin.
 
 **A lost AM** (its process, or its whole host).  When the attempt expires or its host
 is declared dead, the attempt FAILS (``am_expired_detail``) and ``after_failed_attempt``

@@ -17,7 +17,8 @@ Events:
   task is asked for again (a new attempt, submitted at the loss);
 * node join — a new node, or a lost one coming back empty;
 * fault — the config's ``faults:`` and ``faults=`` specs, each step of a crash and its
-  recovery at the replay's protocol times (``rayrm.rm.sim.faults``).  While the RM is down
+  recovery at the replay's protocol times (``rayrm.rm.sim.faults``, following the fault
+  rules the RM service follows too, ``rayrm.rm.core.fault_rules``).  While the RM is down
   (kill-rm) nothing is scheduled, and arrivals, joins and leaves wait for it.
 
 Task durations come from ``JobSpec.task_durations(seed)``, the same in every mode.
