@@ -12,8 +12,12 @@ byte must match.
 
 The configs: ``configs/paper-micro.yaml`` (50 nodes, 1,350 tasks) and a generated trace of
 100 nodes, 200 jobs and 6,000 tasks (``rayrm trace generate google``, seed 1), kept in the
-output directory so both sides simulate the very same file.  Exit status 1 and a line per
-difference when anything differs.
+output directory so both sides simulate the very same file.  The RM service is checked
+too, without Ray: the protocol harness of the same tree (``tests/harness.py``) drives
+``ResourceManagerState`` through lost NMs, an NM rejoining, an expired AM, an RM restart
+from its journal and a lost AM host, under each policy, and its run log is written as a
+run directory (``runs/service/<policy>``).  Exit status 1 and a line per difference when
+anything differs.
 """
 
 from __future__ import annotations
@@ -92,6 +96,48 @@ def write(out: Path, only: set[str] | None = None) -> list[Path]:
     return runs
 
 
+def service_runs(out: Path) -> list[Path]:
+    """The harness scenario under each policy into ``out/runs/service/<policy>``."""
+    import tempfile
+
+    import rayrm
+    sys.path.insert(0, str(Path(rayrm.__file__).parent / "tests"))
+    from harness import APP, Harness, registration
+    from rayrm.rm.core.model import AppSpec, Resources
+    from rayrm.rm.service.protocol import AppRegistration, Call
+    from rayrm.rm.service.store import StateStore
+    other = AppSpec("b", Resources.parse("cpu:1;memory_mb:512"), num_tasks=5)
+    runs = []
+    for policy in POLICIES:
+        with tempfile.TemporaryDirectory() as d:
+            c = Harness(StateStore(d), apps=(APP, other), policy=policy)
+            c.run(until=2)
+            c.apply(Call.LOSE_NODE, "n2", "test")                   # n2 lost, then back
+            c.running = {k: v for k, v in c.running.items() if v[2] != "n2"}
+            c.call("nm", Call.REGISTER_NODES, [registration(n) for n in c.nodes])
+            c.run(until=4)
+            c.apply(Call.FAULT, "driver", 1, "kill-am:a@4", "", "a")
+            c.now = 20.0
+            c.apply(Call.EXPIRE_APPS, 10.0, ["a"])                   # a's attempt 1 expires
+            c.call("am", Call.REGISTER_APPS, [AppRegistration(APP, 2)])
+            c.attempt["a"] = 2
+            c.run(until=23)
+            c.restart()                                              # the RM from snapshot + journal
+            c.run(until=26)
+            c.apply(Call.LOSE_AM_HOST, "driver", 2, "am", "AM host am died")
+            c.call("am", Call.REGISTER_APPS, [AppRegistration(APP, 3), AppRegistration(other, 2)])
+            c.attempt.update(a=3, b=2)
+            c.run(until=40)
+            c.now = 100.0
+            c.apply(Call.EXPIRE_NODES, 5.0, None)                    # everyone silent: all lost
+            c.apply(Call.EXPIRE_APPS, 5.0, None)
+            where = out / "runs" / "service" / policy
+            c.rm.log.write(where, wall_seconds=0.0)
+            (where / "progress.json").write_text(json.dumps(c.rm.progress(100.0), sort_keys=True))
+            runs.append(where)
+    return runs
+
+
 def _summary(path: Path) -> str:
     doc = json.loads(path.read_text())
     for key in MACHINE_FIELDS:
@@ -123,7 +169,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     only = {f for f in args.faults.split(",") if f} or None
     if args.write:
-        print(f"wrote {len(write(args.write, only))} runs under {args.write / 'runs'}")
+        runs = write(args.write, only) + ([] if only else service_runs(args.write))
+        print(f"wrote {len(runs)} runs under {args.write / 'runs'}")
         return 0
     if not args.against:
         ap.error("give --write DIR or --against DIR")
@@ -131,7 +178,7 @@ def main(argv=None) -> int:
     new.mkdir(parents=True, exist_ok=True)
     for name in ("paper-micro.yaml", "g100.yaml", "g100.jobs.csv"):
         (new / name).write_bytes((args.against / name).read_bytes())
-    runs = write(new, only)
+    runs = write(new, only) + ([] if only else service_runs(new))
     diffs = compare(args.against, new) if not only else \
         [d for d in compare(args.against, new) if d.split("/")[1] in only and "only in the baseline" not in d]
     for d in diffs:
