@@ -19,7 +19,7 @@ from rayrm.rm.service.protocol import Allocation, ContainerStatus
 ALLOCATED, ACQUIRED, RELEASED = "ALLOCATED", "ACQUIRED", "RELEASED"
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeRecord:
     """One NodeManager as the RM sees it.
 
@@ -40,7 +40,7 @@ class NodeRecord:
     resync: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class ContainerRecord:
     """One container; ``attempt`` is the task attempt number the RM gave it (0, 1, ...)."""
 
@@ -54,7 +54,7 @@ class ContainerRecord:
     launched: float | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class AppRecord:
     """One application and its current attempt (YARN RMApp + RMAppAttempt).
 
