@@ -52,6 +52,8 @@ from typing import Callable
 
 #: the detail of a task attempt lost because its NM registered again without it
 NOT_REPORTED = "not reported by its NM when it registered again"
+#: a crashed NM restarts (empty) and registers again this many NM expiries after its crash
+NM_RESTART_EXPIRIES = 2
 
 
 def expiry(beats: int, interval: float, floor: float) -> float:

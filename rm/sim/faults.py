@@ -1,22 +1,25 @@
 """The simulator's model of the replay's faults (the config's ``faults:``, ``simulate --fault``).
 
-What a lost NM, AM or RM means is written once, in ``rayrm.rm.core.fault_rules``, which the
-RM service follows too; this module injects the faults and steps through their recovery on
-the simulator's clock, through the engine's public methods.  Each fault is an ordinary heap event at its trace time T (priority ``sim.FAULT``: after
-the completions of the instant), and so is each step of its recovery, at the time the
-replay's protocol takes in trace seconds.  With h the heartbeat interval,
+What a lost NM, AM or RM means is written once, in ``rayrm.rm.core.fault_rules``, which
+the RM service follows too; this module injects the faults and steps through their
+recovery on the simulator's clock, through the engine's public methods.  Each fault is an
+ordinary heap event at its trace time T (priority ``sim.FAULT``: after the completions of
+the instant), and so is each step of its recovery, at the time the replay's protocol
+takes in trace seconds.  With h the heartbeat interval,
 
     E_nm = max(nm_expiry · h, 1 / time_scale)      E_am = max(am_expiry · h, 1 / time_scale)
 
-the replay's expiries: that many heartbeats, but at least ``rayrm.rm.core.config.MIN_EXPIRY_WALL`` = 1
-wall second at the config's ``run.time_scale`` (20 trace seconds at paper-micro's 0.05).
+the replay's expiries (``fault_rules.expiry``): that many heartbeats, but at least
+``rayrm.rm.core.config.MIN_EXPIRY_WALL`` = 1 wall second at the config's ``run.time_scale``
+(20 trace seconds at paper-micro's 0.05).
 
 * **kill-nm:NODE@T** — the NM's containers die at T and it goes silent.  The RM has not
   noticed: their resources stay in use, and a container it still places there is refused
   by the dead NM, released by its AM a heartbeat later (``release``) and asked for again.
   At T + E_nm the node is LOST (``node_lost``, rm/service/nodes.py ``expire_nodes``): each
-  attempt it ran ends ``lost`` then and its task is asked for again.  The NM restarts empty and registers
-  at T + 2·E_nm (rm/runtime/driver.py: ``nm_restart_after=2 * expiry``).
+  attempt it ran ends ``lost`` then and its task is asked for again.  The NM restarts
+  empty and registers at T + 2·E_nm (``fault_rules.NM_RESTART_EXPIRIES``; the replay's
+  ``nm_restart_after``).
 * **kill-am:APP@T** — the AM crashes; its containers run on and finish as usual.  The RM
   still allocates up to the app's last ask, but nobody starts those containers: they hold
   their resources until the next attempt registers.  At T + E_am the attempt FAILS
@@ -31,8 +34,9 @@ wall second at the config's ``run.time_scale`` (20 trace seconds at paper-micro'
   bench_recovery figures), and every NM and AM registers again at its next heartbeat, one
   later (``node_resync``, ``am_resync``, ``rm_resynced``).  Meanwhile containers run and
   finish; arrivals, node joins and leaves, registrations and releases wait for the resync.
-  The restarted RM's liveness clocks start at the resync (rm/service/state.py ``recovered``), so a crashed
-  NM or AM expires E after it, and ``rm_resynced`` waits for that.
+  The restarted RM's liveness clocks start at the resync (``fault_rules.Resync``;
+  rm/service/state.py ``recovered``), so a crashed NM or AM expires E after it, and
+  ``rm_resynced`` waits for that.
 * **kill-am-host:I@T** — kill-am of every AM the host runs (the apps
   ``rayrm.rm.core.faults.am_host_of`` deals to host I of ``run.am_hosts`` (0 counts as 1:
   a local Ray is one node), as the replay deals them), with one difference: those
@@ -193,7 +197,7 @@ class FaultModel:
         rec = self.dead[node] = _DeadNM(t, t, ran, next(self.tokens))
         self.silent_nodes.add(node)
         self._push(t + self.nm_expiry, ("nm_lost", node, rec, rec.token))
-        self._push(t + 2 * self.nm_expiry, ("nm_back", node, rec))
+        self._push(t + rules.NM_RESTART_EXPIRIES * self.nm_expiry, ("nm_back", node, rec))
 
     def _kill_am(self, t: float, fault: Fault) -> None:
         self.sim.log.event("fault", t, app=fault.target, detail=fault.text)
