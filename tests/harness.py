@@ -151,10 +151,10 @@ def complete(alloc, task, t0, t1, exit_=FINISHED):
 
 def digest(rm: ResourceManagerState) -> str:
     """Everything observable about the state, hashed: containers, apps, the run log, answers."""
-    view = (sorted((c.container, c.app, c.node, c.state, c.task, c.attempt) for c in rm.containers.values()),
-            sorted((a, r.attempt, sorted(r.finished_tasks), r.done) for a, r in rm.apps.items()),
-            sorted(map(tuple, rm.log.tasks.values())), list(rm.log.events), rm.allocations,
-            sorted((k, repr(v)) for k, v in rm._responses.items()))
+    view = (sorted((c.container, c.app, c.node, c.state, c.task, c.attempt) for c in rm.containers.table.values()),
+            sorted((a, r.attempt, sorted(r.finished_tasks), r.done) for a, r in rm.apps.table.items()),
+            sorted(map(tuple, rm.log.tasks.values())), list(rm.log.events), rm.records.allocations,
+            sorted((k, repr(v)) for k, v in rm.responses.items()))
     return hashlib.sha256(repr(view).encode()).hexdigest()
 
 

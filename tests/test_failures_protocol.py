@@ -34,7 +34,7 @@ def test_an_am_cannot_release_another_apps_container():
     c.step()
     theirs = next(cid for cid, (app, *_) in c.running.items() if app == "b")
     c.call("am", Call.ALLOCATE, [AllocateRequest("a", 1, 0, releases=(theirs,))])
-    assert c.rm.containers[theirs].state != RELEASED          # untouched
+    assert c.rm.containers.table[theirs].state != RELEASED          # untouched
     assert [e[5] for e in kinds(c.rm, "refused")] == [theirs]
 
 
@@ -45,7 +45,7 @@ def test_only_the_current_attempt_may_allocate_finish_or_register():
     assert c.call("am", Call.FINISH_APPS, [("a", 2)]) == [FENCED]
     reg = c.call("am", Call.REGISTER_APPS, [AppRegistration(APP, 3)])[0]
     assert not reg.accepted and reg.action == FENCED
-    assert len(kinds(c.rm, "fenced")) == 3 and c.rm.refused == 3
+    assert len(kinds(c.rm, "fenced")) == 3 and c.rm.records.refused == 3
 
 
 def test_an_nm_host_may_not_speak_for_a_node_another_host_runs():
@@ -54,7 +54,7 @@ def test_an_nm_host_may_not_speak_for_a_node_another_host_runs():
     beat = c.apply(Call.NODE_HEARTBEAT, "intruder", 1, [NodeHeartbeat("n1")])
     assert beat[0].action == FENCED
     reg = c.apply(Call.REGISTER_NODES, "intruder", 2, [NodeRegistration("n1", {"cpu": 2}, {}, "ray-b", 0)])
-    assert reg == [FENCED] and c.rm.nodes["n1"].host == "nm"
+    assert reg == [FENCED] and c.rm.nodes.table["n1"].host == "nm"
     assert len(kinds(c.rm, "refused")) == 2
 
 
@@ -65,7 +65,7 @@ def test_an_nm_may_report_only_containers_it_runs():
     other = "n2" if node == "n1" else "n1"
     forged = ContainerStatus(cid, app, task, 0, other, COMPLETE, t0, t0, c.now, FINISHED)
     answers = c.call("nm", Call.NODE_HEARTBEAT, [NodeHeartbeat(other, (forged,))])
-    assert c.rm.finished == 0 and answers[0].ack == (cid,)         # acknowledged, not applied
+    assert c.rm.records.finished == 0 and answers[0].ack == (cid,)         # acknowledged, not applied
     assert kinds(c.rm, "refused")[0][6] == other
 
 
@@ -95,12 +95,12 @@ def test_a_lost_node_that_comes_back_has_its_old_containers_killed():
     on_n2 = [cid for cid, (_, _, node, _) in c.running.items() if node == "n2"]
     c.step()                                                    # RUNNING reported
     c.apply(Call.LOSE_NODE, "n2", "test")
-    assert c.rm.containers[on_n2[0]].state == COMPLETE
+    assert c.rm.containers.table[on_n2[0]].state == COMPLETE
     # n2 was only partitioned: it registers again still running the old container
     zombie = ContainerStatus(on_n2[0], "a", c.running[on_n2[0]][1], 0, "n2", RUNNING, 1.0)
     c.call("nm", Call.REGISTER_NODES, [NodeRegistration("n2", {"cpu": 1, "memory_mb": 1024}, {}, "ray-a", 0,
                                                        (zombie,))])
-    assert c.rm.nodes["n2"].cleanup == on_n2                  # killed at its next heartbeat
+    assert c.rm.nodes.table["n2"].cleanup == on_n2                  # killed at its next heartbeat
     assert kinds(c.rm, "node_lost") and kinds(c.rm, "node_join")[-1][6] == "n2"
 
 
@@ -111,7 +111,7 @@ def test_lost_tasks_are_asked_again_and_every_task_finishes_once():
     c.apply(Call.LOSE_NODE, "n1", "test")
     c.running = {k: v for k, v in c.running.items() if v[2] != "n1"}   # died with the node
     c.run(until=20)
-    assert c.finished["a"] == {0, 1, 2, 3} and c.rm.duplicate_finishes == 0
+    assert c.finished["a"] == {0, 1, 2, 3} and c.rm.records.duplicate_finishes == 0
     statuses = sorted(r[7] for r in c.rm.log.tasks.values())
     assert statuses.count("lost") == 2 and statuses.count("finished") == 4
 
@@ -124,7 +124,7 @@ def test_a_failed_attempt_keeps_finished_tasks_and_running_containers():
     c.step()                                   # t=2: RUNNING reported
     c.step()                                   # t=3: 0-2 COMPLETE; task 3 placed and started
     c.step()                                   # t=4: task 3 RUNNING reported
-    running = dict(c.rm.containers)
+    running = dict(c.rm.containers.table)
     assert sum(1 for x in running.values() if x.state == RUNNING) == 1
     # the AM dies; at t=20 the RM expires attempt 1 and launches attempt 2
     c.now = 20.0
@@ -145,8 +145,8 @@ def test_containers_acquired_but_never_started_are_released_when_the_attempt_fai
     got = c.call("am", Call.ALLOCATE, [AllocateRequest("a", 1, 4)])[0].allocated   # ACQUIRED, never launched
     c.now = 20.0
     c.apply(Call.EXPIRE_APPS, 10.0)
-    assert all(c.rm.containers[a.container].state == RELEASED for a in got)
-    assert sorted(c.rm.nodes["n1"].cleanup + c.rm.nodes["n2"].cleanup) == sorted(a.container for a in got)
+    assert all(c.rm.containers.table[a.container].state == RELEASED for a in got)
+    assert sorted(c.rm.nodes.table["n1"].cleanup + c.rm.nodes.table["n2"].cleanup) == sorted(a.container for a in got)
     assert c.rm.scheduler.cluster.containers == {}             # their resources are back
 
 
@@ -158,11 +158,11 @@ def test_after_max_attempts_the_app_fails_and_its_containers_are_killed():
     c.apply(Call.EXPIRE_APPS, 10.0)                               # attempt 1 fails -> attempt 2
     c.now = 40.0
     c.apply(Call.EXPIRE_APPS, 10.0)                               # attempt 2 never registered
-    assert c.rm.apps["a"].done and c.rm.log.jobs["a"]["status"] == "failed"
+    assert c.rm.apps.table["a"].done and c.rm.log.jobs["a"]["status"] == "failed"
     assert "2 of 2 attempts failed" in c.rm.log.jobs["a"]["reason"]
     assert c.rm.failed_apps() == [("am", "a")]
     assert c.call("am", Call.ALLOCATE, [AllocateRequest("a", 2, 0)])[0].action == SHUTDOWN
-    assert sorted(c.rm.nodes["n1"].cleanup + c.rm.nodes["n2"].cleanup) == sorted(c.running)
+    assert sorted(c.rm.nodes.table["n1"].cleanup + c.rm.nodes.table["n2"].cleanup) == sorted(c.running)
 
 
 # ----- ResourceManager restart -------------------------------------------------------
@@ -184,10 +184,10 @@ def test_a_call_retried_across_a_restart_gets_the_same_answer_and_allocates_noth
     c.step()
     c.call("nm", Call.NODE_HEARTBEAT, [NodeHeartbeat(n.name) for n in NODES])
     first = c.call("am", Call.ALLOCATE, [AllocateRequest("a", 1, 4)])
-    allocations = c.rm.allocations
+    allocations = c.rm.records.allocations
     c.restart()
     again = c.call("am", Call.ALLOCATE, [AllocateRequest("a", 1, 4)], again=True)   # the answer was lost
-    assert again == first and c.rm.allocations == allocations
+    assert again == first and c.rm.records.allocations == allocations
 
 
 def test_after_a_restart_nms_and_ams_resync_and_the_run_completes(tmp_path):
@@ -201,7 +201,7 @@ def test_after_a_restart_nms_and_ams_resync_and_the_run_completes(tmp_path):
     c.run(until=20)
     assert [e[2] for e in c.rm.log.events if e[2].endswith("resync") or e[2] == "rm_resynced"] == \
         ["node_resync", "node_resync", "am_resync", "rm_resynced"]
-    assert c.finished["a"] == {0, 1, 2, 3} and c.rm.duplicate_finishes == 0
+    assert c.finished["a"] == {0, 1, 2, 3} and c.rm.records.duplicate_finishes == 0
     assert all(r[7] == "finished" for r in c.rm.log.tasks.values())
 
 
@@ -213,7 +213,7 @@ def test_a_container_its_nm_no_longer_reports_after_a_restart_is_lost(tmp_path):
     gone = next(cid for cid, v in c.running.items() if v[2] == "n2")
     del c.running[gone]                        # died while the RM was down, unreported
     c.step()                                   # RESYNC -> register without it
-    assert c.rm.containers[gone].state == COMPLETE
+    assert c.rm.containers.table[gone].state == COMPLETE
     lost = [r for r in c.rm.log.tasks.values() if r[7] == LOST]
     assert len(lost) == 1 and lost[0][3] == "n2"
 
@@ -261,7 +261,7 @@ def test_an_am_finishing_right_after_a_restart_is_not_sent_back_to_register(tmp_
     c.restart()                                # ... when the RM restarts: its finish is the first call
     assert c.call("am", Call.FINISH_APPS, [("a", 1)]) == [NORMAL]
     assert c.rm.log.jobs["a"]["status"] == "finished"
-    assert not c.rm._resync_apps
+    assert not c.rm.resync.asked(("app", "a"))
 
 
 def test_a_journal_record_naming_an_unknown_call_is_a_clear_error(tmp_path):
@@ -318,10 +318,10 @@ def test_losing_an_am_host_restarts_only_its_apps_keeping_their_work():
     c = Harness(max_attempts=2)
     c.call("am2", Call.REGISTER_APPS, [AppRegistration(other)])          # b lives on another AM host
     c.run(until=4)                             # a: tasks 0-2 finished at t=3, task 3 running
-    kept = [x.container for x in c.rm.live(app="a") if x.state == RUNNING]
+    kept = [x.container for x in c.rm.containers.live(app="a") if x.state == RUNNING]
     assert len(kept) == 1
     c.apply(Call.LOSE_AM_HOST, "driver", 1, "am", "AM host am died")
-    a, b = c.rm.apps["a"], c.rm.apps["b"]
+    a, b = c.rm.apps.table["a"], c.rm.apps.table["b"]
     assert (a.attempt, a.launching, a.uncounted) == (2, True, 1)
     assert (b.attempt, b.launching) == (1, False)                        # the other host's app: untouched
     assert c.rm.pending_launches() == [("am", "a", 2)]

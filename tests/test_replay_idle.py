@@ -16,21 +16,21 @@ from rayrm.rm.service.protocol import FENCED, NORMAL, RESYNC, Call
 def test_idle_nms_are_heard_and_answered_only_when_the_rm_has_something_for_them():
     h = Harness()                                     # the AM asked for all 4 tasks at t = 0
     h.now = 1.0
-    beats_before = h.rm.heartbeats
+    beats_before = h.rm.records.heartbeats
     out = h.call("nm", Call.NODE_HEARTBEAT, [], ("n1", "n2"), 1.0)
     assert out == []                                  # nothing to say to either
-    assert h.rm.heartbeats == beats_before + 2
-    assert h.rm.nodes["n1"].last_seen == 1.0 and h.rm.nodes["n2"].last_sent == 1.0
+    assert h.rm.records.heartbeats == beats_before + 2
+    assert h.rm.nodes.table["n1"].last_seen == 1.0 and h.rm.nodes.table["n2"].last_sent == 1.0
     # the idle heartbeat is a NODE_UPDATE all the same: 2 + 1 containers placed
-    assert h.rm.allocations == 3
+    assert h.rm.records.allocations == 3
     # an NM the RM does not know is told to register; another host's NM is fenced;
     # one with a container to kill gets it
-    h.rm.nodes["n2"].cleanup.append(99)
+    h.rm.nodes.table["n2"].cleanup.append(99)
     out = h.call("nm", Call.NODE_HEARTBEAT, [], ("n9", "n2"), 2.0)
     assert [(r.node, r.action, r.cleanup) for r in out] == [("n9", RESYNC, ()), ("n2", NORMAL, (99,))]
-    refused = h.rm.refused
+    refused = h.rm.records.refused
     out = h.call("nm2", Call.NODE_HEARTBEAT, [], ("n1",), 2.0)
-    assert [(r.node, r.action) for r in out] == [("n1", FENCED)] and h.rm.refused == refused + 1
+    assert [(r.node, r.action) for r in out] == [("n1", FENCED)] and h.rm.records.refused == refused + 1
 
 
 def test_an_idle_am_keeps_its_ask_and_hears_only_news():
@@ -42,7 +42,7 @@ def test_an_idle_am_keeps_its_ask_and_hears_only_news():
     out = h.call("am", Call.ALLOCATE, [], 1.0, (("a", 1),))
     # bare: its ask is still 4, less the 3 undelivered = 1 pending, unchanged; the 3 delivered
     assert len(out) == 1 and out[0].app == "a" and len(out[0].allocated) == 3
-    assert h.rm.scheduler.cluster.apps["a"].pending == 1 and h.rm.apps["a"].last_sent == 1.0
+    assert h.rm.scheduler.cluster.apps["a"].pending == 1 and h.rm.apps.table["a"].last_sent == 1.0
     # nothing new: no answer at all, and the long poll's second half has none either
     assert h.call("am", Call.ALLOCATE, [], 1.5, (("a", 1),)) == []
     assert h.rm.apply(Call.POLL, 1.5, "am", h.rid["am"], [], (("a", 1),)) == []

@@ -20,7 +20,7 @@ from rayrm.rm.service.protocol import FENCED, LOST, RESYNC, RUNNING, AppRegistra
 def d():
     """The harness with app "a" registered (accepted) and nothing asked yet."""
     h = Harness(ask=False)
-    assert h.rm.apps["a"].spec == APP
+    assert h.rm.apps.table["a"].spec == APP
     return h
 
 
@@ -40,7 +40,7 @@ def test_a_retried_call_is_answered_the_same_and_changes_nothing(d):
     again = d.allocate(1, again=True)              # same request id: same answer
     assert again is first
     d.beat()
-    assert d.rm.allocations == 3                   # no second round of containers
+    assert d.rm.records.allocations == 3                   # no second round of containers
 
 
 def test_ask_is_absolute_and_discounts_undelivered_containers(d):
@@ -64,7 +64,7 @@ def test_completion_reaches_the_am_and_counts_once(d):
     d.beat([complete(a, 0, 1.5, 2.0)])             # NM repeats before it saw the ack
     done = d.allocate(0).completed
     assert [s.container for s in done] == [a.container]
-    assert d.rm.finished == 1 and d.rm.duplicate_finishes == 0
+    assert d.rm.records.finished == 1 and d.rm.records.duplicate_finishes == 0
     row = d.rm.log.tasks[("a", 0, 0)]
     assert row[5:] == [1.5, 2.0, "finished"]
 
@@ -77,7 +77,7 @@ def test_fencing_refuses_foreign_containers_and_stale_attempts(d):
     forged = ContainerStatus(a.container, "a", 0, 0, other, RUNNING, 1.0)
     resp = d.call("nm", Call.NODE_HEARTBEAT, [NodeHeartbeat(other, (forged,))])
     assert resp[0].cleanup == (a.container,)       # an NM may report only its own containers
-    assert d.rm.refused == 1
+    assert d.rm.records.refused == 1
     assert d.allocate(0, attempt=2).action == FENCED
 
 
@@ -163,7 +163,7 @@ def test_replay_plan_places_nms_and_their_later_joins():
 def test_idle_nms_beat_as_bare_names_and_are_answered_only_when_needed(d):
     d.allocate(4)
     resp = d.call("nm", Call.NODE_HEARTBEAT, [], ("n1", "n2"))   # nothing to report: no answers
-    assert resp == [] and d.rm.heartbeats == 2 and d.rm.allocations == 3   # yet NODE_UPDATE ran
+    assert resp == [] and d.rm.records.heartbeats == 2 and d.rm.records.allocations == 3   # yet NODE_UPDATE ran
     d.rm.lose_node(d.now, "n2")
     resp = d.call("nm", Call.NODE_HEARTBEAT, [], ("n1", "n2"))
     assert [(r.node, r.action) for r in resp] == [("n2", RESYNC)]          # n2 must register again

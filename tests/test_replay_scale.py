@@ -70,7 +70,7 @@ def test_a_stalled_rm_expires_nobody_and_real_silence_still_expires():
     assert live.silent_nodes(h2.rm, 115.0, expiry) == []
     assert live.silent_nodes(h2.rm, 116.0, expiry) == ["n2"] and live.silent_apps(h2.rm, 116.0, expiry) == []
     assert h2.apply(Call.EXPIRE_NODES, expiry, ["n2"]) == ["n2"]
-    assert h2.rm.apps["a"].attempt == 1 and not h2.rm.apps["a"].done         # no app failed
+    assert h2.rm.apps.table["a"].attempt == 1 and not h2.rm.apps.table["a"].done         # no app failed
 
 
 class _NoScan(dict):
@@ -98,11 +98,11 @@ def test_failing_an_app_or_losing_a_node_touches_only_their_own_containers():
     h = Harness(apps=(APP, other))
     h.step()
     h.step()                                       # 3 containers RUNNING: 2 on n1, 1 on n2
-    table = h.rm.containers
+    table = h.rm.containers.table
     assert sum(c.state == RUNNING for c in table.values()) == 3
-    mine = sorted(h.rm.live_by_app.get("a", ()))
-    on_n2 = sorted(h.rm.live_by_node["n2"])
-    h.rm.containers = _NoScan(table)
+    mine = sorted(h.rm.containers.by_app.get("a", ()))
+    on_n2 = sorted(h.rm.containers.by_node["n2"])
+    h.rm.containers.table = _NoScan(table)
     _NoScan.reads = 0
     h.now = 30.0
     h.apply(Call.EXPIRE_APPS, 10.0, ["a"])         # attempt 1 of a fails: only a's containers read
@@ -138,14 +138,14 @@ def test_losing_and_registering_a_hosts_nms_refreshes_every_app_once(monkeypatch
     assert batched.call("driver", Call.LOSE_HOST, "nm", "NM host died") == ["n1", "n2"]
     assert len(refreshes) == 1
     for h in (one_by_one, batched):
-        assert h.rm.running == 0 and not h.rm.live_by_node
-        assert {a: [(c.task, c.exit) for c in r.completed] for a, r in h.rm.apps.items()} == \
-            {a: [(c.task, c.exit) for c in r.completed] for a, r in one_by_one.rm.apps.items()}
+        assert h.rm.running == 0 and not h.rm.containers.by_node
+        assert {a: [(c.task, c.exit) for c in r.completed] for a, r in h.rm.apps.table.items()} == \
+            {a: [(c.task, c.exit) for c in r.completed] for a, r in one_by_one.rm.apps.table.items()}
     refreshes.clear()
     assert batched.call("nm", Call.REGISTER_NODES, [registration(n) for n in batched.nodes]) == ["normal"] * 2
     assert len(refreshes) == 1
     assert sum(n.alive for n in batched.rm.scheduler.cluster.nodes) == 2
-    assert not any(c.state == RUNNING for c in batched.rm.containers.values())
+    assert not any(c.state == RUNNING for c in batched.rm.containers.table.values())
 
 
 def test_replaying_the_journal_never_scans_every_container(tmp_path):
@@ -165,6 +165,6 @@ def test_replaying_the_journal_never_scans_every_container(tmp_path):
     h.run(until=9)
     state, records = StateStore(tmp_path).load()
     assert len(records) >= 10
-    state.containers = _NoScan(state.containers)
+    state.containers.table = _NoScan(state.containers.table)
     assert replay_records(state, records) == len(records)      # _NoScan raises on a scan
-    assert dict(state.containers) == dict(h.rm.containers)
+    assert dict(state.containers.table) == dict(h.rm.containers.table)

@@ -49,6 +49,7 @@ import time
 import ray
 
 from rayrm.rm.core.config import MIN_EXPIRY_WALL
+from rayrm.rm.core.fault_rules import expiry
 from rayrm.rm.service.protocol import (NAMESPACE, AllocateRequest, AllocateResponse,
                                       AppRegistered, AppRegistration, Call, NodeHeartbeat, NodeHeartbeatResponse,
                                       NodeRegistration)
@@ -88,19 +89,21 @@ class _Metrics:
                                  "Wall seconds from allocation to the container's payload starting.",
                                  boundaries=LATENCY_BOUNDARIES, tag_keys=keys).set_default_tags(tags)
         # A restarted RM starts counting where the state it recovered left off.
-        self._allocations, self._heartbeats = state.allocations, state.heartbeats
-        self._latencies = len(state.alloc_to_running)
+        records = state.records
+        self._allocations, self._heartbeats = records.allocations, records.heartbeats
+        self._latencies = len(records.alloc_to_running)
 
     def update(self, state: ResourceManagerState) -> None:
-        if state.allocations > self._allocations:
-            self.allocations.inc(state.allocations - self._allocations)
-            self._allocations = state.allocations
-        if state.heartbeats > self._heartbeats:
-            self.heartbeats.inc(state.heartbeats - self._heartbeats)
-            self._heartbeats = state.heartbeats
-        for x in state.alloc_to_running[self._latencies:]:
+        records = state.records
+        if records.allocations > self._allocations:
+            self.allocations.inc(records.allocations - self._allocations)
+            self._allocations = records.allocations
+        if records.heartbeats > self._heartbeats:
+            self.heartbeats.inc(records.heartbeats - self._heartbeats)
+            self._heartbeats = records.heartbeats
+        for x in records.alloc_to_running[self._latencies:]:
             self.latency.observe(max(0.0, x))
-        self._latencies = len(state.alloc_to_running)
+        self._latencies = len(records.alloc_to_running)
         self.pending.set(state.pending_asks)
 
 
@@ -113,8 +116,8 @@ class ResourceManager:
                  state_dir: str | None = None, secret: bytes = b"", name: str = "",
                  seed: int | None = None, metrics: bool = True):
         self.interval_wall = heartbeat_interval * time_scale
-        self.expiry_wall = max(MIN_EXPIRY_WALL, nm_expiry * self.interval_wall)
-        self.am_expiry_wall = max(MIN_EXPIRY_WALL, am_expiry * self.interval_wall)
+        self.expiry_wall = expiry(nm_expiry, self.interval_wall, MIN_EXPIRY_WALL)
+        self.am_expiry_wall = expiry(am_expiry, self.interval_wall, MIN_EXPIRY_WALL)
         self.store = StateStore(state_dir) if state_dir else None
         self._events: dict[str, asyncio.Event] = {}
         self._monitor: asyncio.Task | None = None
@@ -131,13 +134,16 @@ class ResourceManager:
             self.state, records = self.store.load()
             loaded = time.time()
             replay_records(self.state, records)
-            self.state.news.clear()
+            self.state.apps.news.clear()
             stats = {"snapshot_bytes": self.store.snapshot_path.stat().st_size,
                      "journal_bytes": self.store.journal_bytes(), "journal_records": len(records),
                      "load_s": round(loaded - t0, 4), "replay_s": round(time.time() - loaded, 4),
                      "restore_s": round(time.time() - t0, 4)}
-            self._apply(Call.RECOVERED, f"snapshot {self.store.generation} + {len(records)} journal "
-                                     f"records replayed in {time.time() - t0:.3f}s", RESYNC_GRACE_WALL, stats)
+            args = (f"snapshot {self.store.generation} + {len(records)} journal records replayed in "
+                    f"{time.time() - t0:.3f}s", RESYNC_GRACE_WALL, stats)
+            now = self._now()
+            self.state.recovered(now, *args)
+            self._journal(Call.RECOVERED, now, args)
             self._start_monitor()
         else:
             self.state = ResourceManagerState(dims=dims, nodes=nodes, policy=policy, policy_name=policy_name,
@@ -149,24 +155,38 @@ class ResourceManager:
 
     # ----- the protocol --------------------------------------------------------
 
+    # Each call: the wall time now, the state's typed method, then the journal record of
+    # the same call and arguments (``Call``; ``ResourceManagerState.apply`` replays it).
+
     async def register_nodes(self, caller: str, request_id: int, regs: list[NodeRegistration]) -> list[str]:
-        return self._apply(Call.REGISTER_NODES, caller, request_id, regs)
+        now = self._now()
+        out = self.state.register_nodes(now, caller, request_id, regs)
+        self._journal(Call.REGISTER_NODES, now, (caller, request_id, regs))
+        return out
 
     async def node_heartbeat(self, caller: str, request_id: int, beats: list[NodeHeartbeat],
                              idle: tuple[str, ...] = (), due: float = 0.0,
                              sent: float = 0.0) -> list[NodeHeartbeatResponse]:
+        now = self._now()
         if due:
-            self.pace.heartbeat_due(time.time(), due)
-        return self._apply(Call.NODE_HEARTBEAT, caller, request_id, beats, idle, sent)
+            self.pace.heartbeat_due(now, due)
+        out = self.state.node_heartbeat(now, caller, request_id, beats, idle, sent)
+        self._journal(Call.NODE_HEARTBEAT, now, (caller, request_id, beats, idle, sent))
+        return out
 
     async def register_apps(self, caller: str, request_id: int,
                             regs: list[AppRegistration]) -> list[AppRegistered]:
-        return self._apply(Call.REGISTER_APPS, caller, request_id, regs)
+        now = self._now()
+        out = self.state.register_apps(now, caller, request_id, regs)
+        self._journal(Call.REGISTER_APPS, now, (caller, request_id, regs))
+        return out
 
     async def allocate(self, caller: str, request_id: int, requests: list[AllocateRequest],
                        wait: float = 0.0, sent: float = 0.0,
                        idle: tuple[tuple[str, int], ...] = ()) -> list[AllocateResponse]:
-        out = self._apply(Call.ALLOCATE, caller, request_id, requests, sent, idle)
+        now = self._now()
+        out = self.state.allocate(now, caller, request_id, requests, sent, idle)
+        self._journal(Call.ALLOCATE, now, (caller, request_id, requests, sent, idle))
         if wait > 0 and not any(r.allocated or r.completed or r.action != "normal" for r in out):
             event = self._events.setdefault(caller, asyncio.Event())
             event.clear()
@@ -174,39 +194,57 @@ class ResourceManager:
                 await asyncio.wait_for(event.wait(), timeout=wait)
             except asyncio.TimeoutError:
                 pass
-            out = self._apply(Call.POLL, caller, request_id, requests, idle)
+            now = self._now()
+            out = self.state.poll(now, caller, request_id, requests, idle)
+            self._journal(Call.POLL, now, (caller, request_id, requests, idle))
         return out
 
     async def finish_apps(self, caller: str, request_id: int, items: list[tuple[str, int]]) -> list[str]:
-        return self._apply(Call.FINISH_APPS, caller, request_id, items)
+        now = self._now()
+        out = self.state.finish_apps(now, caller, request_id, items)
+        self._journal(Call.FINISH_APPS, now, (caller, request_id, items))
+        return out
 
     async def lose_host(self, caller: str, request_id: int, host: str, detail: str) -> list[str]:
         """Every NM of NM host ``host`` is LOST now (its actor died)."""
-        return self._apply(Call.LOSE_HOST, caller, request_id, host, detail)
+        now = self._now()
+        out = self.state.lose_host(now, caller, request_id, host, detail)
+        self._journal(Call.LOSE_HOST, now, (caller, request_id, host, detail))
+        return out
 
     async def lose_am_host(self, caller: str, request_id: int, host: str, detail: str) -> list[str]:
         """Every current attempt AM host ``host`` ran fails (its actor died); new ones launch."""
-        return self._apply(Call.LOSE_AM_HOST, caller, request_id, host, detail)
+        now = self._now()
+        out = self.state.lose_am_host(now, caller, request_id, host, detail)
+        self._journal(Call.LOSE_AM_HOST, now, (caller, request_id, host, detail))
+        return out
 
     async def lose_node(self, node: str, detail: str = "lost") -> list[int]:
         """Declare an NM LOST now (its host stopped it); returns its containers."""
-        return self._apply(Call.LOSE_NODE, node, detail)
+        now = self._now()
+        out = self.state.lose_node(now, node, detail)
+        self._journal(Call.LOSE_NODE, now, (node, detail))
+        return out
 
     async def fault(self, caller: str, request_id: int, spec: str, node: str = "", app: str = "") -> None:
         """Log a fault about to be injected (events.csv ``fault``)."""
-        self._apply(Call.FAULT, caller, request_id, spec, node, app)
+        now = self._now()
+        self.state.fault(now, caller, request_id, spec, node, app)
+        self._journal(Call.FAULT, now, (caller, request_id, spec, node, app))
 
-    def _apply(self, call: Call, *args):
-        """Run one state call at the wall time now, journal it, wake long polls."""
+    def _now(self) -> float:
+        """The wall time of the call about to run (counted)."""
         self.calls += 1
-        now = time.time()
-        out = self.state.apply(call, now, *args)
+        return time.time()
+
+    def _journal(self, call: Call, now: float, args: tuple) -> None:
+        """The call just applied at ``now``: journal it before its answer leaves, snapshot
+        when due, and wake the long polls it gave news."""
         if self.store is not None:
             self.store.append(call, now, args)
             if self.store.due():
                 self._snapshot()
         self._wake()
-        return out
 
     def _snapshot(self) -> None:
         """A snapshot off the loop (a forked child writes it); the loop pays for the fork."""
@@ -217,17 +255,20 @@ class ResourceManager:
 
     def _wake(self) -> None:
         """Wake the long polls of AM hosts that have something to collect."""
-        for host in self.state.news:
+        news = self.state.apps.news
+        for host in news:
             event = self._events.get(host)
             if event is not None:
                 event.set()
-        self.state.news.clear()
+        news.clear()
 
     # ----- the replay's clock, liveness and the AM launcher -----------------------
 
     async def start_clock(self, start_wall: float) -> None:
         """t = 0 at ``start_wall``; from then on silent NMs and AMs expire."""
-        self._apply(Call.START_CLOCK, start_wall)
+        now = self._now()
+        self.state.start_clock(now, start_wall)
+        self._journal(Call.START_CLOCK, now, (start_wall,))
         self._start_monitor()
 
     def _start_monitor(self) -> None:
@@ -239,7 +280,7 @@ class ResourceManager:
         # liveness and launches are looked at ten times per expiry, not every tick: a scan
         # reads every NM and app record
         scan_every = max(period, min(self.expiry_wall, self.am_expiry_wall) / 10)
-        last_beats, last_t, last_scan = self.state.heartbeats, time.time(), 0.0
+        last_beats, last_t, last_scan = self.state.records.heartbeats, time.time(), 0.0
         while True:
             planned = time.time() + period
             await asyncio.sleep(period)
@@ -249,12 +290,7 @@ class ResourceManager:
             s = self.state
             if now > s.start_wall and now - last_scan >= scan_every:
                 last_scan = now
-                silent = self.liveness.silent_nodes(s, now, self.expiry_wall)
-                if silent:
-                    self._apply(Call.EXPIRE_NODES, self.expiry_wall, silent)
-                silent = self.liveness.silent_apps(s, now, self.am_expiry_wall)
-                if silent:
-                    self._apply(Call.EXPIRE_APPS, self.am_expiry_wall, silent)
+                self._expire(now)
                 # one call per AM host, whatever the number of its apps: a restarted host
                 # of 1,500 AMs is launched in one call, not 1,500
                 launches: dict[str, list[tuple[str, int]]] = {}
@@ -274,12 +310,26 @@ class ResourceManager:
                 if self.store.records and now - self._last_snapshot > SNAPSHOT_SECONDS:
                     self._snapshot()
             if now - last_t >= 1.0:
-                rate = (s.heartbeats - last_beats) / (now - last_t)
-                last_beats, last_t = s.heartbeats, now
+                rate = (s.records.heartbeats - last_beats) / (now - last_t)
+                last_beats, last_t = s.records.heartbeats, now
                 if self._metrics is not None:
                     self._metrics.rate.set(rate)
                     self._metrics.update(s)
                     self._metrics.running.set(s.running)
+
+    def _expire(self, at: float) -> None:
+        """NMs and AM attempts silent at ``at`` for longer than their expiry (``Liveness``)
+        are lost."""
+        silent = self.liveness.silent_nodes(self.state, at, self.expiry_wall)
+        if silent:
+            now = self._now()
+            self.state.expire_nodes(now, self.expiry_wall, silent)
+            self._journal(Call.EXPIRE_NODES, now, (self.expiry_wall, silent))
+        silent = self.liveness.silent_apps(self.state, at, self.am_expiry_wall)
+        if silent:
+            now = self._now()
+            self.state.expire_apps(now, self.am_expiry_wall, silent)
+            self._journal(Call.EXPIRE_APPS, now, (self.am_expiry_wall, silent))
 
     async def stall(self, seconds: float) -> None:
         """The ``stall-rm`` fault: block the RM's loop for ``seconds`` (a long GC pause, a slow disk)."""
@@ -316,8 +366,8 @@ class ResourceManager:
             self._metrics.update(self.state)
         s = self.state
         usage = resource.getrusage(resource.RUSAGE_SELF)
-        return {"log": s.log, "alloc_to_running": list(s.alloc_to_running),
-                "alloc_to_launch": list(s.alloc_to_launch), "progress": s.progress(time.time()),
+        return {"log": s.log, "alloc_to_running": list(s.records.alloc_to_running),
+                "alloc_to_launch": list(s.records.alloc_to_launch), "progress": s.progress(time.time()),
                 "calls": self.calls, "pace": self.pace.export(),
                 "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024,
                 "snapshots": list(self.snapshots), "snapshot_blocked": list(self.snapshot_blocked),

@@ -1,4 +1,4 @@
-"""The ApplicationMaster side of the ResourceManager's protocol (part of ``ResourceManagerState``).
+"""The ApplicationMaster side of the ResourceManager's protocol (a part of ``ResourceManagerState``).
 
 In YARN's words (ApplicationMasterService, RMAppAttempt, AMLivelinessMonitor):
 
@@ -12,14 +12,16 @@ In YARN's words (ApplicationMasterService, RMAppAttempt, AMLivelinessMonitor):
   finishes a long-polled ``allocate``.
 * ``finish_apps`` — FinishApplicationMaster: the app is done; containers it
   still holds are killed.
-* ``expire_apps`` — an attempt silent for ``am_expiry`` FAILS.  Work-preserving
+* ``expire`` (``expire_apps``; ``lose_host``: ``lose_am_host``) — an attempt silent for
+  ``am_expiry``, or lost with its AM host, FAILS (``fail_attempt``).  Work-preserving
   AM restart (YARN's ``keepContainersAcrossApplicationAttempts``): the app's
   finished tasks stay finished and its RUNNING containers keep running and are
   handed to the next attempt; containers the failed attempt had acquired but
   not started are released and killed if they ever start, since only that
   attempt knew which task each was for.  The RM then launches attempt k+1
   (``pending_launches``; the actor asks the AM host to start it) — or, when
-  ``max_attempts`` attempts have failed, the app FAILS and its containers are killed.
+  ``max_attempts`` attempts have failed, the app FAILS and its containers are killed
+  (``fault_rules.after_failed_attempt``; an attempt lost with its host does not count).
 
 Fencing (an AM acts only on its own app's containers and only in its current
 attempt): ``allocate``, ``finish_apps`` and ``register_apps`` from any other
@@ -29,22 +31,51 @@ app's container is refused and logged (``refused``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+from rayrm.rm.core.fault_rules import (Resync, after_failed_attempt, am_expired_detail, am_host_lost_detail,
+                                       am_registered_detail, wall_seconds)
+from rayrm.rm.core.scheduler import OnlineScheduler
+from rayrm.rm.service.containers import Containers
+from rayrm.rm.service.liveness import Heard
 from rayrm.rm.service.protocol import (FENCED, NORMAL, RESYNC, RUNNING, SHUTDOWN, AllocateRequest, AllocateResponse,
-                         AppRegistered, AppRegistration, ContainerStatus)
-from rayrm.rm.service.records import NOT_ANSWERED, answered, idempotent, ACQUIRED, ALLOCATED, RELEASED, AppRecord
+                                      AppRegistered, AppRegistration, ContainerStatus)
+from rayrm.rm.service.records import ACQUIRED, ALLOCATED, RELEASED, AppRecord, NodeRecord
+from rayrm.rm.service.runrecords import RunRecords
 
 
-class AppProtocol:
-    """ApplicationMaster calls, attempts and AM liveness; mixed into ``ResourceManagerState``."""
+@dataclass(eq=False, slots=True)
+class AppMasters:
+    """The apps and their current attempts, and the calls of the AM hosts (module docstring).
 
-    @idempotent
-    def register_apps(self, now: float, caller: str, request_id: int,
-                      regs: list[AppRegistration]) -> list[AppRegistered]:
+    Contract: ``table`` holds every app the RM accepted; an app not ``done`` is in the
+    scheduler, and only its current attempt (``AppRecord.attempt``), registered and not
+    waiting to resync, may allocate or finish.  ``launching`` holds the apps whose next
+    attempt the RM started and that has not registered (the actor's AM launcher reads
+    ``pending_launches``), ``failed`` those that ended with tasks unfinished; ``news`` the
+    AM hosts with something to deliver (a long poll wakes for them).  ``nodes`` is the
+    ``NodeManagers``' table (a killed container goes on its node's cleanup list).
+    """
+
+    table: dict[str, AppRecord]
+    news: set[str]
+    nodes: dict[str, NodeRecord] = field(repr=False)
+    containers: Containers = field(repr=False)
+    scheduler: OnlineScheduler = field(repr=False)
+    records: RunRecords = field(repr=False)
+    liveness: Heard = field(repr=False)
+    resync: Resync = field(repr=False)
+    max_attempts: int = 2
+    launching: set[str] = field(default_factory=set)
+    failed: set[str] = field(default_factory=set)
+
+    def register(self, now: float, caller: str, regs: list[AppRegistration]) -> list[AppRegistered]:
         """Apps arrive or attempts (re-)register; see the module docstring."""
         out = []
+        records = self.records
         for reg in regs:
             spec = reg.spec
-            app = self.apps.get(spec.app_id)
+            app = self.table.get(spec.app_id)
             if app is None:
                 out.append(self._new_app(now, caller, reg))
                 continue
@@ -53,65 +84,64 @@ class AppProtocol:
                                          app.attempt, tuple(sorted(app.finished_tasks))))
                 continue
             if reg.attempt != app.attempt:
-                self._refuse(now, "fenced", app=spec.app_id,
-                             detail=f"registration of attempt {reg.attempt}; the current attempt is {app.attempt}")
+                records.refuse(now, "fenced", app=spec.app_id,
+                               detail=f"registration of attempt {reg.attempt}; the current attempt is {app.attempt}")
                 out.append(AppRegistered(spec.app_id, False, "not the current attempt", FENCED, app.attempt))
                 continue
             kind = "am_registered" if app.launching else "am_resync"
             app.launching, app.resync, app.host, app.last_seen = False, False, caller, now
-            self.launching_apps.discard(spec.app_id)
-            self._as_of_host(app, caller)
-            self._resync_apps.discard(spec.app_id)
+            self.launching.discard(spec.app_id)
+            self.liveness.as_of_host(app, caller)
+            self.resync.registered(("app", spec.app_id))
             running = tuple(ContainerStatus(c.container, c.app, c.task, c.attempt, c.node, RUNNING,
                                             c.launched if c.launched is not None else now)
-                            for c in self.live(app=spec.app_id) if c.state == RUNNING)
-            self._event(now, kind, app=spec.app_id,
-                        detail=f"attempt {app.attempt}: {len(app.finished_tasks)} tasks finished, "
-                               f"{len(running)} running")
+                            for c in self.containers.live(app=spec.app_id) if c.state == RUNNING)
+            records.event(now, kind, app=spec.app_id,
+                          detail=am_registered_detail(app.attempt, len(app.finished_tasks), len(running)))
             out.append(AppRegistered(spec.app_id, True, "", NORMAL, app.attempt,
                                      tuple(sorted(app.finished_tasks)), running))
-        self._check_resynced(now)
-        self._after(now)
+        records.resynced(self.resync, now)
         return out
 
     def _new_app(self, now: float, caller: str, reg: AppRegistration) -> AppRegistered:
         spec = reg.spec
+        records = self.records
         if reg.attempt != 1:
-            self._refuse(now, "fenced", app=spec.app_id,
-                         detail=f"registration of attempt {reg.attempt} of an app the RM does not know")
+            records.refuse(now, "fenced", app=spec.app_id,
+                           detail=f"registration of attempt {reg.attempt} of an app the RM does not know")
             return AppRegistered(spec.app_id, False, "unknown application", FENCED, 0)
         state, reason = self.scheduler.submit(spec, pending=0)
-        t = self.trace(now)
+        t = records.trace(now)
         if state is None:
-            self.log.reject(spec, reason, t, self.wall(now))
+            records.log.reject(spec, reason, t, records.wall(now))
             return AppRegistered(spec.app_id, False, reason)
-        self.apps[spec.app_id] = AppRecord(spec, caller, 1, t, last_seen=now)
-        self._as_of_host(self.apps[spec.app_id], caller)
-        self.total_tasks += spec.num_tasks
-        self.log.submit(spec, t, self.wall(now))
+        self.table[spec.app_id] = AppRecord(spec, caller, 1, t, last_seen=now)
+        self.liveness.as_of_host(self.table[spec.app_id], caller)
+        records.total_tasks += spec.num_tasks
+        records.log.submit(spec, t, records.wall(now))
         if reg.ray_node:
-            self._event(now, "am_host", app=spec.app_id, detail=f"AM host {caller} on Ray node {reg.ray_node}")
+            records.event(now, "am_host", app=spec.app_id, detail=f"AM host {caller} on Ray node {reg.ray_node}")
         return AppRegistered(spec.app_id, True)
 
     def _current(self, now: float, req_app: str, attempt: int, what: str):
         """The app record if ``attempt`` is its current, registered attempt; else the answer."""
-        app = self.apps.get(req_app)
+        app = self.table.get(req_app)
         if app is None:
             return None, AllocateResponse(req_app, RESYNC)
         if app.done:
             return None, AllocateResponse(req_app, SHUTDOWN)
         if attempt != app.attempt:
-            self._refuse(now, "fenced", app=req_app,
-                         detail=f"{what} from attempt {attempt}; the current attempt is {app.attempt}")
+            self.records.refuse(now, "fenced", app=req_app,
+                                detail=f"{what} from attempt {attempt}; the current attempt is {app.attempt}")
             return None, AllocateResponse(req_app, FENCED)
         if app.resync or app.launching:
             return None, AllocateResponse(req_app, RESYNC)     # register (again) first
         return app, None
 
-    @idempotent
-    def allocate(self, now: float, caller: str, request_id: int,
-                 requests: list[AllocateRequest], sent: float = 0.0,
-                 idle: tuple[tuple[str, int], ...] = ()) -> list[AllocateResponse]:
+    # ----- the AM heartbeat ----------------------------------------------------------------
+
+    def allocate(self, now: float, caller: str, requests: list[AllocateRequest], sent: float,
+                 idle: tuple[tuple[str, int], ...]) -> list[AllocateResponse]:
         """AM heartbeats: releases, absolute asks, and what is waiting for each app.
 
         ``sent``: the host's wall time sending the call (liveness, ``rm/service/liveness.py``).
@@ -121,7 +151,7 @@ class AppProtocol:
         something for it (containers, statuses, an action).  Most AMs are idle most of the
         time, and the call's size and the RM's work then follow the AMs with news.
         """
-        self._host_sent(caller, sent)
+        self.liveness.call(caller, sent)
         out = []
         for req in requests:
             app, refusal = self._current(now, req.app, req.attempt, "allocate")
@@ -129,7 +159,7 @@ class AppProtocol:
                 out.append(refusal)
                 continue
             app.host, app.last_seen = caller, now
-            self._carried(app, caller, sent)
+            self.liveness.carried(app, caller, sent)
             for cid in req.releases:
                 self._release_unused(now, app, cid)
             app.last_ask = req.ask
@@ -141,34 +171,26 @@ class AppProtocol:
                 out.append(refusal)
                 continue
             app.host, app.last_seen = caller, now
-            self._carried(app, caller, sent)
+            self.liveness.carried(app, caller, sent)
             self._set_ask(app, app.last_ask - len(app.undelivered))
             if app.undelivered or app.completed:
                 out.append(self._deliver(app))
-        self._after(now)
         return out
 
-    def poll(self, now: float, caller: str, request_id: int,
-             requests: list[AllocateRequest], idle: tuple[tuple[str, int], ...] = ()) -> list[AllocateResponse]:
+    def poll(self, now: float, requests: list[AllocateRequest],
+             idle: tuple[tuple[str, int], ...]) -> list[AllocateResponse]:
         """Deliver what arrived since ``allocate`` answered the same request (the long poll).
-
-        A request already answered with containers or statuses (a retry raced the
-        first) gets that answer again, never a second delivery.  Idle apps (see
-        ``allocate``) are answered only when something arrived for them.
-        """
-        cached = answered(self._responses, caller, request_id)
-        if cached is not NOT_ANSWERED and any(r.allocated or r.completed for r in cached):
-            return cached
+        Idle apps (see ``allocate``) are answered only when something arrived for them."""
         out = []
         for req in requests:
-            app = self.apps.get(req.app)
+            app = self.table.get(req.app)
             if app is None or app.done or app.attempt != req.attempt or app.resync or app.launching:
                 out.append(AllocateResponse(req.app))     # the next allocate says why
                 continue
             app.last_seen = now
             out.append(self._deliver(app))
         for app_id, attempt in idle:
-            app = self.apps.get(app_id)
+            app = self.table.get(app_id)
             if app is None or app.done or app.attempt != attempt or app.resync or app.launching:
                 continue                                   # the next allocate says why
             app.last_seen = now
@@ -179,10 +201,11 @@ class AppProtocol:
     def _deliver(self, app: AppRecord) -> AllocateResponse:
         allocated, app.undelivered = tuple(app.undelivered), []
         completed, app.completed = tuple(app.completed), []
+        table = self.containers.table
         for a in allocated:
-            c = self.containers[a.container]
+            c = table[a.container]
             if c.state == ALLOCATED:
-                self._set_state(c, ACQUIRED)
+                self.containers.set_state(c, ACQUIRED)
         return AllocateResponse(app.spec.app_id, NORMAL, allocated, completed)
 
     def _set_ask(self, app: AppRecord, wanted: int) -> None:
@@ -194,82 +217,74 @@ class AppProtocol:
             self.scheduler.cancel(app.spec.app_id, state.pending - wanted)
 
     def _release_unused(self, now: float, app: AppRecord, cid: int) -> None:
-        c = self.containers.get(cid)
+        c = self.containers.table.get(cid)
         if c is not None and c.app != app.spec.app_id:
-            self._refuse(now, "refused", app=app.spec.app_id, container=cid, node=c.node,
-                         detail=f"release of a container of app {c.app}")
+            self.records.refuse(now, "refused", app=app.spec.app_id, container=cid, node=c.node,
+                                detail=f"release of a container of app {c.app}")
             return
         if c is None or c.state not in (ALLOCATED, ACQUIRED):
             return
-        self._withdraw(c)
-        self._event(now, "release", app=c.app, container=cid, node=c.node)
+        self.containers.withdraw(c)
+        self.records.event(now, "release", app=c.app, container=cid, node=c.node)
 
-    def _withdraw(self, c) -> None:
-        """A container nobody will start: its resources go back; the NM kills it if it runs."""
-        self._set_state(c, RELEASED)
-        if c.container in self.scheduler.cluster.containers:
-            self.scheduler.release(c.container)
-            self._touched.add(c.app)
+    # ----- apps ending ---------------------------------------------------------------------
 
-    @idempotent
-    def finish_apps(self, now: float, caller: str, request_id: int,
-                    items: list[tuple[str, int]]) -> list[str]:
+    def finish(self, now: float, items: list[tuple[str, int]]) -> list[str]:
         """AMs unregister (YARN FinishApplicationMaster); containers left are cleaned up."""
         out = []
         for app_id, attempt in items:
-            app = self.apps.get(app_id)
+            app = self.table.get(app_id)
             if app is not None and app.done:
                 out.append(NORMAL)
                 continue
             if app is not None and app.resync and attempt == app.attempt:
                 app.resync = False                 # finishing is as good as registering again
-                self._resync_apps.discard(app_id)
+                self.resync.registered(("app", app_id))
             app, refusal = self._current(now, app_id, attempt, "finish")
             if app is None:
                 out.append(refusal.action)
                 continue
             self._finish_app(now, app)
             out.append(NORMAL)
-        self._after(now)
         return out
 
     def _finish_app(self, now: float, app: AppRecord, reason: str = "") -> None:
         """The app ends: finished if every task finished once, else failed."""
         app_id = app.spec.app_id
         app.done = True
-        self._resync_apps.discard(app_id)
+        self.resync.registered(("app", app_id))
+        containers, records = self.containers, self.records
         for c in self.scheduler.finish_app(app_id):
-            rec = self.containers[c.container_id]
+            rec = containers.table[c.container_id]
             if rec.state == RUNNING:           # still running: the NM kills it
                 self.nodes[rec.node].cleanup.append(c.container_id)
             else:
-                self._set_state(rec, RELEASED)
-        self._touched.add(app_id)
+                containers.set_state(rec, RELEASED)
+        records.touched.add(app_id)
         status = "finished" if len(app.finished_tasks) == app.spec.num_tasks else "failed"
-        self.launching_apps.discard(app_id)
+        self.launching.discard(app_id)
         if status == "failed":
-            self.failed_app_ids.add(app_id)
-        t = app.last_finish if app.last_finish is not None and status == "finished" else self.trace(now)
-        self.log.app_done(app_id, t, self.wall(now), status=status)
+            self.failed.add(app_id)
+        t = app.last_finish if app.last_finish is not None and status == "finished" else records.trace(now)
+        records.log.app_done(app_id, t, records.wall(now), status=status)
         if reason:
-            self.log.mark(app_id, status, reason)
-        self._check_resynced(now)
+            records.log.mark(app_id, status, reason)
+        records.resynced(self.resync, now)
 
     # ----- AM liveness and attempts ----------------------------------------------
 
-    def expire_apps(self, now: float, expiry_wall: float, names: list[str] | None = None) -> list[str]:
+    def expire(self, now: float, expiry_wall: float, names: list[str] | None = None) -> list[str]:
         """Attempts silent for longer than ``expiry_wall`` seconds fail; returns their apps.
 
         ``names``: the apps whose attempt the RM decided is silent (``rm/service/liveness.py``);
         without it, wall-clock silence.
         """
-        gone = [a for a, r in self.apps.items() if not r.done and now - r.last_seen > expiry_wall] \
-            if names is None else [a for a in names if a in self.apps and not self.apps[a].done]
+        table = self.table
+        gone = [a for a, r in table.items() if not r.done and now - r.last_seen > expiry_wall] \
+            if names is None else [a for a in names if a in table and not table[a].done]
         for a in gone:
-            app = self.apps[a]
-            what = "never registered" if app.launching else "silent"
-            self.fail_attempt(now, a, f"attempt {app.attempt} {what} for {now - app.last_seen:.3f}s")
-        self._after(now)
+            app = table[a]
+            self.fail_attempt(now, a, am_expired_detail(app.attempt, app.launching, now - app.last_seen, wall_seconds))
         return gone
 
     def fail_attempt(self, now: float, app_id: str, why: str, counted: bool = True) -> None:
@@ -277,48 +292,45 @@ class AppProtocol:
 
         ``counted=False``: the attempt was lost with its AM host, not by its own fault; as
         in YARN (an AM container lost with its node does not count), it is not held
-        against ``max_attempts``.
+        against ``max_attempts`` (``fault_rules.after_failed_attempt``).
         """
-        app = self.apps[app_id]
-        self._event(now, "am_expired", app=app_id, detail=why)
-        for c in self.live(app=app_id):
+        app = self.table[app_id]
+        self.records.event(now, "am_expired", app=app_id, detail=why)
+        for c in self.containers.live(app=app_id):
             if c.state == ACQUIRED:
-                self._withdraw(c)
+                self.containers.withdraw(c)
                 node = self.nodes.get(c.node)
                 if node is not None and node.alive:
                     node.cleanup.append(c.container)
-        self._resync_apps.discard(app_id)
-        self._check_resynced(now)
-        if not counted:
-            app.uncounted += 1
-        if app.attempt - app.uncounted >= self.max_attempts:
-            self._finish_app(now, app, reason=f"{app.attempt - app.uncounted} of {self.max_attempts} "
-                                              f"attempts failed")
+        self.resync.registered(("app", app_id))
+        self.records.resynced(self.resync, now)
+        outcome = after_failed_attempt(app.attempt, app.uncounted, counted, self.max_attempts)
+        app.uncounted = outcome.uncounted
+        if outcome.failed:
+            self._finish_app(now, app, reason=outcome.failed)
             return
-        app.attempt += 1
+        app.attempt = outcome.attempt
         app.launching, app.resync, app.last_seen = True, False, now
-        self.launching_apps.add(app_id)
-        self._as_of_host(app, app.host)              # the new attempt's silence starts now
-        self._event(now, "am_launch", app=app_id, detail=f"attempt {app.attempt}")
+        self.launching.add(app_id)
+        self.liveness.as_of_host(app, app.host)              # the new attempt's silence starts now
+        self.records.event(now, "am_launch", app=app_id, detail=f"attempt {app.attempt}")
 
-    @idempotent
-    def lose_am_host(self, now: float, caller: str, request_id: int, host: str,
-                     detail: str = "AM host died") -> list[str]:
+    def lose_host(self, now: float, host: str, detail: str) -> list[str]:
         """The AM host ``host`` died: every current attempt it ran fails, uncounted, and the
         RM starts the next (YARN's work-preserving AM restart: finished tasks stay
         finished, running containers are handed over, those granted but not started are
         released).  Returns the apps."""
-        gone = sorted(a for a, r in self.apps.items() if r.host == host and not r.done)
+        gone = sorted(a for a, r in self.table.items() if r.host == host and not r.done)
         for a in gone:
-            self.fail_attempt(now, a, f"attempt {self.apps[a].attempt}: {detail}", counted=False)
-        self._after(now)
+            self.fail_attempt(now, a, am_host_lost_detail(self.table[a].attempt, detail), counted=False)
         return gone
 
     def pending_launches(self) -> list[tuple[str, str, int]]:
         """(AM host, app, attempt) of every attempt the RM started that has not registered."""
-        return [(self.apps[a].host, a, self.apps[a].attempt) for a in sorted(self.launching_apps)
-                if self.apps[a].launching and not self.apps[a].done]
+        table = self.table
+        return [(table[a].host, a, table[a].attempt) for a in sorted(self.launching)
+                if table[a].launching and not table[a].done]
 
     def failed_apps(self) -> list[tuple[str, str]]:
         """(AM host, app) of every app that ended without all its tasks finished."""
-        return [(self.apps[a].host, a) for a in sorted(self.failed_app_ids)]
+        return [(self.table[a].host, a) for a in sorted(self.failed)]

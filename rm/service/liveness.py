@@ -1,4 +1,4 @@
-"""Liveness that counts only silence the RM could have heard (issue 11).
+"""Liveness that counts only silence the RM could have heard.
 
 YARN's NMLivelinessMonitor and AMLivelinessMonitor expire an NM or an AM attempt
 silent for ``expiry``.  Measured in wall time, that reads slowness as death: while
@@ -36,20 +36,54 @@ is large because an overloaded host is slow to send, not dead.  An attempt the R
 has launched and that has not registered yet is judged by this rule alone: its
 host may be slow to start it.
 
-Plain Python, no Ray and no clock reads: the RM actor feeds it ``tick(now, planned)``
-and asks ``silent_nodes`` / ``silent_apps``; the state applies what they return
-(``expire_nodes`` / ``expire_apps`` with the names, journaled as such).
+Plain Python, no Ray and no clock reads.  ``Heard`` is the part of the RM's state that
+keeps what it has heard from each host; ``Liveness`` is the actor's, fed
+``tick(now, planned)``, and asked ``silent_nodes`` / ``silent_apps``; the state applies
+what they return (``expire_nodes`` / ``expire_apps`` with the names, journaled as such).
 """
 
 from __future__ import annotations
 
 import bisect
+from dataclasses import dataclass, field
 
 #: a caller whose host is silent too expires only once the host has been silent this many expiries
 HOST_FACTOR = 30.0
 #: ... and relative to its host only once the host has sent this many heartbeats without it (an
 #: NM host sends the NMs due within a tenth of an interval: a live NM is in every ~11th call)
 HOST_CALLS = 20
+
+
+@dataclass(eq=False, slots=True)
+class Heard:
+    """What the RM has heard from each host (a part of ``ResourceManagerState``).
+
+    Contract: ``host_sent[h]`` is the latest send time among host h's heartbeats and
+    allocates (never decreasing), ``host_calls[h]`` how many it has sent, ``caller_seen[h]``
+    when the RM last applied any call of h.  An NM or AM record's ``last_sent`` and
+    ``last_call`` are ``host_sent`` and ``host_calls`` of the last call that carried it, so
+    host_sent − last_sent is how long its host went on sending without it.
+    """
+
+    host_sent: dict[str, float] = field(default_factory=dict)
+    host_calls: dict[str, int] = field(default_factory=dict)
+    caller_seen: dict[str, float] = field(default_factory=dict)
+
+    def call(self, caller: str, sent: float) -> None:
+        """A heartbeat or allocate of host ``caller`` sent at ``sent`` (0: not stamped)."""
+        if sent:
+            self.host_sent[caller] = max(sent, self.host_sent.get(caller, 0.0))
+            self.host_calls[caller] = self.host_calls.get(caller, 0) + 1
+
+    def carried(self, rec, caller: str, sent: float) -> None:
+        """``rec`` (an NM or AM record) was in a call its host sent at ``sent``."""
+        if sent:
+            rec.last_sent, rec.last_call = sent, self.host_calls.get(caller, 0)
+
+    def as_of_host(self, rec, host: str, grace: float = 0.0) -> None:
+        """Start ``rec``'s silence from its host's latest call (registered, launched,
+        restarted), ``grace`` seconds later."""
+        rec.last_sent, rec.last_call = self.host_sent.get(host, 0.0) + grace, self.host_calls.get(host, 0)
 
 
 class Liveness:
@@ -83,18 +117,19 @@ class Liveness:
     def _silent(self, r, state, now: float, expiry: float) -> bool:
         if now - r.last_seen <= expiry:
             return False
-        host_sent = state.host_sent.get(r.host)
+        heard = state.liveness
+        host_sent = heard.host_sent.get(r.host)
         if r.last_sent and host_sent is not None and host_sent - r.last_sent > expiry \
-                and state.host_calls.get(r.host, 0) - r.last_call >= HOST_CALLS \
+                and heard.host_calls.get(r.host, 0) - r.last_call >= HOST_CALLS \
                 and not getattr(r, "launching", False):
             return True                  # its host went on sending without it
-        host_seen = state.caller_seen.get(r.host, r.last_seen)
+        host_seen = heard.caller_seen.get(r.host, r.last_seen)
         return self.heard(r.last_seen, now) > expiry and self.heard(host_seen, now) > HOST_FACTOR * expiry
 
     def silent_nodes(self, state, now: float, expiry: float) -> list[str]:
         """Live NMs silent for longer than ``expiry`` by the rules of the module docstring."""
-        return [n for n, r in state.nodes.items() if r.alive and self._silent(r, state, now, expiry)]
+        return [n for n, r in state.nodes.table.items() if r.alive and self._silent(r, state, now, expiry)]
 
     def silent_apps(self, state, now: float, expiry: float) -> list[str]:
         """Current AM attempts silent for longer than ``expiry`` (module docstring)."""
-        return [a for a, r in state.apps.items() if not r.done and self._silent(r, state, now, expiry)]
+        return [a for a, r in state.apps.table.items() if not r.done and self._silent(r, state, now, expiry)]

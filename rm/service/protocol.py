@@ -51,11 +51,12 @@ RM_NAME = "rayrm-rm"
 
 
 class Call(str, enum.Enum):
-    """Every state-changing call on the RM's state (``ResourceManagerState.apply``).
+    """Every state-changing call on the RM's state, named as its typed method.
 
-    The RM actor dispatches on it and journals its value (rm/service/store.py), so a
-    journal replays by the same table; a record naming no member is an error, not
-    a silently skipped call.  The first five are the NM and AM hosts' calls
+    The RM actor calls the method and journals the member's value with the arguments
+    (rm/service/store.py); a journal replays through ``ResourceManagerState.apply``, a
+    table of the same methods.  A record naming no member is an error, not a silently
+    skipped call.  The first five are the NM and AM hosts' calls
     (``rm/service/client.RMClient``); the rest come from the driver or the RM itself.
     """
 

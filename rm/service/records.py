@@ -19,7 +19,7 @@ from rayrm.rm.service.protocol import Allocation, ContainerStatus
 ALLOCATED, ACQUIRED, RELEASED = "ALLOCATED", "ACQUIRED", "RELEASED"
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeRecord:
     """One NodeManager as the RM sees it.
 
@@ -40,7 +40,7 @@ class NodeRecord:
     resync: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class ContainerRecord:
     """One container; ``attempt`` is the task attempt number the RM gave it (0, 1, ...)."""
 
@@ -54,7 +54,7 @@ class ContainerRecord:
     launched: float | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class AppRecord:
     """One application and its current attempt (YARN RMApp + RMAppAttempt).
 
@@ -96,15 +96,15 @@ def answered(responses: dict, caller: str, request_id: int):
 
 def idempotent(method):
     """A protocol call retried with the same (caller, request id) gets its first answer
-    back and changes nothing (the answers live in ``self._responses``, which is part of
+    back and changes nothing (the answers live in ``self.responses``, which is part of
     the RM's saved state, so this holds across an RM restart too)."""
     @functools.wraps(method)
     def call(self, now, caller, request_id, *args, **kwargs):
-        hit = answered(self._responses, caller, request_id)
+        hit = answered(self.responses, caller, request_id)
         if hit is not NOT_ANSWERED:
             return hit
         response = method(self, now, caller, request_id, *args, **kwargs)
-        self._responses[caller] = (request_id, response)
-        self.caller_seen[caller] = now       # liveness: when this host was last heard
+        self.responses[caller] = (request_id, response)
+        self.liveness.caller_seen[caller] = now       # liveness: when this host was last heard
         return response
     return call

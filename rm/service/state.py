@@ -7,8 +7,22 @@ state after a sequence of calls is a function of that sequence: a journal of
 calls replayed onto a snapshot rebuilds it (``rm/service/store.py``: the RM restart),
 and tests drive it without Ray.
 
-The protocol is YARN's (rm/service/protocol.py has the messages); the NodeManager side
-is in ``rm/service/nodes.py``, the ApplicationMaster side in ``rm/service/apps.py``:
+The state is a few parts, each a class with declared fields and its contract in its
+docstring, wired together here and nowhere else:
+
+    nodes       NodeManagers (rm/service/nodes.py): the NMs and their hosts' calls
+    apps        AppMasters (rm/service/apps.py): the apps, their attempts, the AM hosts' calls
+    containers  Containers (rm/service/containers.py): every container and its life
+    liveness    Heard (rm/service/liveness.py): what the RM heard from each host, and when
+    resync      fault_rules.Resync: who a restarted RM waits for
+    records     RunRecords (rm/service/runrecords.py): the run log, its clock, the counters
+    scheduler   OnlineScheduler (rm/core/scheduler.py): the offer rule and its policy
+
+Its public methods are the protocol's calls, typed; the actor calls them and journals
+each as a ``Call`` with its arguments, and ``apply`` replays a journal record through the
+same table (``_DISPATCH``).  What a lost or returning NM, AM or RM means is
+``rayrm.rm.core.fault_rules``, which the simulator follows too.  The protocol is YARN's
+(rm/service/protocol.py has the messages):
 
 * NODE_UPDATE — ``node_heartbeat``: the NM's container statuses are applied,
   then the scheduler runs and what it places is queued for the AMs.
@@ -34,97 +48,161 @@ are part of the state, so this holds across an RM restart too.
 
 from __future__ import annotations
 
+from rayrm.rm.core.fault_rules import Resync, wall_seconds
 from rayrm.rm.core.model import NodeSpec
 from rayrm.rm.core.policies import Policy
-from rayrm.rm.service.protocol import COMPLETE, RUNNING, Allocation, Call, container_token
-from rayrm.rm.service.apps import AppProtocol
-from rayrm.rm.service.nodes import NodeProtocol
-from rayrm.rm.service.records import RELEASED, AppRecord, ContainerRecord, NodeRecord, idempotent
-from rayrm.rm.runs.log import RunLog, app_shares
 from rayrm.rm.core.scheduler import OnlineScheduler
+from rayrm.rm.runs.log import RunLog
+from rayrm.rm.service.apps import AppMasters
+from rayrm.rm.service.containers import Containers
+from rayrm.rm.service.liveness import Heard
+from rayrm.rm.service.nodes import NodeManagers
+from rayrm.rm.service.protocol import (Allocation, AllocateRequest, AllocateResponse, AppRegistered, AppRegistration,
+                                      Call, NodeHeartbeat, NodeHeartbeatResponse, NodeRegistration, container_token)
+from rayrm.rm.service.records import NOT_ANSWERED, ContainerRecord, NodeRecord, answered, idempotent
+from rayrm.rm.service.runrecords import RunRecords
 
 
-class ResourceManagerState(NodeProtocol, AppProtocol):
-    """Scheduler + protocol bookkeeping + run log, driven by explicit calls (see module doc)."""
+class ResourceManagerState:
+    """Scheduler + protocol bookkeeping + run log, driven by explicit calls (see module doc).
+
+    ``responses`` keeps each caller's latest (request id, answer) for idempotence;
+    ``recoveries`` one dict per RM restart (snapshot and journal sizes, restore time);
+    ``secret`` signs container tokens (empty: no tokens).
+    """
+
+    __slots__ = ("scheduler", "records", "liveness", "resync", "containers", "nodes", "apps", "secret",
+                 "responses", "recoveries")
+    scheduler: OnlineScheduler
+    records: RunRecords
+    liveness: Heard
+    resync: Resync
+    containers: Containers
+    nodes: NodeManagers
+    apps: AppMasters
+    secret: bytes
+    responses: dict[str, tuple[int, object]]
+    recoveries: list[dict]
 
     def __init__(self, *, dims, nodes: list[NodeSpec], policy: Policy | str, policy_name: str,
                  time_scale: float, name: str = "", seed: int | None = None,
                  max_attempts: int = 2, secret: bytes = b""):
-        self.scheduler = OnlineScheduler(policy, dims, nodes)
-        self.log = RunLog(tuple(dims), mode="ray", policy=policy_name, name=name, seed=seed)
-        self.time_scale = float(time_scale)
-        self.max_attempts = int(max_attempts)
+        self.scheduler = scheduler = OnlineScheduler(policy, dims, nodes)
+        self.records = records = RunRecords(RunLog(tuple(dims), mode="ray", policy=policy_name, name=name,
+                                                   seed=seed), float(time_scale))
+        self.liveness, self.resync = Heard(), Resync(wall_seconds)
+        apps, news = {}, set()
+        self.containers = Containers(scheduler, records, apps, news)
+        self.nodes = NodeManagers({n.name: NodeRecord(n) for n in nodes}, self.containers, scheduler, records,
+                                  self.liveness, self.resync)
+        self.apps = AppMasters(apps, news, self.nodes.table, self.containers, scheduler, records, self.liveness,
+                               self.resync, int(max_attempts))
         self.secret = secret
-        self.start_wall: float | None = None
-        self.nodes: dict[str, NodeRecord] = {n.name: NodeRecord(n) for n in nodes}
-        self.apps: dict[str, AppRecord] = {}
-        self.launching_apps: set[str] = set()   # attempts started, not registered (the AM launcher's work)
-        self.failed_app_ids: set[str] = set()   # apps that ended with tasks unfinished
-        self.containers: dict[int, ContainerRecord] = {}
-        # live containers (neither COMPLETE nor RELEASED) by app and by node, so that failing
-        # an app, losing a node or resyncing touches only their own (issue 11)
-        self.live_by_app: dict[str, set[int]] = {}
-        self.live_by_node: dict[str, set[int]] = {}
-        self.running_count = 0
-        self._responses: dict[str, tuple[int, object]] = {}
-        self.caller_seen: dict[str, float] = {}    # host (caller) -> when its last call was applied
-        self.host_sent: dict[str, float] = {}      # host -> send time of its latest heartbeat / allocate
-        self.host_calls: dict[str, int] = {}       # host -> heartbeats / allocates it has sent
-        self.news: set[str] = set()          # AM hosts with something to deliver
-        self.total_tasks = 0
-        self.finished = 0
-        self.allocations = 0
-        self.heartbeats = 0
-        self.duplicate_finishes = 0
-        self.refused = 0
-        self.epoch = 0                       # RM restarts recovered so far
-        self.recoveries: list[dict] = []     # per RM restart: snapshot and journal size, restore time
-        self._resync_nodes: set[str] = set()
-        self._resync_apps: set[str] = set()
-        self._resync_since: float | None = None
-        self.alloc_to_running: list[float] = []   # wall seconds, payload start - allocation
-        self.alloc_to_launch: list[float] = []    # wall seconds, NM launch - allocation
-        self._touched: set[str] = set()
-        self._touched_all = False
-        self._last_share_time = 0.0
-
-    # ----- time ----------------------------------------------------------------
-
-    def trace(self, now: float) -> float:
-        """trace time = (wall - start) / time_scale; 0 before the clock starts."""
-        return 0.0 if self.start_wall is None else max(0.0, (now - self.start_wall) / self.time_scale)
-
-    def wall(self, now: float) -> float:
-        return 0.0 if self.start_wall is None else now - self.start_wall
-
-    def start_clock(self, now: float, start_wall: float) -> None:
-        """t = 0: the NMs registered so far join the run log at time 0."""
-        self.start_wall = start_wall
-        for rec in self.nodes.values():
-            if rec.alive:
-                self.log.add_node(rec.spec, 0.0, 0.0, ray_node=rec.ray_node)
-
-    # ----- dispatch --------------------------------------------------------------
+        self.responses = {}
+        self.recoveries = []
 
     def apply(self, call: Call, now: float, *args):
-        """Run one protocol call (the actor's dispatch and the journal's replay)."""
+        """Replay one journaled call (``rm/service/store.py``) through the typed method it names."""
         return _DISPATCH[call](self, now, *args)
 
-    def _event(self, now: float, kind: str, **where) -> None:
-        self.log.event(kind, self.trace(now), self.wall(now), **where)
+    # ----- the NM hosts' calls ----------------------------------------------------
 
-    def _refuse(self, now: float, kind: str, **where) -> None:
-        """Fencing: a call was refused; counted and logged (``refused`` or ``fenced``)."""
-        self.refused += 1
-        self._event(now, kind, **where)
+    @idempotent
+    def register_nodes(self, now: float, caller: str, request_id: int,
+                       regs: list[NodeRegistration]) -> list[str]:
+        """NMs join, come back after being lost, or register again; an action per NM."""
+        out = self.nodes.register(now, caller, regs)
+        self._after(now)
+        return out
 
-    # ----- faults and the RM's own restart ---------------------------------------
+    @idempotent
+    def node_heartbeat(self, now: float, caller: str, request_id: int, beats: list[NodeHeartbeat],
+                       idle: tuple[str, ...] = (), sent: float = 0.0) -> list[NodeHeartbeatResponse]:
+        """NODE_UPDATE for a batch of NMs (``NodeManagers.heartbeat``), then the scheduler runs."""
+        out = self.nodes.heartbeat(now, caller, beats, idle, sent)
+        self._schedule(now)
+        self._after(now)
+        return out
+
+    # ----- the AM hosts' calls ----------------------------------------------------
+
+    @idempotent
+    def register_apps(self, now: float, caller: str, request_id: int,
+                      regs: list[AppRegistration]) -> list[AppRegistered]:
+        """Apps arrive or attempts (re-)register (``AppMasters.register``)."""
+        out = self.apps.register(now, caller, regs)
+        self._after(now)
+        return out
+
+    @idempotent
+    def allocate(self, now: float, caller: str, request_id: int, requests: list[AllocateRequest],
+                 sent: float = 0.0, idle: tuple[tuple[str, int], ...] = ()) -> list[AllocateResponse]:
+        """AM heartbeats: releases, absolute asks, and what is waiting (``AppMasters.allocate``)."""
+        out = self.apps.allocate(now, caller, requests, sent, idle)
+        self._after(now)
+        return out
+
+    def poll(self, now: float, caller: str, request_id: int, requests: list[AllocateRequest],
+             idle: tuple[tuple[str, int], ...] = ()) -> list[AllocateResponse]:
+        """Deliver what arrived since ``allocate`` answered the same request (the long poll).
+
+        A request already answered with containers or statuses (a retry raced the
+        first) gets that answer again, never a second delivery.
+        """
+        cached = answered(self.responses, caller, request_id)
+        if cached is not NOT_ANSWERED and any(r.allocated or r.completed for r in cached):
+            return cached
+        return self.apps.poll(now, requests, idle)
+
+    @idempotent
+    def finish_apps(self, now: float, caller: str, request_id: int, items: list[tuple[str, int]]) -> list[str]:
+        """AMs unregister (YARN FinishApplicationMaster); containers left are cleaned up."""
+        out = self.apps.finish(now, items)
+        self._after(now)
+        return out
+
+    # ----- faults: the driver's calls and the RM's own liveness -----------------------
+
+    def lose_node(self, now: float, name: str, detail: str = "lost") -> list[int]:
+        """The NM is LOST: its containers are reported lost to their AMs; returns their ids."""
+        lost = self.nodes.lose(now, [(name, detail)])
+        self._after(now)
+        return lost
+
+    @idempotent
+    def lose_host(self, now: float, caller: str, request_id: int, host: str,
+                  detail: str = "NM host died") -> list[str]:
+        """Every NM the host ``host`` runs is LOST (its actor died); returns their names."""
+        gone = self.nodes.on_host(host)
+        self.nodes.lose(now, [(n, detail) for n in gone])
+        self._after(now)
+        return gone
+
+    @idempotent
+    def lose_am_host(self, now: float, caller: str, request_id: int, host: str,
+                     detail: str = "AM host died") -> list[str]:
+        """Every current attempt AM host ``host`` ran fails, uncounted (``AppMasters.lose_host``)."""
+        gone = self.apps.lose_host(now, host, detail)
+        self._after(now)
+        return gone
+
+    def expire_nodes(self, now: float, expiry_wall: float, names: list[str] | None = None) -> list[str]:
+        """NMs silent for longer than ``expiry_wall`` are LOST (``NodeManagers.expire``)."""
+        gone = self.nodes.expire(now, expiry_wall, names)
+        self._after(now)
+        return gone
+
+    def expire_apps(self, now: float, expiry_wall: float, names: list[str] | None = None) -> list[str]:
+        """Attempts silent for longer than ``expiry_wall`` fail (``AppMasters.expire``)."""
+        gone = self.apps.expire(now, expiry_wall, names)
+        self._after(now)
+        return gone
 
     @idempotent
     def fault(self, now: float, caller: str, request_id: int, spec: str, node: str = "",
               app: str = "") -> None:
         """A fault is about to be injected (events.csv ``fault``), logged before it happens."""
-        self._event(now, "fault", node=node, app=app, detail=spec)
+        self.records.event(now, "fault", node=node, app=app, detail=spec)
 
     def recovered(self, now: float, detail: str = "", grace: float = 0.0, stats: dict | None = None) -> None:
         """The RM restarted and rebuilt this state: every NM and AM must RESYNC.
@@ -133,128 +211,99 @@ class ResourceManagerState(NodeProtocol, AppProtocol):
         nobody's silence, and a caller whose call was out when the RM died learns
         of it only some time after the restart (about a second on Ray 2.60).
         ``rm_recovered`` is logged now and ``rm_resynced`` once every live NM and
-        every running AM attempt has registered again.
+        every running AM attempt has registered again (``fault_rules.Resync``).
         """
-        self.epoch += 1
-        self.recoveries.append(dict(stats or {}, epoch=self.epoch))
-        self._resync_nodes = {n for n, r in self.nodes.items() if r.alive}
-        self._resync_apps = {a for a, r in self.apps.items() if not r.done and not r.launching}
-        for n in self._resync_nodes:
-            self.nodes[n].resync, self.nodes[n].last_seen = True, now + grace
-            self.nodes[n].last_sent = self.host_sent.get(self.nodes[n].host, 0.0) + grace
-            self.nodes[n].last_call = self.host_calls.get(self.nodes[n].host, 0)
-        for a, r in self.apps.items():
-            r.resync = a in self._resync_apps
+        text = self.resync.recovered(now, detail)
+        self.recoveries.append(dict(stats or {}, epoch=self.resync.epoch))
+        nodes = [r for r in self.nodes.table.values() if r.alive]
+        apps = {a for a, r in self.apps.table.items() if not r.done and not r.launching}
+        self.resync.wait_for([("node", r.spec.name) for r in nodes] + [("app", a) for a in apps])
+        for r in nodes:
+            r.resync, r.last_seen = True, now + grace
+            self.liveness.as_of_host(r, r.host, grace)
+        for a, r in self.apps.table.items():
+            r.resync = a in apps
             r.last_seen = now + grace
-            r.last_sent = self.host_sent.get(r.host, 0.0) + grace
-            r.last_call = self.host_calls.get(r.host, 0)
-        self._resync_since = now
-        self._event(now, "rm_recovered", detail=f"epoch {self.epoch}; {detail}".rstrip("; "))
-        self._check_resynced(now)
+            self.liveness.as_of_host(r, r.host, grace)
+        self.records.event(now, "rm_recovered", detail=text)
+        self.records.resynced(self.resync, now)
 
-    def _check_resynced(self, now: float) -> None:
-        if self._resync_since is not None and not self._resync_nodes and not self._resync_apps:
-            self._event(now, "rm_resynced",
-                        detail=f"epoch {self.epoch}: every NM and AM registered again "
-                               f"{now - self._resync_since:.3f}s after recovery")
-            self._resync_since = None
+    # ----- the clock and the scheduler ------------------------------------------------
 
-    # ----- scheduling and shares -----------------------------------------------
+    def start_clock(self, now: float, start_wall: float) -> None:
+        """t = 0: the NMs registered so far join the run log at time 0."""
+        self.records.start_wall = start_wall
+        for rec in self.nodes.table.values():
+            if rec.alive:
+                self.records.log.add_node(rec.spec, 0.0, 0.0, ray_node=rec.ray_node)
 
     def _schedule(self, now: float) -> None:
+        """The offer rule runs; what it places is queued for the apps' AMs (undelivered)."""
+        apps, nodes, records, news = self.apps.table, self.nodes.table, self.records, self.apps.news
         for c in self.scheduler.schedule():
-            self._add_container(ContainerRecord(c.container_id, c.app_id, c.node, now))
-            app = self.apps[c.app_id]
-            node = self.nodes[c.node]
+            self.containers.add(ContainerRecord(c.container_id, c.app_id, c.node, now))
+            app = apps[c.app_id]
+            node = nodes[c.node]
             token = container_token(self.secret, c.container_id, c.app_id, c.node) if self.secret else ""
             app.undelivered.append(Allocation(c.container_id, c.app_id, c.node, node.host, now, token))
-            self.news.add(app.host)
-            self._touched.add(c.app_id)
-            self.allocations += 1
-
-    def _touch_all(self) -> None:
-        """Nodes joined or left: every app's h (and so its shares) may have changed
-        (expanded once, in ``_after``, however many nodes changed in the call)."""
-        self._touched_all = True
+            news.add(app.host)
+            records.touched.add(c.app_id)
+            records.allocations += 1
 
     def _after(self, now: float) -> None:
-        """Log share rows for apps whose running count or h changed (shares.csv)."""
-        if self._touched_all:
-            self._touched.update(a for a, r in self.apps.items() if not r.done)
-            self._touched_all = False
-        if not self._touched or self.start_wall is None:
-            return
-        t = max(self.trace(now), self._last_share_time)
-        self._last_share_time = t
-        cluster = self.scheduler.cluster
-        for app_id in sorted(self._touched):
-            state = cluster.apps.get(app_id)
-            if state is None:
-                self.log.share(t, app_id, (0.0, 0.0, 0.0, 0.0), 0)
-            else:
-                self.log.share(t, app_id, app_shares(state, cluster), state.running)
-        self._touched.clear()
+        """The end of a call: share rows for the apps it touched (``RunRecords.shares``)."""
+        self.records.shares(now, self.scheduler.cluster, self.apps.table)
 
-    # ----- views ---------------------------------------------------------------
-
-    def _host_sent(self, caller: str, sent: float) -> None:
-        """A heartbeat or allocate of host ``caller`` sent at ``sent`` (liveness)."""
-        if sent:
-            self.host_sent[caller] = max(sent, self.host_sent.get(caller, 0.0))
-            self.host_calls[caller] = self.host_calls.get(caller, 0) + 1
-
-    def _carried(self, rec, caller: str, sent: float) -> None:
-        """``rec`` (an NM or AM record) was in a call its host sent at ``sent``."""
-        if sent:
-            rec.last_sent, rec.last_call = sent, self.host_calls.get(caller, 0)
-
-    def _as_of_host(self, rec, host: str) -> None:
-        """Start ``rec``'s silence from its host's latest call (registered, launched, restarted)."""
-        rec.last_sent, rec.last_call = self.host_sent.get(host, 0.0), self.host_calls.get(host, 0)
+    # ----- views ---------------------------------------------------------------------
 
     @property
-    def pending_asks(self) -> int:
-        return sum(a.pending for a in self.scheduler.cluster.apps.values())
+    def log(self) -> RunLog:
+        return self.records.log
+
+    @property
+    def start_wall(self) -> float | None:
+        return self.records.start_wall
+
+    @property
+    def alloc_to_running(self) -> list[float]:
+        """Wall seconds from each allocation to its payload starting."""
+        return self.records.alloc_to_running
+
+    @property
+    def alloc_to_launch(self) -> list[float]:
+        """Wall seconds from each allocation to its NM launching it."""
+        return self.records.alloc_to_launch
 
     @property
     def running(self) -> int:
-        return self.running_count
+        """Containers the NMs report RUNNING."""
+        return self.containers.running
 
-    # ----- containers and their indexes ---------------------------------------------
+    @property
+    def pending_asks(self) -> int:
+        """Tasks asked for and not yet placed."""
+        return sum(a.pending for a in self.scheduler.cluster.apps.values())
 
-    def _add_container(self, rec: ContainerRecord) -> None:
-        self.containers[rec.container] = rec
-        self.live_by_app.setdefault(rec.app, set()).add(rec.container)
-        self.live_by_node.setdefault(rec.node, set()).add(rec.container)
+    def pending_launches(self) -> list[tuple[str, str, int]]:
+        """(AM host, app, attempt) of every attempt the RM started that has not registered."""
+        return self.apps.pending_launches()
 
-    def _set_state(self, c: ContainerRecord, state: str) -> None:
-        """Move a container to ``state``, keeping the live indexes and the running count."""
-        self.running_count += (state == RUNNING) - (c.state == RUNNING)
-        c.state = state
-        if state in (COMPLETE, RELEASED):
-            for index, key in ((self.live_by_app, c.app), (self.live_by_node, c.node)):
-                ids = index.get(key)
-                if ids is not None:
-                    ids.discard(c.container)
-                    if not ids:
-                        del index[key]
-
-    def live(self, *, app: str | None = None, node: str | None = None) -> list[ContainerRecord]:
-        """The live containers of one app or one node, in container id order (allocation
-        order: what iterating every container used to give, whatever the set's layout)."""
-        ids = self.live_by_app.get(app, ()) if app is not None else self.live_by_node.get(node, ())
-        return [self.containers[i] for i in sorted(ids)]
+    def failed_apps(self) -> list[tuple[str, str]]:
+        """(AM host, app) of every app that ended without all its tasks finished."""
+        return self.apps.failed_apps()
 
     def progress(self, now: float) -> dict:
-        return {"time": round(self.trace(now), 3), "running": self.running,
-                "allocated": len(self.scheduler.cluster.containers), "finished": self.finished,
-                "total_tasks": self.total_tasks, "pending": self.pending_asks,
-                "allocations": self.allocations, "heartbeats": self.heartbeats,
-                "duplicate_finishes": self.duplicate_finishes, "refused": self.refused,
-                "nodes_alive": sum(1 for r in self.nodes.values() if r.alive), "epoch": self.epoch,
-                "hosts_alive": sorted({r.host for r in self.nodes.values() if r.alive})}
+        r, nodes = self.records, self.nodes.table
+        return {"time": round(r.trace(now), 3), "running": self.running,
+                "allocated": len(self.scheduler.cluster.containers), "finished": r.finished,
+                "total_tasks": r.total_tasks, "pending": self.pending_asks,
+                "allocations": r.allocations, "heartbeats": r.heartbeats,
+                "duplicate_finishes": r.duplicate_finishes, "refused": r.refused,
+                "nodes_alive": sum(1 for n in nodes.values() if n.alive), "epoch": self.resync.epoch,
+                "hosts_alive": sorted({n.host for n in nodes.values() if n.alive})}
 
 
+#: Call -> the typed method it journals (the journal's replay and nothing else)
 _DISPATCH = {
     Call.REGISTER_NODES: ResourceManagerState.register_nodes,
     Call.NODE_HEARTBEAT: ResourceManagerState.node_heartbeat,

@@ -17,7 +17,8 @@ Events:
   task is asked for again (a new attempt, submitted at the loss);
 * node join — a new node, or a lost one coming back empty;
 * fault — the config's ``faults:`` and ``faults=`` specs, each step of a crash and its
-  recovery at the replay's protocol times (``rayrm.rm.sim.faults``).  While the RM is down
+  recovery at the replay's protocol times (``rayrm.rm.sim.faults``, following the fault
+  rules the RM service follows too, ``rayrm.rm.core.fault_rules``).  While the RM is down
   (kill-rm) nothing is scheduled, and arrivals, joins and leaves wait for it.
 
 Task durations come from ``JobSpec.task_durations(seed)``, the same in every mode.
@@ -133,10 +134,14 @@ class Simulation:
         self.faults = None
         fault_list = config_faults(config, faults)
         if fault_list:
-            self.faults = FaultModel(self, fault_list, FAULT)
+            self.faults = FaultModel(self, fault_list)
 
     def _push(self, t: float, priority: int, payload) -> None:
         heapq.heappush(self.heap, (t, priority, next(self._seq), payload))
+
+    def schedule_fault(self, t: float, event: tuple) -> None:
+        """A step of a fault at ``t`` (priority FAULT), handed to ``FaultModel.handle`` then."""
+        self._push(t, FAULT, event)
 
     # ----- the loop ----------------------------------------------------------------
 
@@ -204,11 +209,11 @@ class Simulation:
                 elif priority == LEAVE:
                     self._leave(payload, t, changed)
                 else:
-                    self._join(payload, t, changed)
+                    self.join(payload, t, changed)
             if t >= self.rm_up:
                 placed = schedule()
                 if placed:
-                    self._place(placed, t, changed)
+                    self.place(placed, t, changed)
             if changed:
                 self._record_shares(t, changed)
             if bar is not None and log.started - shown >= 5000:
@@ -235,7 +240,7 @@ class Simulation:
             self.scheduler.finish_app(app.app_id)
             self.log.app_done(app.app_id, t)
 
-    def _place(self, containers, t: float, changed: dict) -> None:
+    def place(self, containers, t: float, changed: dict) -> None:
         """Containers the scheduler placed at ``t``: pick each one's task and its completion."""
         log_start, running, jobs = self.log.start, self.running, self.jobs
         heap, push, seq = self.heap, heapq.heappush, self._seq
@@ -277,24 +282,65 @@ class Simulation:
                          detail=f"node {event.node} left")
             job.retry.append((task, t))
             self.scheduler.ask(c.app_id, 1)
-        self._cluster_changed(changed)
+        self.cluster_changed(changed)
 
-    def _join(self, event, t: float, changed: dict) -> None:
+    def join(self, event, t: float, changed: dict) -> None:
         index = self.cluster.node_index.get(event.node)
         if index is not None and self.cluster.nodes[index].alive:
             self.log.event("node_join_ignored", t, node=event.node, detail="already live")
             return
         self.scheduler.add_node(event.spec)
         self.log.add_node(event.spec, t)
-        self._cluster_changed(changed)
+        self.cluster_changed(changed)
 
-    def _cluster_changed(self, changed: dict) -> None:
+    def cluster_changed(self, changed: dict) -> None:
         """h_i and totals moved: every live app's share units, and a share row for each."""
         for app_id, job in self.jobs.items():
             state = self.cluster.apps.get(app_id)
             if state is not None:
                 job.units = share_units(state, self.cluster)
                 changed[app_id] = job
+
+    # ----- what a fault does to the run (rayrm.rm.sim.faults) -------------------------
+
+    def crash_node(self, node: str) -> dict | None:
+        """The NM of ``node`` crashed: its running attempts stop (their completions are
+        dropped) and are returned, container id -> (job, task, attempt); None when no live
+        node has that name."""
+        index = self.cluster.node_index.get(node)
+        if index is None or not self.cluster.nodes[index].alive:
+            return None
+        running = self.running
+        return {cid: running.pop(cid) for cid in sorted(self.cluster.nodes[index].containers) if cid in running}
+
+    def end_lost(self, cid: int, entry: tuple, t: float, changed: dict, detail: str, crashed: float,
+                 release: bool = False) -> bool:
+        """The attempt ``entry`` = (job, task, attempt) of container ``cid``, stopped by a crash
+        at ``crashed``, ends ``lost`` at ``t`` (a jittered start after the crash moves back
+        to it); ``release``: its container goes back to the scheduler too.  True when its
+        job still runs: the task is then retried, and its AM asks again."""
+        job, task, attempt = entry
+        row = self.log.tasks[(job.app_id, task, attempt)]
+        row[5] = min(row[5], crashed)
+        self.log.end(job.app_id, task, attempt, "lost", t, container=cid, detail=detail)
+        if release and cid in self.cluster.containers:
+            self.scheduler.release(cid)
+        if self.jobs.get(job.app_id) is job and job.app_id in self.cluster.apps:
+            job.retry.append((task, t))
+            changed[job.app_id] = job
+            return True
+        return False
+
+    def fail_app(self, app: str, t: float, changed: dict, reason: str) -> None:
+        """The app fails (its last attempt failed): its running attempts are killed."""
+        job = self.jobs.pop(app)
+        for cid in [cid for cid, entry in self.running.items() if entry[0] is job]:
+            _, task, attempt = self.running.pop(cid)
+            self.log.end(app, task, attempt, "killed", t, container=cid, detail="the application failed")
+        self.scheduler.finish_app(app)
+        self.log.app_done(app, t, status="failed")
+        self.log.mark(app, "failed", reason)
+        changed[app] = job
 
     def _record_shares(self, t: float, changed: dict) -> None:
         """One share row per app whose running count (or h_i) changed at ``t``."""

@@ -1,20 +1,25 @@
 """The simulator's model of the replay's faults (the config's ``faults:``, ``simulate --fault``).
 
-Each fault is an ordinary heap event at its trace time T (priority ``sim.FAULT``: after
-the completions of the instant), and so is each step of its recovery, at the time the
-replay's protocol takes in trace seconds.  With h the heartbeat interval,
+What a lost NM, AM or RM means is written once, in ``rayrm.rm.core.fault_rules``, which
+the RM service follows too; this module injects the faults and steps through their
+recovery on the simulator's clock, through the engine's public methods.  Each fault is an
+ordinary heap event at its trace time T (priority ``sim.FAULT``: after the completions of
+the instant), and so is each step of its recovery, at the time the replay's protocol
+takes in trace seconds.  With h the heartbeat interval,
 
     E_nm = max(nm_expiry · h, 1 / time_scale)      E_am = max(am_expiry · h, 1 / time_scale)
 
-the replay's expiries: that many heartbeats, but at least ``rayrm.rm.core.config.MIN_EXPIRY_WALL`` = 1
-wall second at the config's ``run.time_scale`` (20 trace seconds at paper-micro's 0.05).
+the replay's expiries (``fault_rules.expiry``): that many heartbeats, but at least
+``rayrm.rm.core.config.MIN_EXPIRY_WALL`` = 1 wall second at the config's ``run.time_scale``
+(20 trace seconds at paper-micro's 0.05).
 
 * **kill-nm:NODE@T** — the NM's containers die at T and it goes silent.  The RM has not
   noticed: their resources stay in use, and a container it still places there is refused
   by the dead NM, released by its AM a heartbeat later (``release``) and asked for again.
-  At T + E_nm the node is LOST (``node_lost``, rm_nodes.expire_nodes): each attempt it ran
-  ends ``lost`` then and its task is asked for again.  The NM restarts empty and registers
-  at T + 2·E_nm (rm/runtime/driver.py: ``nm_restart_after=2 * expiry``).
+  At T + E_nm the node is LOST (``node_lost``, rm/service/nodes.py ``expire_nodes``): each
+  attempt it ran ends ``lost`` then and its task is asked for again.  The NM restarts
+  empty and registers at T + 2·E_nm (``fault_rules.NM_RESTART_EXPIRIES``; the replay's
+  ``nm_restart_after``).
 * **kill-am:APP@T** — the AM crashes; its containers run on and finish as usual.  The RM
   still allocates up to the app's last ask, but nobody starts those containers: they hold
   their resources until the next attempt registers.  At T + E_am the attempt FAILS
@@ -22,15 +27,16 @@ wall second at the config's ``run.time_scale`` (20 trace seconds at paper-micro'
   ``run.max_attempts``, fails the app and kills its containers.  The new attempt registers
   one heartbeat later (``am_registered``: the AM host's allocate long poll returns within
   one), starts the held containers and asks again for tasks lost meanwhile.  Finished tasks
-  stay finished (rm_apps.fail_attempt): nothing runs twice.
+  stay finished (rm/service/apps.py ``fail_attempt``): nothing runs twice.
 * **kill-rm@T** — nothing is scheduled from T.  The restarted RM has rebuilt its state
   ``run.rm_restart`` heartbeats later (``rm_recovered``; in the replay this is Ray restarting
   the actor and reading its snapshot and journal — wall time, so take it from a replay's
   bench_recovery figures), and every NM and AM registers again at its next heartbeat, one
   later (``node_resync``, ``am_resync``, ``rm_resynced``).  Meanwhile containers run and
   finish; arrivals, node joins and leaves, registrations and releases wait for the resync.
-  The restarted RM's liveness clocks start at the resync (rm_state.recovered), so a crashed
-  NM or AM expires E after it, and ``rm_resynced`` waits for that.
+  The restarted RM's liveness clocks start at the resync (``fault_rules.Resync``;
+  rm/service/state.py ``recovered``), so a crashed NM or AM expires E after it, and
+  ``rm_resynced`` waits for that.
 * **kill-am-host:I@T** — kill-am of every AM the host runs (the apps
   ``rayrm.rm.core.faults.am_host_of`` deals to host I of ``run.am_hosts`` (0 counts as 1:
   a local Ray is one node), as the replay deals them), with one difference: those
@@ -51,8 +57,10 @@ import itertools
 from collections import Counter
 from dataclasses import dataclass, field
 
+from rayrm.rm.core import fault_rules as rules
 from rayrm.rm.core.config import MIN_EXPIRY_WALL, NodeEvent, RunSettings
 from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.fault_rules import Registration, Resync, trace_seconds
 from rayrm.rm.core.faults import Fault, am_host_of
 
 
@@ -68,12 +76,9 @@ EXPIRIES = ("nm_lost", "am_expire")
 
 
 def expiry(beats: int, run: RunSettings) -> float:
-    """The replay's expiry in trace seconds: ``beats`` heartbeats, at least MIN_EXPIRY_WALL wall seconds."""
-    return max(beats * run.heartbeat_interval, MIN_EXPIRY_WALL / run.time_scale)
-
-
-def _secs(x: float) -> str:
-    return f"{round(x, 6):g} trace s"
+    """The replay's expiry in trace seconds (``fault_rules.expiry``): ``beats`` heartbeats, at
+    least MIN_EXPIRY_WALL wall seconds."""
+    return rules.expiry(beats, run.heartbeat_interval, MIN_EXPIRY_WALL / run.time_scale)
 
 
 @dataclass
@@ -101,9 +106,15 @@ class _DownAM:
 
 
 class FaultModel:
-    """The faults of one ``Simulation`` (see the module docstring)."""
+    """The faults of one ``Simulation`` (see the module docstring).
 
-    def __init__(self, sim, faults: list[Fault], priority: int):
+    Its events are tuples (kind, *args) on the engine's heap (``Simulation.schedule_fault``);
+    ``handle`` runs each through ``_HANDLERS``.  A step that a later one makes stale (an NM
+    that came back, an AM that registered, an RM killed again) carries a token and is
+    dropped when the token no longer matches.
+    """
+
+    def __init__(self, sim, faults: list[Fault]):
         self.sim = sim
         run = sim.config.run
         self.beat = run.heartbeat_interval
@@ -111,16 +122,13 @@ class FaultModel:
         self.am_expiry = expiry(run.am_expiry, run)
         self.max_attempts = run.max_attempts
         self.rm_restart = run.rm_restart * self.beat
-        self.priority = priority
         self.dead: dict[str, _DeadNM] = {}
         self.silent_nodes: set[str] = set()     # dead NMs the RM still counts alive
         self.down: dict[str, _DownAM] = {}
         self.attempt: dict[str, int] = {}
         self.tokens = itertools.count(1)
         self.rm_token = 0
-        self.epoch = 0
-        self.recovered_at = 0.0
-        self.waiting: set | None = None         # NMs and AMs the restarted RM waits for
+        self.resync = Resync(trace_seconds)     # RM restarts, and who the restarted RM waits for
         self.simulated: list[str] = []
         self.not_simulated: dict[str, str] = {}
         self.am_crashes = 0
@@ -135,7 +143,7 @@ class FaultModel:
             self._push(f.time, ("inject", f))
 
     def _push(self, t: float, event: tuple) -> None:
-        self.sim._push(t, self.priority, event)
+        self.sim.schedule_fault(t, event)
 
     @property
     def intercepting(self) -> bool:
@@ -162,11 +170,11 @@ class FaultModel:
             return
         if t <= self.sim.rm_up and kind in EXPIRIES:
             return                                   # the resync at rm_up sets them again
-        getattr(self, "_" + kind)(t, changed, *event[1:])
+        _HANDLERS[kind](self, t, changed, *event[1:])
 
     def summary(self) -> dict:
         return {"simulated": list(self.simulated), "not_simulated": dict(self.not_simulated),
-                "rm_restarts": self.epoch, "am_crashes": self.am_crashes}
+                "rm_restarts": self.resync.epoch, "am_crashes": self.am_crashes}
 
     # ----- injection ---------------------------------------------------------------
 
@@ -176,21 +184,20 @@ class FaultModel:
             self.sim.log.event("fault_not_simulated", t, detail=f"{fault.text}: {NOT_SIMULATED[fault.kind]}")
             return
         self.simulated.append(fault.text)
-        {"kill-nm": self._kill_nm, "kill-am": self._kill_am, "kill-am-host": self._kill_am_host,
-         "kill-rm": self._kill_rm}[fault.kind](t, fault)
+        _INJECT[fault.kind](self, t, fault)
 
     def _kill_nm(self, t: float, fault: Fault) -> None:
-        sim, node = self.sim, fault.target
-        sim.log.event("fault", t, node=node, detail=fault.text)
-        index = sim.cluster.node_index.get(node)
-        if index is None or not sim.cluster.nodes[index].alive or node in self.dead:
-            return                                   # no NM runs there now: nothing to crash
-        running = sim.running
-        ran = {cid: running.pop(cid) for cid in sorted(sim.cluster.nodes[index].containers) if cid in running}
+        node = fault.target
+        self.sim.log.event("fault", t, node=node, detail=fault.text)
+        if node in self.dead:
+            return                                   # crashed already: nothing to crash
+        ran = self.sim.crash_node(node)
+        if ran is None:
+            return                                   # no NM runs there now
         rec = self.dead[node] = _DeadNM(t, t, ran, next(self.tokens))
         self.silent_nodes.add(node)
         self._push(t + self.nm_expiry, ("nm_lost", node, rec, rec.token))
-        self._push(t + 2 * self.nm_expiry, ("nm_back", node, rec))
+        self._push(t + rules.NM_RESTART_EXPIRIES * self.nm_expiry, ("nm_back", node, rec))
 
     def _kill_am(self, t: float, fault: Fault) -> None:
         self.sim.log.event("fault", t, app=fault.target, detail=fault.text)
@@ -220,7 +227,7 @@ class FaultModel:
     def _kill_rm(self, t: float, fault: Fault) -> None:
         self.sim.log.event("fault", t, detail=fault.text)
         self.rm_token = token = next(self.tokens)
-        self.waiting = None
+        self.resync.lost()
         self.sim.rm_up = t + self.rm_restart + self.beat
         self._push(t + self.rm_restart, ("rm_recovered", token))
         self._push(self.sim.rm_up, ("rm_resync", token))
@@ -231,7 +238,7 @@ class FaultModel:
         """NM expiry: the node is LOST, its attempts end lost and are asked for again."""
         if self.dead.get(node) is not rec or rec.token != token or rec.lost:
             return
-        self._lose(node, rec, t, changed, f"no heartbeat for {_secs(t - rec.since)}")
+        self._lose(node, rec, t, changed, rules.nm_lost_detail(t - rec.since, trace_seconds))
 
     def _lose(self, node: str, rec: _DeadNM, t: float, changed: dict, detail: str) -> None:
         sim = self.sim
@@ -243,43 +250,34 @@ class FaultModel:
         self._end_dead(rec, t, changed, detail)
         for c in unstarted:
             self.lost_unstarted(c)
-        sim._cluster_changed(changed)
+        sim.cluster_changed(changed)
         self._synced(("node", node), t)
 
     def _end_dead(self, rec: _DeadNM, t: float, changed: dict, detail: str, release: bool = False) -> None:
-        """The crashed NM's attempts end lost at ``t``; tasks of apps still running are asked again."""
-        sim = self.sim
-        log, jobs, cluster = sim.log, sim.jobs, sim.cluster
-        for cid, (job, task, attempt) in rec.containers.items():
-            row = log.tasks[(job.app_id, task, attempt)]
-            row[5] = min(row[5], rec.killed)          # a jittered launch the crash came first
-            log.end(job.app_id, task, attempt, "lost", t, container=cid, detail=detail)
-            if release and cid in cluster.containers:
-                sim.scheduler.release(cid)
-            if jobs.get(job.app_id) is job and job.app_id in cluster.apps:
-                job.retry.append((task, t))
-                self._ask(job.app_id, 1)
-                changed[job.app_id] = job
+        """The crashed NM's attempts end lost at ``t`` (``Fate.LOST``); tasks of apps still
+        running are asked for again."""
+        for cid, entry in rec.containers.items():
+            if self.sim.end_lost(cid, entry, t, changed, detail, crashed=rec.killed, release=release):
+                self._ask(entry[0].app_id, 1)
         rec.containers = {}
 
     def _nm_back(self, t: float, changed: dict, node: str, rec: _DeadNM) -> None:
-        """The NM restarts empty and registers again."""
+        """The NM restarts empty and registers again (``fault_rules.on_nm_registers``)."""
         if self.dead.get(node) is not rec:
             return                                   # it left the cluster meanwhile
         del self.dead[node]
         sim = self.sim
-        if not rec.lost:
-            # The restarted RM never declared it lost: registration reconciles
-            # (rm_nodes._reconcile) and what it no longer runs is lost.
-            self.silent_nodes.discard(node)
-            kind = "node_resync" if self.waiting and ("node", node) in self.waiting else "node_reconnect"
-            sim.log.event(kind, t, node=node, detail="0 containers reported")
-            self._end_dead(rec, t, changed, "not reported by its NM when it registered again", release=True)
-            self._synced(("node", node), t)
+        verdict = rules.on_nm_registers(rec.lost, self.resync.asked(("node", node)))
+        if verdict is Registration.REJOIN:
+            index = sim.cluster.node_index[node]
+            if not sim.cluster.nodes[index].alive:
+                sim.join(NodeEvent(t, node, sim.cluster.nodes[index].spec), t, changed)
             return
-        index = sim.cluster.node_index[node]
-        if not sim.cluster.nodes[index].alive:
-            sim._join(NodeEvent(t, node, sim.cluster.nodes[index].spec), t, changed)
+        # the restarted RM never declared it lost: what it no longer runs is lost
+        self.silent_nodes.discard(node)
+        sim.log.event(verdict.value, t, node=node, detail="0 containers reported")
+        self._end_dead(rec, t, changed, rules.NOT_REPORTED, release=True)
+        self._synced(("node", node), t)
 
     def leaves(self, node: str, t: float, changed: dict) -> bool:
         """A config leave of a crashed NM: it will not restart; if the RM still counts it
@@ -291,8 +289,8 @@ class FaultModel:
         return True
 
     def lost_unstarted(self, c) -> None:
-        """A container gone with its node before it started (held for a new AM attempt, or
-        refused by a dead NM): the RM withdraws it and its task is asked for again."""
+        """A container gone with its node before it started (``Fate.WITHDRAWN``: held for a
+        new AM attempt; ``Fate.REPORTED``: refused by a dead NM): its task is asked for again."""
         down = self.down.get(c.app_id)
         if down is not None:
             down.held.pop(c.container_id, None)
@@ -320,26 +318,27 @@ class FaultModel:
     # ----- ApplicationMasters ------------------------------------------------------------
 
     def _am_expire(self, t: float, changed: dict, app: str, down: _DownAM, token: int) -> None:
-        """AM expiry: the attempt FAILS; the next is launched, or the app fails."""
+        """AM expiry: the attempt FAILS; the next is launched, or the app fails
+        (``fault_rules.after_failed_attempt``)."""
         if self.down.get(app) is not down or down.token != token:
             return
         sim = self.sim
         k = self.attempt.get(app, 1)
-        what = "never registered" if down.launching else "silent"
-        why = (f"attempt {k}: AM host am-{self.am_host[app]} died" if not down.counted
-               else f"attempt {k} {what} for {_secs(t - down.since)}")
+        why = (rules.am_host_lost_detail(k, f"AM host am-{self.am_host[app]} died") if not down.counted
+               else rules.am_expired_detail(k, down.launching, t - down.since, trace_seconds))
         sim.log.event("am_expired", t, app=app, detail=why)
         self._synced(("app", app), t)
+        outcome = rules.after_failed_attempt(k, self.uncounted[app], down.counted, self.max_attempts)
         if not down.counted:
-            self.uncounted[app] += 1
+            self.uncounted[app] = outcome.uncounted
             down.counted = True                      # the next attempt counts unless lost so too
-        if k - self.uncounted[app] >= self.max_attempts:
+        if outcome.failed:
             del self.down[app]
             if app in sim.cluster.apps:
-                self._fail_app(app, t, changed, f"{k - self.uncounted[app]} of {self.max_attempts} attempts failed")
+                sim.fail_app(app, t, changed, outcome.failed)
             return
-        self.attempt[app] = k + 1
-        sim.log.event("am_launch", t, app=app, detail=f"attempt {k + 1}")
+        self.attempt[app] = outcome.attempt
+        sim.log.event("am_launch", t, app=app, detail=f"attempt {outcome.attempt}")
         down.since, down.crashed, down.launching, down.token = t, False, True, next(self.tokens)
         self._push(t + self.beat, ("am_register", app, down, down.token))
 
@@ -351,25 +350,13 @@ class FaultModel:
         sim = self.sim
         job = sim.jobs[app]
         running = self._running_per_app()[app]
-        sim.log.event("am_registered", t, app=app,
-                      detail=f"attempt {self.attempt[app]}: {job.done} tasks finished, {running} running")
+        sim.log.event("am_registered", t, app=app, detail=rules.am_registered_detail(self.attempt[app], job.done,
+                                                                                    running))
         if app in sim.cluster.apps:
             if down.held:
-                sim._place(list(down.held.values()), t, changed)
+                sim.place(list(down.held.values()), t, changed)
             if down.owed:
                 sim.scheduler.ask(app, down.owed)
-
-    def _fail_app(self, app: str, t: float, changed: dict, reason: str) -> None:
-        """``max_attempts`` attempts failed: the app fails and its running containers are killed."""
-        sim = self.sim
-        job = sim.jobs.pop(app)
-        for cid in [cid for cid, entry in sim.running.items() if entry[0] is job]:
-            _, task, attempt = sim.running.pop(cid)
-            sim.log.end(app, task, attempt, "killed", t, container=cid, detail="the application failed")
-        sim.scheduler.finish_app(app)
-        sim.log.app_done(app, t, status="failed")
-        sim.log.mark(app, "failed", reason)
-        changed[app] = job
 
     def _running_per_app(self) -> Counter:
         """app -> containers the RM counts RUNNING (those on crashed NMs not yet lost too)."""
@@ -383,10 +370,9 @@ class FaultModel:
     def _rm_recovered(self, t: float, changed: dict, token: int) -> None:
         if token != self.rm_token:
             return                                   # killed again before it came back
-        self.epoch += 1
-        self.recovered_at = t
-        self.sim.log.event("rm_recovered", t, detail=f"epoch {self.epoch}; state rebuilt "
-                                                     f"{_secs(self.rm_restart)} after the RM died (run.rm_restart)")
+        detail = self.resync.recovered(t, f"state rebuilt {trace_seconds(self.rm_restart)} after the RM died "
+                                          f"(run.rm_restart)")
+        self.sim.log.event("rm_recovered", t, detail=detail)
 
     def _rm_resync(self, t: float, changed: dict, token: int) -> None:
         """Every live NM and AM registers again; the crashed ones expire E from now."""
@@ -405,28 +391,44 @@ class FaultModel:
                 self._push(t + self.nm_expiry, ("nm_lost", n.name, rec, rec.token))
                 waiting.add(("node", n.name))
             else:
-                sim.log.event("node_resync", t, node=n.name, detail=f"{on_node[n.name]} containers reported")
+                sim.log.event(Registration.RESYNC.value, t, node=n.name,
+                              detail=f"{on_node[n.name]} containers reported")
         for app, job in sim.jobs.items():
             if app not in sim.cluster.apps:
                 continue
             down = self.down.get(app)
             if down is None:
-                sim.log.event("am_resync", t, app=app, detail=f"attempt {self.attempt.get(app, 1)}: "
-                                                              f"{job.done} tasks finished, {per_app[app]} running")
+                sim.log.event("am_resync", t, app=app,
+                              detail=rules.am_registered_detail(self.attempt.get(app, 1), job.done, per_app[app]))
             elif down.crashed:
                 down.since, down.token = t, next(self.tokens)
                 self._push(t + self.am_expiry, ("am_expire", app, down, down.token))
                 if not down.launching:
                     waiting.add(("app", app))
-        self.waiting = waiting
+        self.resync.wait_for(waiting)
         self._synced(None, t)
 
     def _synced(self, key, t: float) -> None:
         """``key`` (("node", n) or ("app", a)) no longer keeps the restarted RM waiting."""
-        if self.waiting is None:
-            return
-        self.waiting.discard(key)
-        if not self.waiting:
-            self.waiting = None
-            self.sim.log.event("rm_resynced", t, detail=f"epoch {self.epoch}: every NM and AM registered again "
-                                                        f"{_secs(t - self.recovered_at)} after recovery")
+        if key is not None:
+            self.resync.registered(key)
+        detail = self.resync.check(t)
+        if detail is not None:
+            self.sim.log.event("rm_resynced", t, detail=detail)
+
+
+#: fault event kind -> its step (``FaultModel.handle``)
+_HANDLERS = {
+    "inject": FaultModel._inject,
+    "nm_lost": FaultModel._nm_lost,
+    "nm_back": FaultModel._nm_back,
+    "release": FaultModel._release,
+    "am_expire": FaultModel._am_expire,
+    "am_register": FaultModel._am_register,
+    "rm_recovered": FaultModel._rm_recovered,
+    "rm_resync": FaultModel._rm_resync,
+}
+#: simulated fault kind -> its injection
+_INJECT = {"kill-nm": FaultModel._kill_nm, "kill-am": FaultModel._kill_am, "kill-am-host": FaultModel._kill_am_host,
+           "kill-rm": FaultModel._kill_rm}
+assert set(RETRIED + EXPIRIES) <= set(_HANDLERS)

@@ -1,0 +1,201 @@
+"""What a lost or returning NodeManager, ApplicationMaster or ResourceManager means: the
+fault rules, written once for both drivers.
+
+The RM service (``rayrm.rm.service``) applies them to the replay on the wall clock; the
+simulator (``rayrm.rm.sim``) to its model of the replay on a virtual clock.  Nothing here
+reads a clock: every duration comes in as an argument, and each driver says how it writes
+one (``wall_seconds``: "1.250s"; ``trace_seconds``: "20 trace s").  As SimPy's real-time
+environment differs from its virtual one only in ``step()``, the two drivers differ only
+in their clock and in how they learn that something died (a heartbeat that stops, an
+actor call that fails; an event on the simulator's heap).
+
+**Expiry** (YARN's NMLivelinessMonitor and AMLivelinessMonitor).  An NM silent for
+E_nm and an AM attempt silent for E_am are lost, with
+
+    E = max(k · h, floor)        (``expiry``)
+
+k the config's ``nm_expiry`` / ``am_expiry`` heartbeats of h seconds, and the floor one
+wall second (``MIN_EXPIRY_WALL``; on the trace clock 1 / ``time_scale``).
+
+**A lost NM.**  The node leaves the scheduler and each container it had meets the fate of
+``fate_on_node_lost``: one the AM never received is *withdrawn* (its resources go back
+and its task is asked for again, as though never placed); one the AM received and never
+started is *reported* lost to the AM, which asks again; a running one is *lost*: its
+attempt ends ``lost`` and its task is asked for again as a new attempt.  An NM that comes
+back registers (``on_nm_registers``): one declared lost *rejoins* empty; one the RM never
+declared lost *reconciles* — whatever it no longer runs is lost (``NOT_REPORTED``).  An
+NM host lost is every NM it runs lost at once, in one batch; restarted, it registers
+them again and they rejoin.
+
+**A lost AM** (its process, or its whole host).  When the attempt expires or its host
+is declared dead, the attempt FAILS (``am_expired_detail``) and ``after_failed_attempt``
+decides: the next attempt is launched — keeping the app's finished tasks and running
+containers (YARN's work-preserving AM restart), withdrawing those it received and never
+started — or, once ``max_attempts`` attempts failed, the app fails and its containers are
+killed.  An attempt lost with its AM host is not held against ``max_attempts`` (as in
+YARN, an AM container lost with its node does not count).
+
+**A restarted RM** (``Resync``).  The RM rebuilds its state and tells every NM and every
+registered AM attempt to RESYNC: each registers again.  Its liveness clocks start again at
+the resync (its own downtime is nobody's silence); a lost NM or a failed attempt stops
+being waited for; ``rm_resynced`` is logged once nobody is waited for.
+
+**Fencing** is the service's alone (the simulator has no stale callers): a call from an
+attempt that is not the app's current one, or for a node another host runs, is refused.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Callable
+
+#: the detail of a task attempt lost because its NM registered again without it
+NOT_REPORTED = "not reported by its NM when it registered again"
+#: a crashed NM restarts (empty) and registers again this many NM expiries after its crash
+NM_RESTART_EXPIRIES = 2
+
+
+def expiry(beats: int, interval: float, floor: float) -> float:
+    """E = max(beats · interval, floor): the silence after which an NM or an AM is lost."""
+    return max(beats * interval, floor)
+
+
+def wall_seconds(x: float) -> str:
+    """A duration on the replay's wall clock, as its events write it."""
+    return f"{x:.3f}s"
+
+
+def trace_seconds(x: float) -> str:
+    """A duration on the simulator's trace clock, as its events write it."""
+    return f"{round(x, 6):g} trace s"
+
+
+# ----- NodeManagers --------------------------------------------------------------------
+
+class Fate(enum.Enum):
+    """What becomes of a container when its node is lost (module docstring)."""
+
+    WITHDRAWN = "withdrawn"     # the AM never received it: as though never placed
+    REPORTED = "reported"       # received, never started: the AM is told it is lost
+    LOST = "lost"               # running: its attempt ends lost, its task is asked again
+
+
+def fate_on_node_lost(delivered: bool, started: bool) -> Fate:
+    """The fate of a container on a lost node, by what its AM knew of it."""
+    if started:
+        return Fate.LOST
+    return Fate.REPORTED if delivered else Fate.WITHDRAWN
+
+
+def nm_lost_detail(silence: float, seconds: Callable[[float], str]) -> str:
+    """Why an expired NM is lost: ``no heartbeat for <silence>``."""
+    return f"no heartbeat for {seconds(silence)}"
+
+
+class Registration(enum.Enum):
+    """What an NM registering means to the RM (``on_nm_registers``)."""
+
+    REJOIN = "node_join"            # declared lost: it joins again, empty
+    RESYNC = "node_resync"          # the restarted RM asked it to register again
+    RECONNECT = "node_reconnect"    # its NM restarted unnoticed: reconcile what it runs
+
+
+def on_nm_registers(declared_lost: bool, resync_asked: bool) -> Registration:
+    """An NM registers: a lost one rejoins; else it reconciles, as a resync when the
+    restarted RM asked for one and as a reconnect when the RM never noticed it went."""
+    if declared_lost:
+        return Registration.REJOIN
+    return Registration.RESYNC if resync_asked else Registration.RECONNECT
+
+
+# ----- ApplicationMasters ----------------------------------------------------------------
+
+def am_expired_detail(attempt: int, launching: bool, silence: float, seconds: Callable[[float], str]) -> str:
+    """Why an expired attempt fails: it was silent, or it never registered, for ``silence``."""
+    what = "never registered" if launching else "silent"
+    return f"attempt {attempt} {what} for {seconds(silence)}"
+
+
+def am_host_lost_detail(attempt: int, why: str) -> str:
+    """Why an attempt fails with its AM host: ``attempt k: <why>``."""
+    return f"attempt {attempt}: {why}"
+
+
+@dataclass(frozen=True)
+class AttemptOutcome:
+    """After a failed attempt: the app's attempt numbers, and why the app failed ("" if it did not)."""
+
+    attempt: int
+    uncounted: int
+    failed: str = ""
+
+
+def after_failed_attempt(attempt: int, uncounted: int, counted: bool, max_attempts: int) -> AttemptOutcome:
+    """Attempt ``attempt`` failed; ``uncounted`` earlier ones were lost with their AM host.
+
+    Counted failures are attempt − uncounted (this one too unless ``counted`` is False);
+    when they reach ``max_attempts`` the app fails ("c of m attempts failed"), else
+    attempt + 1 is launched.
+    """
+    if not counted:
+        uncounted += 1
+    failures = attempt - uncounted
+    if failures >= max_attempts:
+        return AttemptOutcome(attempt, uncounted, f"{failures} of {max_attempts} attempts failed")
+    return AttemptOutcome(attempt + 1, uncounted)
+
+
+def am_registered_detail(attempt: int, finished: int, running: int) -> str:
+    """An attempt registers (or registers again): what it takes over."""
+    return f"attempt {attempt}: {finished} tasks finished, {running} running"
+
+
+# ----- the ResourceManager's restart --------------------------------------------------------
+
+@dataclass(slots=True)
+class Resync:
+    """Who a restarted RM waits for, and when everyone has registered again.
+
+    ``epoch`` counts recoveries; ``since`` is the last one's time; ``waiting`` holds the
+    ("node", name) and ("app", id) keys of NMs and AM attempts still to register again,
+    None when the RM waits for nobody (before any restart, and once ``rm_resynced`` is
+    logged).  ``seconds`` writes durations on the driver's clock.
+    """
+
+    seconds: Callable[[float], str] = wall_seconds
+    epoch: int = 0
+    since: float = 0.0
+    waiting: set[tuple[str, str]] | None = field(default=None)
+
+    def lost(self) -> None:
+        """The RM died: until it has recovered it waits for nobody."""
+        self.waiting = None
+
+    def recovered(self, now: float, detail: str) -> str:
+        """The RM has rebuilt its state at ``now``: the ``rm_recovered`` detail."""
+        self.epoch += 1
+        self.since = now
+        self.waiting = None
+        return f"epoch {self.epoch}; {detail}".rstrip("; ")
+
+    def wait_for(self, keys) -> None:
+        """The NMs and attempts that must register again (("node", n) / ("app", a) keys)."""
+        self.waiting = set(keys)
+
+    def asked(self, key: tuple[str, str]) -> bool:
+        """Whether ``key`` is still to register again."""
+        return self.waiting is not None and key in self.waiting
+
+    def registered(self, key: tuple[str, str]) -> None:
+        """``key`` registered again, was lost or ended: it is waited for no more."""
+        if self.waiting is not None:
+            self.waiting.discard(key)
+
+    def check(self, now: float) -> str | None:
+        """The ``rm_resynced`` detail when the RM waited and now waits for nobody, else None."""
+        if self.waiting is None or self.waiting:
+            return None
+        self.waiting = None
+        return (f"epoch {self.epoch}: every NM and AM registered again "
+                f"{self.seconds(now - self.since)} after recovery")

@@ -1,0 +1,168 @@
+"""The containers the ResourceManager placed, and their life (a part of ``ResourceManagerState``).
+
+A container is ALLOCATED (placed, not yet given to its AM), ACQUIRED (delivered), RUNNING
+(its NM launched it), then COMPLETE (finished, failed, killed or lost) — or RELEASED (given
+back, or withdrawn before it ran).  What its node's loss does to it is
+``fault_rules.fate_on_node_lost``; fencing of the statuses an NM reports is here too (an NM
+reports only containers the RM placed on it, for their own app).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rayrm.rm.core.fault_rules import Fate, fate_on_node_lost
+from rayrm.rm.core.scheduler import OnlineScheduler
+from rayrm.rm.service.protocol import COMPLETE, FINISHED, LOST, RUNNING, ContainerStatus
+from rayrm.rm.service.records import ACQUIRED, ALLOCATED, RELEASED, AppRecord, ContainerRecord, NodeRecord
+from rayrm.rm.service.runrecords import RunRecords
+
+
+@dataclass(eq=False, slots=True)
+class Containers:
+    """Every container by id, the live ones by app and by node, and the RUNNING count.
+
+    Contract: ``by_app`` and ``by_node`` hold exactly the live containers (neither COMPLETE
+    nor RELEASED), so failing an app, losing a node or a resync reads only their own, never
+    the whole ``table``; ``running`` counts the RUNNING ones.  A container that ends gives
+    its resources back to the scheduler, and its app hears of it: a COMPLETE status in
+    ``AppRecord.completed`` and its AM host in ``news``.  ``apps`` and ``news`` are the
+    ``AppMasters``' own (shared, not copied).
+    """
+
+    scheduler: OnlineScheduler = field(repr=False)
+    records: RunRecords = field(repr=False)
+    apps: dict[str, AppRecord] = field(repr=False)
+    news: set[str] = field(repr=False)           # AM hosts with something to deliver
+    table: dict[int, ContainerRecord] = field(default_factory=dict)
+    by_app: dict[str, set[int]] = field(default_factory=dict)
+    by_node: dict[str, set[int]] = field(default_factory=dict)
+    running: int = 0
+
+    def add(self, rec: ContainerRecord) -> None:
+        """A container just placed (ALLOCATED)."""
+        self.table[rec.container] = rec
+        self.by_app.setdefault(rec.app, set()).add(rec.container)
+        self.by_node.setdefault(rec.node, set()).add(rec.container)
+
+    def set_state(self, c: ContainerRecord, state: str) -> None:
+        """Move a container to ``state``, keeping the live indexes and the running count."""
+        self.running += (state == RUNNING) - (c.state == RUNNING)
+        c.state = state
+        if state in (COMPLETE, RELEASED):
+            for index, key in ((self.by_app, c.app), (self.by_node, c.node)):
+                ids = index.get(key)
+                if ids is not None:
+                    ids.discard(c.container)
+                    if not ids:
+                        del index[key]
+
+    def live(self, *, app: str | None = None, node: str | None = None) -> list[ContainerRecord]:
+        """The live containers of one app or one node, in container id order (allocation
+        order, whatever the set's layout)."""
+        ids = self.by_app.get(app, ()) if app is not None else self.by_node.get(node, ())
+        return [self.table[i] for i in sorted(ids)]
+
+    def _release(self, c: ContainerRecord) -> None:
+        if c.container in self.scheduler.cluster.containers:
+            self.scheduler.release(c.container)
+
+    # ----- what the NMs report -----------------------------------------------------
+
+    def status(self, now: float, node: NodeRecord, st: ContainerStatus) -> bool:
+        """Apply one reported status; True when a COMPLETE status is recorded (ack it)."""
+        c = self.table.get(st.container)
+        if c is None or c.node != node.spec.name or c.app != st.app:
+            # Fencing: an NM reports only containers the RM placed on it, for their own app.
+            self.records.refuse(now, "refused", app=st.app, task=st.task, container=st.container,
+                                node=node.spec.name, detail="status for a container this node does not run")
+            if st.state == RUNNING:
+                node.cleanup.append(st.container)
+            return st.state == COMPLETE
+        if c.state in (RELEASED, COMPLETE):
+            # Released before it ran, or already declared lost: it must not run now.
+            if st.state == RUNNING:
+                node.cleanup.append(st.container)
+                self.records.event(now, "cleanup", app=c.app, task=st.task, container=c.container,
+                                   node=c.node, detail=f"the NM runs a container the RM holds {c.state}")
+            return st.state == COMPLETE
+        if c.state in (ALLOCATED, ACQUIRED):
+            self.launched(c, st)
+        if st.state == COMPLETE:
+            self.complete(now, c, st)
+        return st.state == COMPLETE
+
+    def launched(self, c: ContainerRecord, st: ContainerStatus) -> None:
+        """The NM started ``c`` for task ``st.task``: a new attempt of that task begins."""
+        app = self.apps[c.app]
+        attempt = app.task_attempts.get(st.task, 0)
+        app.task_attempts[st.task] = attempt + 1
+        self.set_state(c, RUNNING)
+        c.task, c.attempt, c.launched = st.task, attempt, st.launched
+        submit = app.asked.get(st.task, app.submit)
+        records = self.records
+        records.log.start(c.app, st.task, attempt, c.node, submit, records.trace(st.launched),
+                          records.wall(st.launched), container=c.container)
+        records.alloc_to_launch.append(st.launched - c.allocated)
+
+    def complete(self, now: float, c: ContainerRecord, st: ContainerStatus) -> None:
+        """``c`` ended as ``st`` says (finished, failed, killed or lost): its attempt ends."""
+        records = self.records
+        if c.container in self.scheduler.cluster.containers:
+            self.scheduler.release(c.container)
+            records.touched.add(c.app)
+        self.set_state(c, COMPLETE)
+        end = st.finish if st.finish is not None else now
+        t_end = records.trace(end)
+        records.log.end(c.app, c.task, c.attempt, st.exit or FINISHED, t_end, records.wall(end),
+                        container=c.container, detail=st.detail)
+        if st.start is not None:
+            records.alloc_to_running.append(st.start - c.allocated)
+        app = self.apps.get(c.app)
+        if app is None:
+            return
+        if (st.exit or FINISHED) == FINISHED:
+            if c.task in app.finished_tasks:
+                records.duplicate_finishes += 1
+                records.log.event("duplicate_finish", t_end, records.wall(end), app=c.app, task=c.task,
+                                  container=c.container)
+            else:
+                app.finished_tasks.add(c.task)
+                records.finished += 1
+            app.last_finish = t_end if app.last_finish is None else max(app.last_finish, t_end)
+        else:
+            app.asked[c.task] = t_end
+        app.completed.append(st)
+        self.news.add(app.host)
+
+    # ----- containers nobody will run ---------------------------------------------------
+
+    def lose(self, now: float, c: ContainerRecord, detail: str) -> None:
+        """A container gone with its node, by its ``fault_rules.Fate``: withdrawn if its AM
+        never saw it, reported lost if the AM holds it unstarted, else its attempt ends LOST."""
+        app = self.apps.get(c.app)
+        fate = fate_on_node_lost(c.state != ALLOCATED, c.state == RUNNING)
+        if fate is Fate.WITHDRAWN:                 # never seen by the AM: withdraw it quietly
+            self.set_state(c, RELEASED)
+            self._release(c)
+            if app is not None:
+                app.undelivered = [a for a in app.undelivered if a.container != c.container]
+            return
+        launched = c.launched if c.launched is not None else now
+        st = ContainerStatus(c.container, c.app, c.task, c.attempt, c.node, COMPLETE, launched,
+                             None, now, LOST, detail)
+        if fate is Fate.REPORTED:                  # the AM holds it but no attempt was logged
+            self.set_state(c, COMPLETE)
+            self._release(c)
+            if app is not None:
+                app.completed.append(st)
+                self.news.add(app.host)
+        else:
+            self.complete(now, c, st)
+
+    def withdraw(self, c: ContainerRecord) -> None:
+        """A container nobody will start: its resources go back; the NM kills it if it runs."""
+        self.set_state(c, RELEASED)
+        if c.container in self.scheduler.cluster.containers:
+            self.scheduler.release(c.container)
+            self.records.touched.add(c.app)
