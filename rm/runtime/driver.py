@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rayrm.nodes.placement import alive_ray_nodes
-from rayrm.rm.core.config import MIN_EXPIRY_WALL, ExperimentConfig, load_config
+from rayrm.rm.core.config import MIN_EXPIRY_WALL, PAYLOADS, ExperimentConfig, load_config
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.faults import Fault, am_host_of, check_cluster, config_faults
 from rayrm.rm.core.policies import policy_for_run
@@ -86,8 +86,8 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
         raise InputError("--twin needs --out (the twin's run directory goes under it)")
     run_seed = cfg.seed if seed is None else int(seed)
     kind = payload or cfg.run.payload
-    if kind not in ("sleep", "cpu"):
-        raise InputError(f"unknown payload '{kind}' (choose from sleep, cpu)", field="run.payload")
+    if kind not in PAYLOADS:
+        raise InputError(f"unknown payload '{kind}' (choose from {', '.join(PAYLOADS)})", field="run.payload")
     if policy_name == "ray-native":
         if fault_list:
             raise InputError("faults need rayrm's ResourceManager; the ray-native baseline has none")
