@@ -29,15 +29,12 @@ from pathlib import Path
 import numpy as np
 
 from rayrm.rm.core.model import AppSpec, NodeSpec
-from rayrm.rm.core.shares import app_shares, share_units
 from rayrm.rm.runs.columns import ColumnBuffer
 from rayrm.rm.runs.encoding import cell
 from rayrm.rm.runs.schema import TABLES, TASK_STATUSES, job_columns, node_columns
 from rayrm.rm.runs.writer import Background, TableSink, choose_format
 
-#: the share formulas live in the core (``rayrm.rm.core.shares``); the drivers that record
-#: share rows take them from here, beside the log they record them in
-__all__ = ["BATCH", "RunLog", "app_shares", "share_units"]
+__all__ = ["BATCH", "RunLog"]
 
 #: rows per batch a streaming log writes at once
 BATCH = 200_000

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rayrm.rm.core.fault_rules import Resync
-from rayrm.rm.runs.log import RunLog, app_shares
+from rayrm.rm.core.shares import app_shares
+from rayrm.rm.runs.log import RunLog
 from rayrm.rm.service.records import AppRecord
 
 

@@ -51,7 +51,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rayrm.rm.core.errors import InputError
-from rayrm.rm.runs.log import RunLog, share_units
+from rayrm.rm.core.shares import share_units
+from rayrm.rm.runs.log import RunLog
 from rayrm.rm.core.policies import policy_for_run
 from rayrm.rm.core.scheduler import OnlineScheduler
 from rayrm.rm.core.faults import config_faults
