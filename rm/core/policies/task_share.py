@@ -11,6 +11,8 @@ from rayrm.rm.core.policies.base import Policy
 
 
 class TaskShareFairness(Policy):
+    """Task Share Fairness: key n_i / (h_i w_i), h_i with no constraints (tsf-paper §V-A)."""
+
     name = "tsf"
 
     def unit(self, app, cluster):
@@ -18,6 +20,8 @@ class TaskShareFairness(Policy):
 
 
 class ConstrainedCDRF(Policy):
+    """Constrained CDRF: key n_i / (h_i^c w_i), h_i^c over the app's eligible nodes (tsf-paper §IV-B3)."""
+
     name = "cdrf"
 
     def unit(self, app, cluster):
