@@ -43,12 +43,14 @@ updates the Ray metrics:
 from __future__ import annotations
 
 import asyncio
+import functools
 import resource
 import time
 
 import ray
 
 from rayrm.rm.core.config import MIN_EXPIRY_WALL
+from rayrm.rm.core.policies import PolicyError
 from rayrm.rm.service.protocol import (NAMESPACE, AllocateRequest, AllocateResponse,
                                       AppRegistered, AppRegistration, Call, NodeHeartbeat, NodeHeartbeatResponse,
                                       NodeRegistration)
@@ -104,6 +106,21 @@ class _Metrics:
         self.pending.set(state.pending_asks)
 
 
+def _halts(method):
+    """A protocol call that, once the policy has failed (``PolicyError``), changes nothing
+    more: it waits unanswered until the driver, which sees ``policy_error`` in the next
+    ``progress()``, ends the replay and kills the hosts; the state is not scheduled half-broken."""
+    @functools.wraps(method)
+    async def call(self, *args, **kwargs):
+        if self.policy_error is None:
+            try:
+                return await method(self, *args, **kwargs)
+            except PolicyError as e:
+                self.policy_error = self.policy_error or str(e)
+        await asyncio.Event().wait()
+    return call
+
+
 @ray.remote(num_cpus=0, max_concurrency=10_000)
 class ResourceManager:
     """The central RM (see the module docstring for the calls)."""
@@ -122,6 +139,7 @@ class ResourceManager:
         self._am_hosts: dict = {}                        # AM host id -> its actor handle
         self._last_snapshot = time.time()
         self.calls = 0
+        self.policy_error: str | None = None           # set when the policy failed: the RM halts
         self.liveness = Liveness()
         self.pace = PaceMeter(self.interval_wall)
         self.snapshots: list[tuple[int, float]] = []     # (bytes, seconds) of each snapshot written
@@ -149,9 +167,11 @@ class ResourceManager:
 
     # ----- the protocol --------------------------------------------------------
 
+    @_halts
     async def register_nodes(self, caller: str, request_id: int, regs: list[NodeRegistration]) -> list[str]:
         return self._apply(Call.REGISTER_NODES, caller, request_id, regs)
 
+    @_halts
     async def node_heartbeat(self, caller: str, request_id: int, beats: list[NodeHeartbeat],
                              idle: tuple[str, ...] = (), due: float = 0.0,
                              sent: float = 0.0) -> list[NodeHeartbeatResponse]:
@@ -159,10 +179,12 @@ class ResourceManager:
             self.pace.heartbeat_due(time.time(), due)
         return self._apply(Call.NODE_HEARTBEAT, caller, request_id, beats, idle, sent)
 
+    @_halts
     async def register_apps(self, caller: str, request_id: int,
                             regs: list[AppRegistration]) -> list[AppRegistered]:
         return self._apply(Call.REGISTER_APPS, caller, request_id, regs)
 
+    @_halts
     async def allocate(self, caller: str, request_id: int, requests: list[AllocateRequest],
                        wait: float = 0.0, sent: float = 0.0,
                        idle: tuple[tuple[str, int], ...] = ()) -> list[AllocateResponse]:
@@ -177,27 +199,34 @@ class ResourceManager:
             out = self._apply(Call.POLL, caller, request_id, requests, idle)
         return out
 
+    @_halts
     async def finish_apps(self, caller: str, request_id: int, items: list[tuple[str, int]]) -> list[str]:
         return self._apply(Call.FINISH_APPS, caller, request_id, items)
 
+    @_halts
     async def lose_host(self, caller: str, request_id: int, host: str, detail: str) -> list[str]:
         """Every NM of NM host ``host`` is LOST now (its actor died)."""
         return self._apply(Call.LOSE_HOST, caller, request_id, host, detail)
 
+    @_halts
     async def lose_am_host(self, caller: str, request_id: int, host: str, detail: str) -> list[str]:
         """Every current attempt AM host ``host`` ran fails (its actor died); new ones launch."""
         return self._apply(Call.LOSE_AM_HOST, caller, request_id, host, detail)
 
+    @_halts
     async def lose_node(self, node: str, detail: str = "lost") -> list[int]:
         """Declare an NM LOST now (its host stopped it); returns its containers."""
         return self._apply(Call.LOSE_NODE, node, detail)
 
+    @_halts
     async def fault(self, caller: str, request_id: int, spec: str, node: str = "", app: str = "") -> None:
         """Log a fault about to be injected (events.csv ``fault``)."""
         self._apply(Call.FAULT, caller, request_id, spec, node, app)
 
     def _apply(self, call: Call, *args):
         """Run one state call at the wall time now, journal it, wake long polls."""
+        if self.policy_error is not None:
+            raise PolicyError("the ResourceManager", "halted", self.policy_error)
         self.calls += 1
         now = time.time()
         out = self.state.apply(call, now, *args)
@@ -232,7 +261,14 @@ class ResourceManager:
 
     def _start_monitor(self) -> None:
         if self._monitor is None and self.state.start_wall is not None:
-            self._monitor = asyncio.get_running_loop().create_task(self._monitor_loop())
+            self._monitor = asyncio.get_running_loop().create_task(self._monitor_halts())
+
+    async def _monitor_halts(self) -> None:
+        """The monitor loop, ended by a policy failure (expiring a node rekeys every app)."""
+        try:
+            await self._monitor_loop()
+        except PolicyError as e:
+            self.policy_error = self.policy_error or str(e)
 
     async def _monitor_loop(self) -> None:
         period = min(max(self.interval_wall, 0.01), 1.0)
@@ -308,7 +344,8 @@ class ResourceManager:
 
     async def progress(self) -> dict:
         lag, behind = self.pace.current()
-        return self.state.progress(time.time()) | {"calls": self.calls, "lag": round(lag, 3), "behind": behind}
+        return self.state.progress(time.time()) | {"calls": self.calls, "lag": round(lag, 3), "behind": behind,
+                                                   "policy_error": self.policy_error}
 
     async def export(self) -> dict:
         """The run log and the RM's measurements, for the driver to write out."""
@@ -321,7 +358,7 @@ class ResourceManager:
                 "calls": self.calls, "pace": self.pace.export(),
                 "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024,
                 "snapshots": list(self.snapshots), "snapshot_blocked": list(self.snapshot_blocked),
-                "recoveries": list(s.recoveries),
+                "recoveries": list(s.recoveries), "policy_error": self.policy_error,
                 "journal_bytes": self.store.journal_bytes() if self.store is not None else 0}
 
     async def stop(self) -> None:

@@ -41,6 +41,7 @@ from rayrm.rm.core.config import MIN_EXPIRY_WALL, ExperimentConfig, load_config
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.faults import am_host_of, check_cluster, config_faults
 from rayrm.rm.core.policies import policy_for_run
+from rayrm.rm.core.policies.plugins import policy_source, ship_paths
 from rayrm.rm.runs.metrics import percentiles
 from rayrm.rm.runtime.pace import pace_summary, pace_warning
 from rayrm.rm.runtime.session import connect
@@ -50,6 +51,8 @@ from rayrm.rm.service.protocol import NAMESPACE, RM_NAME
 from rayrm.rm.service.store import StateStore
 from rayrm.rm.sim.engine import simulate
 
+#: a Ray node offering this custom resource (``ray start --resources '{"rayrm_rm": 1}'``) hosts the RM
+RM_RESOURCE = "rayrm_rm"
 START_LEAD = 0.3          # wall seconds between the last preparation and t = 0
 INTERRUPT_EXPORT_WAIT = 3.0   # wall seconds an interrupted replay waits for the RM's run log
 
@@ -216,13 +219,16 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     check_cluster(faults, len(ray_nodes), len(plan.hosted), len(am_nodes))
     chosen = plan.executor
     state_dir = _state_dir(out)
+    rm_node = next((n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get(RM_RESOURCE)), None)
     secret = os.urandom(16)
 
-    # The RM is pinned to the driver's node, where its snapshot and journal are written,
-    # so a restart (max_restarts) reads them back (rm/service/store.py).
+    # The RM is pinned to the driver's node (or the Ray node offering resource RM_RESOURCE),
+    # where its snapshot and journal are written, so a restart (max_restarts) reads them
+    # back (rm/service/store.py).  A policy from
+    # outside rayrm travels with it (py_modules), so any Ray node can import it.
     rm = session.add(ResourceManager.options(
         name=RM_NAME, namespace=NAMESPACE, max_restarts=RM_MAX_RESTARTS,
-        scheduling_strategy=Affinity(here, soft=False)).remote(
+        scheduling_strategy=Affinity(rm_node or here, soft=False), **rm_runtime_env(policy_name)).remote(
         dims=cfg.dims, nodes=session.pin(cfg.nodes), policy=policy_obj, policy_name=policy_name, time_scale=scale,
         heartbeat_interval=float(cfg.run["heartbeat_interval"]), nm_expiry=int(cfg.run["nm_expiry"]),
         am_expiry=int(cfg.run["am_expiry"]), max_attempts=int(cfg.run["max_attempts"]),
@@ -332,7 +338,10 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
                              wall_seconds=wall_seconds),
         "rm": rm_costs(exported),
         "interrupted": bool(interrupted),
+        "policy_source": policy_source(policy_name),
     }
+    if exported.get("policy_error"):
+        extra["policy_error"] = exported["policy_error"]
     if interrupted:
         extra["interrupt_reason"] = interrupted
     if faults:
@@ -345,6 +354,23 @@ def _run(cfg: ExperimentConfig, policy_name: str, policy_obj, scale: float, exec
     if out is not None:
         return log.write(out, wall_seconds=wall_seconds, **extra)
     return log.summary(wall_seconds=wall_seconds, **extra)
+
+
+def rm_runtime_env(policy: str) -> dict:
+    """``options`` for the RM actor: ``runtime_env`` shipping a policy from outside rayrm
+    (its file, or its top-level package) to whichever Ray node runs the RM, and to the
+    node a restarted RM lands on.  Ray takes local paths in ``py_modules`` at the job level
+    only, so they are uploaded here (to the cluster's GCS, as ``ray.init`` does for a job)
+    and the actor is given their URIs."""
+    import tempfile  # noqa: PLC0415
+
+    from ray._private.runtime_env.py_modules import upload_py_modules_if_needed  # noqa: PLC0415
+    paths = ship_paths(policy)
+    if not paths:
+        return {}
+    with tempfile.TemporaryDirectory(prefix="rayrm-py-modules-") as scratch:
+        env = upload_py_modules_if_needed({"py_modules": paths}, include_gitignore=True, scratch_dir=scratch)
+    return {"runtime_env": env}
 
 
 def am_host_nodes(ray_nodes: list, count: int | None = None) -> list[str]:
