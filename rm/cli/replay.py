@@ -60,7 +60,7 @@ def run(args) -> int:
     from rayrm.rm.core.config import load_config  # noqa: PLC0415
     from rayrm.rm.core.errors import InputError  # noqa: PLC0415
     from rayrm.rm.core.policies.plugins import policy_slug  # noqa: PLC0415
-    from rayrm.rm.core.policies import PolicyError, make_policy  # noqa: PLC0415
+    from rayrm.rm.core.policies import make_policy  # noqa: PLC0415
     from rayrm.rm.runtime.driver import replay  # noqa: PLC0415
 
     if args.config:
@@ -82,7 +82,7 @@ def run(args) -> int:
                      am_hosts=args.am_hosts)
     print(format_summary(summary, out))
     if summary.get("policy_error"):
-        raise PolicyError(policy, "replay", f"stopped: {summary['policy_error']} (what ran: {out})")
+        raise InputError(f"{summary['policy_error']} (the replay stopped; what ran: {out})")
     reason = summary.get("interrupt_reason", "")
     return 130 if reason.startswith("SIGINT") else 143 if reason.startswith("SIGTERM") else 0
 
