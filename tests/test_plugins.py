@@ -216,7 +216,9 @@ def test_a_plugin_that_cannot_load_is_one_line_and_exit_2(capsys, config_file, b
     spec = spec.format(dir=tmp_path, bad=bad)
     code, err = run_cli(capsys, "simulate", config_file, "--policy", spec, "--out", tmp_path / "run")
     assert code == 2 and len(err) == 1, err
-    assert err[0].startswith(f"rayrm simulate: error: policy {spec}: {method}: ") and what in err[0], err[0]
+    assert err[0].startswith(f"rayrm simulate: error: policy {spec}: {method}: " if spec != "nope"
+                             else "rayrm simulate: error: unknown policy 'nope' (choose from tsf, ")
+    assert what in err[0], err[0]
     assert not (tmp_path / "run").exists()
 
 

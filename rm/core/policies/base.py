@@ -83,12 +83,12 @@ class PolicyError(InputError):
     answered something the scheduler cannot use.  One line naming the plugin, the
     method and what was wrong (exit status 2 at the command line)."""
 
-    def __init__(self, plugin: str, method: str, what: str):
-        self.plugin, self.method, self.what = plugin, method, what
-        super().__init__(f"policy {plugin}: {method}: {what}")
+    def __init__(self, plugin: str, method: str, what: str, line: str | None = None):
+        self.plugin, self.method, self.what, self.line = plugin, method, what, line
+        super().__init__(line or f"policy {plugin}: {method}: {what}")
 
     def __reduce__(self):
-        return PolicyError, (self.plugin, self.method, self.what)
+        return PolicyError, (self.plugin, self.method, self.what, self.line)
 
 
 def policy_label(policy: Policy) -> str:

@@ -173,8 +173,9 @@ def _entry_point(ref: PolicyRef) -> Resolved:
     found = [ep for ep in entry_points() if ep.name == ref.target]
     if not found:
         known = ", ".join(list(BUILTIN) + [ep.name for ep in entry_points()])
-        raise PolicyError(ref.text, "load", f"unknown policy (choose from {known}, or name "
-                                            f"path/to/file.py:Class or package.module:Class)")
+        what = f"unknown policy '{ref.target}' (choose from {known}, or name path/to/file.py:Class " \
+               f"or package.module:Class)"
+        raise PolicyError(ref.text, "load", what, line=what)
     ep = found[0]
     module, _, attr = ep.value.partition(":")
     cls = _policy_class(ref, _import(ref, module.strip()), attr.strip())
