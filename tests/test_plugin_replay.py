@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
-import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -45,31 +45,7 @@ class ShippedTSF(Policy):
         return 1.0 / (app.h * app.weight)
 '''
 
-BAD = '''
-from rayrm import Policy
-
-class NanUnit(Policy):
-    def unit(self, app, cluster): return float("nan")
-
-class RaisesInKey(Policy):
-    def unit(self, app, cluster): return 0.0
-    def key(self, app): raise KeyError("boom")
-
-class RaisesInNodeKey(Policy):
-    per_node = True
-    def unit(self, app, cluster): return 0.0
-    def node_key(self, app, node, cluster): raise RuntimeError("boom")
-
-class RaisesInChooseNode(Policy):
-    best_fit = True
-    def unit(self, app, cluster): return 1.0
-    def choose_node(self, app, offered, cluster, among=None): raise RuntimeError("boom")
-
-class ChoosesFirstNode(Policy):
-    best_fit = True
-    def unit(self, app, cluster): return 1.0
-    def choose_node(self, app, offered, cluster, among=None): return cluster.nodes[0]
-'''
+BAD = Path(__file__).resolve().parent / "data" / "badpolicies.py"
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +69,6 @@ def plugins(tmp_path_factory):
     """A file plugin, a package plugin (on the driver's sys.path only) and the bad ones."""
     where = tmp_path_factory.mktemp("userpolicies")
     (where / "shippedtsf.py").write_text(SHIPPED)
-    (where / "badreplay.py").write_text(BAD)
     pkg = where / "lib" / "teamsched"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
@@ -141,10 +116,10 @@ def test_the_plugin_travels_to_the_rm_on_the_other_node_and_comes_back_after_kil
                                          ("ChoosesFirstNode", "choose_node")])
 def test_a_plugin_failing_mid_replay_stops_it_and_tears_it_down(cluster, plugins, tmp_path, cls, method):
     out = tmp_path / "run"
-    summary = replay(small_config(), policy=f"{plugins}/badreplay.py:{cls}", out=out, progress=False)
+    summary = replay(small_config(), policy=f"{BAD}:{cls}", out=out, progress=False)
     # the supervisor saw the RM halt (a stall would have raised instead) and ended the replay
-    assert summary["interrupt_reason"].startswith(f"policy error: policy badreplay:{cls}: {method}: ")
-    assert summary["policy_error"].startswith(f"policy badreplay:{cls}: {method}: ")
+    assert summary["interrupt_reason"].startswith(f"policy error: policy badpolicies:{cls}: {method}: ")
+    assert summary["policy_error"].startswith(f"policy badpolicies:{cls}: {method}: ")
     assert json.loads((out / "summary.json").read_text())["policy_error"] == summary["policy_error"]
     result = check_run(out)
     assert result.ok and result.over_allocations == 0, result.report()
@@ -157,18 +132,18 @@ def test_the_replay_command_says_so_in_one_line_and_exits_2(cluster, plugins, tm
     config = tmp_path / "small.yaml"
     config.write_text(yaml.safe_dump(SMALL))
     out = tmp_path / "run"
-    code = main(["replay", str(config), "--policy", f"{plugins}/badreplay.py:NanUnit", "--out", str(out),
+    code = main(["replay", str(config), "--policy", f"{BAD}:NanUnit", "--out", str(out),
                  "--no-progress"])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and err == [f"rayrm replay: error: policy badreplay:NanUnit: unit: returned nan for app "
+    assert code == 2 and err == [f"rayrm replay: error: policy badpolicies:NanUnit: unit: returned nan for app "
                                  f"j1: a unit must be a number >= 0 (the replay stopped; what ran: {out})"]
 
 
 @pytest.mark.parametrize("spec, what", [("{dir}/missing.py:X", "load: no file"),
-                                        ("{dir}/badreplay.py:Missing", "load: badreplay has no Missing"),
+                                        ("{bad}:Missing", "load: badpolicies has no Missing"),
                                         ("no_such_module_xyz:X", "load: no module named")])
 def test_a_plugin_that_cannot_load_fails_before_ray_is_asked(cluster, plugins, tmp_path, spec, what):
-    spec = spec.format(dir=plugins)
+    spec = spec.format(dir=plugins, bad=BAD)
     with pytest.raises(PolicyError, match=what):
         replay(small_config(), policy=spec, out=tmp_path / "run", progress=False)
     assert not (tmp_path / "run").exists()

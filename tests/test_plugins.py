@@ -1,7 +1,7 @@
 """Policy plugins in the simulator: naming (file, module, entry point, options), what a run
 records of the code, the read-only views, and every way a plugin can be wrong.
 
-The bad plugins live in one file written per test (``BAD``); each is run through the
+The bad plugins live in tests/data/badpolicies.py (``BAD``); each is run through the
 command line in this process, so the exit status and stderr are what a user sees.
 """
 
@@ -26,57 +26,8 @@ from rayrm.rm.sim.engine import simulate
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN_TSF = ROOT / "benchmarks" / "tsf_plugin.py"
 
-BAD = '''
-import math
-from rayrm import Policy
-
-class NanUnit(Policy):
-    def unit(self, app, cluster): return float("nan")
-
-class NegativeUnit(Policy):
-    def unit(self, app, cluster): return -1.0
-
-class TextUnit(Policy):
-    def unit(self, app, cluster): return "1"
-
-class NanKey(Policy):
-    def unit(self, app, cluster): return 0.0
-    def key(self, app): return math.nan
-
-class RaisesInUnit(Policy):
-    def unit(self, app, cluster): return 1 / 0
-
-class RaisesInKey(Policy):
-    def unit(self, app, cluster): return 0.0
-    def key(self, app): raise KeyError("boom")
-
-class RaisesInNodeKey(Policy):
-    per_node = True
-    def unit(self, app, cluster): return 0.0
-    def node_key(self, app, node, cluster): raise RuntimeError("boom")
-
-class RaisesInChooseNode(Policy):
-    best_fit = True
-    def unit(self, app, cluster): return 1.0
-    def choose_node(self, app, offered, cluster, among=None): raise RuntimeError("boom")
-
-class ChoosesFirstNode(Policy):
-    """Always node 0, full or not."""
-    best_fit = True
-    def unit(self, app, cluster): return 1.0
-    def choose_node(self, app, offered, cluster, among=None): return cluster.nodes[0]
-
-class WritesToView(Policy):
-    def unit(self, app, cluster):
-        app.running = 0
-        return 1.0
-
-class NoUnit(Policy):
-    pass
-
-class NotAPolicy:
-    def unit(self, app, cluster): return 1.0
-'''
+#: wrong in every way a policy can be wrong at run time (and two that cannot load)
+BAD = ROOT / "tests" / "data" / "badpolicies.py"
 
 
 @pytest.fixture
@@ -91,11 +42,8 @@ def config_file(tmp_path):
 
 
 @pytest.fixture
-def bad(tmp_path):
-    path = tmp_path / "badpolicies.py"
-    path.write_text(BAD)
-    yield path
-    sys.modules.pop("badpolicies", None)
+def bad():
+    return BAD
 
 
 def run_cli(capsys, *argv) -> tuple[int, list[str]]:
