@@ -144,7 +144,7 @@ def test_a_plugin_with_the_builtin_key_gives_the_same_run_directory(tmp_path):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
     a, b = (json.loads((tmp_path / d / "summary.json").read_text()) for d in "ab")
     differ = {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)}
-    assert differ == {"policy", "policy_source", "wall_seconds"}
+    assert differ - {"wall_seconds"} == {"policy", "policy_source"}     # wall time may round alike
     assert b["policy_source"]["class"] == "tsf_plugin:PluginTSF"
 
 

@@ -323,6 +323,8 @@ class OnlineScheduler:
             chosen = self.policy.choose_node(app.view, offered.view, self._view, among)
         except Exception as e:          # noqa: BLE001 - the policy's code
             raise self._error("choose_node", e) from None
+        if chosen is offered.view:      # the offer found the app fits there
+            return offered
         node = chosen._node if isinstance(chosen, NodeView) else None
         if node is None or node is not self.cluster.nodes[node.index]:
             raise PolicyError(self._label, "choose_node", f"returned {chosen!r} for app {app.app_id}, "

@@ -93,6 +93,10 @@ class AppView:
         """Node index -> the app's running tasks there (kept for per-node policies only)."""
         return MappingProxyType(self._app.on_node)
 
+    def running_on(self, node_index: int) -> int:
+        """n_im, the app's running tasks on node m (per-node policies only)."""
+        return self._app.on_node.get(node_index, 0)
+
     def __repr__(self) -> str:
         return f"AppView({self.app_id}, running={self.running}, pending={self.pending})"
 

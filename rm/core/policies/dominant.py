@@ -177,7 +177,7 @@ class PerMachineDRF(Policy):
         return 0.0
 
     def node_key(self, app, node, cluster):
-        n = app.on_node.get(node.index)
+        n = app.running_on(node.index)
         if not n:
             return 0.0          # n_im = 0: the key is 0 whatever one task's share
         per_task = self._per_task.get((app.demand, node.capacity))
