@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench_sim import RAYRM, byte_compile, check_ok, make_trace, run_process
+from bench_sim import RAYRM, byte_compile, check_ok, make_trace, run_process, trace_arguments
 
 PLUGIN = Path(__file__).resolve().parent / "tsf_plugin.py"
 GOAL = 1.05
@@ -32,12 +32,8 @@ SAME = ("tasks.csv", "jobs.csv", "events.csv", "shares.csv", "nodes.csv")
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--nodes", type=int, default=1000)
-    ap.add_argument("--jobs", type=int, default=4500)
-    ap.add_argument("--tasks", type=int, default=180000)
-    ap.add_argument("--seed", type=int, default=7)
+    trace_arguments(ap)
     ap.add_argument("--runs", type=int, default=3, help="processes per policy; the least wall time counts")
-    ap.add_argument("--config", help="use this config instead of generating one")
     ap.add_argument("--workdir", help="where the trace and runs go (default: a temporary directory)")
     args = ap.parse_args(argv)
     byte_compile()
