@@ -164,14 +164,19 @@ def byte_compile() -> None:
     compileall.compile_dir(Path(rayrm.__file__).parent, quiet=1, rx=re.compile(r"[/\\]\.(venv|git)[/\\]"))
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def trace_arguments(ap) -> None:
+    """The paper-scale trace's size (``make_trace``), or ``--config`` instead."""
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--jobs", type=int, default=4500)
     ap.add_argument("--tasks", type=int, default=180000)
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--policies", default=",".join(LIMITS))
     ap.add_argument("--config", help="use this config instead of generating one")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    trace_arguments(ap)
+    ap.add_argument("--policies", default=",".join(LIMITS))
     ap.add_argument("--format", choices=("auto", "csv", "parquet"), default="auto")
     ap.add_argument("--runs", type=int, default=3, help="processes per policy; the least wall time counts")
     ap.add_argument("--fb2010", metavar="TSV", help="SWIM's FB-2010 workload: import, simulate tsf, check")

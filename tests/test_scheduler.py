@@ -275,9 +275,9 @@ def random_instance(rng: random.Random):
 
 
 def order_key(s: OnlineScheduler, app, node):
-    if s.policy.per_node:
-        return (s.policy.node_key(app, node, s.cluster), app.submit, app.app_id)
-    return (s.policy.key(app), app.submit, app.app_id)
+    if s.policy.per_node:     # a policy reads views of the state (rm/core/views.py)
+        return (s.policy.node_key(app.view, node.view, s.cluster.view), app.submit, app.app_id)
+    return (s.policy.key(app.view), app.submit, app.app_id)
 
 
 @pytest.mark.parametrize("policy", POLICY_NAMES)

@@ -38,7 +38,8 @@ MAX_SEEDS = 1000
 def add_arguments(parser) -> None:
     parser.add_argument("config", metavar="CONFIG", help="experiment config (YAML)")
     parser.add_argument("--policies", required=True, metavar="P,P,...",
-                        help="comma-separated policy names, e.g. tsf,drf,cdrf,cmmf-cpu,cmmf-mem,fifo")
+                        help="comma-separated policies, e.g. tsf,drf,cdrf,fifo; a plugin as "
+                             "path/to/file.py:Class or package.module:Class (see `rayrm policies`)")
     parser.add_argument("--mode", choices=("sim", "ray", "both"), default="sim",
                         help="simulate (default), replay on Ray, or both side by side")
     parser.add_argument("--seed", type=int, help="seed for task durations (default: the config's)")
@@ -143,7 +144,8 @@ def run_replicas(config_path: str | Path, policies: list[str], replicas: list[tu
     machine's worth; each holds one run); replays run one after another, since one
     replay already keeps the Ray cluster busy.  Returns (replica, policy -> run directory).
     """
-    out = [(where, {p: where / p for p in policies}) for where, _ in replicas]
+    from rayrm.rm.core.policies.plugins import policy_slug  # noqa: PLC0415
+    out = [(where, {p: where / policy_slug(p) for p in policies}) for where, _ in replicas]
     jobs = [(p, seed, dirs[p], where) for (where, seed), (_, dirs) in zip(replicas, out) for p in policies]
     label = (lambda p, where: p) if len(replicas) == 1 else (lambda p, where: f"{where.name}/{p}")
     if mode == "sim":

@@ -25,6 +25,7 @@ COMMANDS = [
     ("trace", "generate synthetic workloads or import public trace formats"),
     ("report", "plots and tables for run directories"),
     ("check", "verify a run directory's invariants"),
+    ("policies", "list the built-in policies and the installed policy plugins"),
 ]
 
 

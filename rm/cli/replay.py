@@ -28,7 +28,8 @@ def bundled_config(name: str = DEFAULT_CONFIG) -> Path:
 def add_arguments(parser) -> None:
     parser.add_argument("config", nargs="?", metavar="CONFIG",
                         help="experiment config (default: the bundled configs/paper-micro.yaml)")
-    parser.add_argument("--policy", help="policy name, or ray-native (default: the config's)")
+    parser.add_argument("--policy", help="policy: a name, path/to/file.py:Class or package.module:Class "
+                                         "(shipped to the Ray workers), or ray-native (default: the config's)")
     parser.add_argument("--time-scale", type=float, metavar="X",
                         help="wall seconds per trace second (default: the config's run.time_scale)")
     parser.add_argument("--address", metavar="ADDR",
@@ -58,6 +59,8 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from rayrm.rm.core.config import load_config  # noqa: PLC0415
     from rayrm.rm.core.errors import InputError  # noqa: PLC0415
+    from rayrm.rm.core.policies.plugins import policy_slug  # noqa: PLC0415
+    from rayrm.rm.core.policies import make_policy  # noqa: PLC0415
     from rayrm.rm.runtime.driver import replay  # noqa: PLC0415
 
     if args.config:
@@ -70,12 +73,16 @@ def run(args) -> int:
                              "installed; reinstall rayrm") from None
     cfg = load_config(path)
     policy = args.policy or cfg.policy
-    out = args.out or str(Path("runs") / f"{cfg.name}-{policy}-ray")
+    if policy != "ray-native":
+        make_policy(policy)        # a bad name or plugin is an error before Ray starts
+    out = args.out or str(Path("runs") / f"{cfg.name}-{policy_slug(policy)}-ray")
     summary = replay(cfg, policy=policy, out=out, time_scale=args.time_scale, address=args.address,
                      executor=args.executor, payload=args.payload, twin=args.twin, seed=args.seed,
                      progress=False if args.no_progress else None, faults=args.fault, until=args.until,
                      am_hosts=args.am_hosts)
     print(format_summary(summary, out))
+    if summary.get("policy_error"):
+        raise InputError(f"{summary['policy_error']} (the replay stopped; what ran: {out})")
     reason = summary.get("interrupt_reason", "")
     return 130 if reason.startswith("SIGINT") else 143 if reason.startswith("SIGTERM") else 0
 

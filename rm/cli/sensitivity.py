@@ -14,7 +14,8 @@ import sys
 
 def add_arguments(parser) -> None:
     parser.add_argument("config", metavar="CONFIG", help="experiment config (YAML)")
-    parser.add_argument("--policy", help="policy name (default: the config's)")
+    parser.add_argument("--policy", help="policy: a name, path/to/file.py:Class or package.module:Class "
+                                         "(default: the config's)")
     parser.add_argument("--seed", type=int, help="seed for task durations (default: the config's run.seed)")
     parser.add_argument("--jitter", type=float, default=0.1, metavar="X",
                         help="largest launch delay in trace seconds (default 0.1: 5 ms of wall time "

@@ -22,7 +22,8 @@ from pathlib import Path
 
 def add_arguments(parser) -> None:
     parser.add_argument("config", metavar="CONFIG", help="experiment config (YAML)")
-    parser.add_argument("--policy", help="policy name (default: the config's)")
+    parser.add_argument("--policy", help="policy: a name, path/to/file.py:Class or package.module:Class, "
+                                         "options as :KEY=VALUE (default: the config's; see `rayrm policies`)")
     parser.add_argument("--seed", type=int, help="seed for task durations (default: the config's run.seed)")
     parser.add_argument("--out", metavar="DIR", help="run directory (default: runs/<config>-<policy>-sim)")
     parser.add_argument("--launch-jitter", type=float, default=0.0, metavar="X",
@@ -49,7 +50,8 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from rayrm.rm.core.config import load_config  # noqa: PLC0415
     from rayrm.rm.core.errors import InputError  # noqa: PLC0415
-    from rayrm.rm.core.policies import make_policy  # noqa: PLC0415
+    from rayrm.rm.core.policies.plugins import policy_slug  # noqa: PLC0415
+    from rayrm.rm.core.policies import PolicyError, make_policy  # noqa: PLC0415
     from rayrm.rm.sim.engine import simulate  # noqa: PLC0415
 
     started = time.perf_counter()
@@ -60,11 +62,14 @@ def run(args) -> int:
         cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, am_hosts=args.am_hosts))
     policy = args.policy or cfg.policy
     make_policy(policy)            # an unknown name is an InputError before any work
-    out = args.out or str(Path("runs") / f"{cfg.name}-{policy}-sim")
-    summary = simulate(cfg, policy=policy, seed=args.seed, out=out,
-                       progress=False if args.no_progress else None,
-                       launch_jitter=args.launch_jitter, jitter_seed=args.jitter_seed, faults=args.fault,
-                       fmt=args.format, until=args.until)
+    out = args.out or str(Path("runs") / f"{cfg.name}-{policy_slug(policy)}-sim")
+    try:
+        summary = simulate(cfg, policy=policy, seed=args.seed, out=out,
+                           progress=False if args.no_progress else None,
+                           launch_jitter=args.launch_jitter, jitter_seed=args.jitter_seed, faults=args.fault,
+                           fmt=args.format, until=args.until)
+    except PolicyError as e:            # the run stopped; its directory holds what ran
+        raise PolicyError(e.plugin, e.method, f"{e.what} (what ran: {out})") from None
     for spec, reason in (summary.get("faults") or {}).get("not_simulated", {}).items():
         print(f"rayrm simulate: fault {spec} not simulated: {reason}", file=sys.stderr)
     print(format_summary(summary, out, total=time.perf_counter() - started))

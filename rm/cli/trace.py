@@ -21,7 +21,7 @@ import importlib
 import sys
 
 from rayrm.rm.core.errors import InputError
-from rayrm.rm.core.policies import POLICY_NAMES
+from rayrm.rm.core.policies.plugins import resolve_policy
 from rayrm.traces.importers.common import SkipReport, write_config
 
 FORMATS = ("swim", "sls", "openb", "google2011")   # modules in traces/importers/
@@ -76,9 +76,8 @@ def _unavailable(reason: str) -> int:
 
 
 def _run_import(args: argparse.Namespace) -> int:
-    if args.policy not in POLICY_NAMES and args.policy != "ray-native":
-        raise InputError(f"unknown policy '{args.policy}' (choose from {', '.join(POLICY_NAMES)})",
-                         field="--policy")
+    if args.policy != "ray-native":
+        resolve_policy(args.policy)
     report = SkipReport(f"rayrm trace import {args.format}", strict=args.strict)
     result = _importer(args.format).load(args, report)
     table = write_config(args.output, result, name=args.name, policy=args.policy,

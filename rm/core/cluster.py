@@ -26,12 +26,13 @@ import numpy as np
 
 from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.model import EPS, AppSpec, Container, NodeSpec, tasks_fit
+from rayrm.rm.core.views import AppView, ClusterView, NodeView
 
 
 class NodeState:
     """A node's accounting: capacity and free vectors, liveness, its containers."""
 
-    __slots__ = ("index", "spec", "name", "capacity", "free", "alive", "containers")
+    __slots__ = ("index", "spec", "name", "capacity", "free", "alive", "containers", "view")
 
     def __init__(self, index: int, spec: NodeSpec, capacity: tuple[float, ...]):
         self.index = index
@@ -41,6 +42,7 @@ class NodeState:
         self.free = list(capacity)
         self.alive = True
         self.containers: set[int] = set()
+        self.view = NodeView(self)          # what a policy reads (rm/core/views.py)
 
     @property
     def attributes(self):
@@ -51,14 +53,15 @@ class AppState:
     """An app's accounting: demand, eligibility per node, h and h^c, running and pending.
 
     ``eligible[m]`` is 1 when the app's constraint admits node m *and* one task
-    fits m's capacity.  ``on_node`` (node index -> its running tasks there) is kept only
-    when the cluster counts per node.  ``key`` and ``unit`` belong to the scheduler's
-    policy; they live here only so the hot path reads one object.
+    fits m's capacity (immutable bytes).  ``on_node`` (node index -> its running tasks
+    there) is kept only when the cluster counts per node.  ``key`` and ``unit`` belong to the scheduler's
+    policy; they live here only so the hot path reads one object.  ``view`` is what a
+    policy reads (rm/core/views.py); the scheduler drops it when the app finishes.
     """
 
     __slots__ = ("index", "spec", "app_id", "demand", "weight", "submit", "eligible",
                  "eligible_count", "h", "h_c", "running", "pending", "on_node",
-                 "unit", "key", "entry")
+                 "unit", "key", "entry", "view")
 
     def __init__(self, index: int, spec: AppSpec, demand: tuple[float, ...]):
         self.index = index
@@ -67,7 +70,7 @@ class AppState:
         self.demand = demand
         self.weight = spec.weight
         self.submit = spec.submit
-        self.eligible = bytearray()
+        self.eligible = b""
         self.eligible_count = 0
         self.h = 0.0
         self.h_c = 0.0
@@ -77,6 +80,7 @@ class AppState:
         self.unit = 0.0
         self.key = 0.0
         self.entry = None
+        self.view = AppView(self)
 
     def __repr__(self) -> str:
         return f"AppState({self.app_id}, running={self.running}, pending={self.pending})"
@@ -121,6 +125,7 @@ class ClusterState:
         self._free_matrix: np.ndarray | None = (
             np.zeros((0, len(self.dims) + len(self.virtual_dims))) if track_free else None)
         self._free_stale: set[int] = set()
+        self.view = ClusterView(self)       # what a policy reads (rm/core/views.py)
 
     # ----- vectors -------------------------------------------------------------
 
@@ -298,12 +303,12 @@ class ClusterState:
         hit = self._elig_cache.get(key)
         if hit is None:
             mask = self._eligibility(app.spec, app.demand)
-            app.eligible = bytearray(mask.view(np.uint8).tobytes())
-            hit = (bytes(app.eligible), int(np.count_nonzero(mask)),
+            app.eligible = mask.view(np.uint8).tobytes()
+            hit = (app.eligible, int(np.count_nonzero(mask)),
                    float(self._tasks_per_node(app.demand)[mask].sum()))
             self._elig_cache[key] = hit
         else:
-            app.eligible = bytearray(hit[0])
+            app.eligible = hit[0]
         app.eligible_count = hit[1]
         app.h = self.h_unconstrained(app.demand)
         app.h_c = hit[2]

@@ -69,7 +69,8 @@ from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.faults import parse_faults
 from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
-from rayrm.rm.core.policies import POLICY_NAMES
+from rayrm.rm.core.policies.plugins import resolve_policy
+from rayrm.rm.core.policies import PolicyError
 
 MAX_GROUP = 1_000_000          # nodes in one cluster.nodes group
 
@@ -440,9 +441,11 @@ def parse_config(doc: Any, path: Path | None = None) -> ExperimentConfig:
             ids.add(j.job_id)
 
         policy = str(doc.get("policy", "tsf"))
-        if policy not in POLICY_NAMES and policy != "ray-native":
-            raise InputError(f"unknown policy '{policy}' (choose from {', '.join(POLICY_NAMES)})",
-                             field="policy")
+        if policy != "ray-native":
+            try:
+                resolve_policy(policy)          # a built-in, a plugin, FILE.py:Class or module:Class
+            except PolicyError as e:
+                raise InputError(str(e), field="policy") from None
         run = RunSettings.parse(doc.get("run"))
         faults = [str(f) for f in _list(doc.get("faults"), "faults")]
         parse_faults(faults, {n.name for n in nodes} | {e.node for e in events if e.spec is not None},

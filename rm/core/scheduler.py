@@ -20,11 +20,18 @@ asked for since can fit.  A best-fit policy leans on the same invariant: an app 
 pending at the last ``schedule()`` fits only on nodes freed or joined since, so only those
 are scored for it (``_choose_node``).  Nothing here reads a clock: the simulator and the
 Ray ResourceManager drive it with their own.
+
+The policy sees read-only views (``rayrm.rm.core.views``) and its answers are checked
+where they enter: a unit once per computation (a number >= 0, not NaN), a key or node
+key once per call (a number, not NaN), a chosen node for liveness, eligibility and
+room.  A wrong answer or an exception inside the policy is a ``PolicyError`` naming
+the policy and the method; the call that met it changes nothing after that point.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from numbers import Real
 from typing import Iterable
 
 import numpy as np
@@ -32,7 +39,9 @@ import numpy as np
 from rayrm.rm.core.cluster import AppState, ClusterState, NodeState
 from rayrm.rm.core.model import EPS, AppSpec, Container, NodeSpec
 from rayrm.rm.core.pending import PendingIndex
-from rayrm.rm.core.policies import Policy, make_policy
+from rayrm.rm.core.policies import Policy, PolicyError, make_policy
+from rayrm.rm.core.policies.base import policy_label
+from rayrm.rm.core.views import NodeView
 
 # Below this many pending apps a plain walk beats the vector "could anything fit" test.
 VECTOR_FROM = 48
@@ -46,13 +55,15 @@ class OnlineScheduler:
         self.policy = make_policy(policy) if isinstance(policy, str) else policy
         nodes = list(nodes)
         dims = tuple(dims)
-        self.policy.prepare(nodes, dims)
         p = self.policy
+        self._label = policy_label(p)
+        self._call(p.prepare, "prepare", nodes, dims)
         self._best_fit, self._per_node = p.best_fit, p.per_node
         # key = running * unit for most policies (Policy.key): computed inline in _set_key
         self._unit_key = type(p).key is Policy.key
         self.cluster = ClusterState(dims, p.virtual_dims, p.virtual_capacity, p.virtual_demand,
                                     track_free=p.best_fit, count_per_node=p.per_node)
+        self._view = self.cluster.view
         self._order: list[tuple] = []      # (key, submit, app_id, app) of apps with pending > 0
         self._dirty: set[int] = set()      # node indexes to offer to every pending app
         self._fresh: dict[str, AppState] = {}
@@ -110,7 +121,7 @@ class OnlineScheduler:
             del cluster.apps[spec.app_id]
             return None, cluster.rejection_reason(spec)
         self._index.add(app.app_id, app.demand, app.eligible, app)
-        app.unit = self.policy.unit(app, self.cluster)
+        app.unit = self._unit(app)
         self._set_key(app)
         self.ask(spec.app_id, spec.num_tasks if pending is None else pending)
         return app, None
@@ -154,7 +165,7 @@ class OnlineScheduler:
             app.pending = 0
         self._fresh.pop(app_id, None)
         self._index.remove(app_id)
-        app.entry = None        # (key, submit, id, app) refers to app: let refcounting free it
+        app.entry = app.view = None     # both refer to app: let refcounting free it
         if app.running == 0:
             # Nothing to release: skip ClusterState.remove_app's scan of every container.
             del self.cluster.apps[app_id]
@@ -308,7 +319,20 @@ class OnlineScheduler:
         docstring) an app that was pending at the last ``schedule()`` fits only on nodes
         freed or joined since; only an app asked for since may fit anywhere."""
         among = None if app.app_id in self._round_fresh else self._round_nodes
-        return self.policy.choose_node(app, offered, self.cluster, among)
+        try:
+            chosen = self.policy.choose_node(app.view, offered.view, self._view, among)
+        except Exception as e:          # noqa: BLE001 - the policy's code
+            raise self._error("choose_node", e) from None
+        if chosen is offered.view:      # the offer found the app fits there
+            return offered
+        node = chosen._node if isinstance(chosen, NodeView) else None
+        if node is None or node is not self.cluster.nodes[node.index]:
+            raise PolicyError(self._label, "choose_node", f"returned {chosen!r} for app {app.app_id}, "
+                              "not a node of this cluster")
+        if not (node.alive and app.eligible[node.index] and self.cluster.fits(app, node)):
+            raise PolicyError(self._label, "choose_node", f"returned node {node.name} for app {app.app_id}, "
+                              "where its task does not fit (refused: nothing was allocated)")
+        return node
 
     def _offer_per_node(self, node: NodeState, order: list, placed: list) -> None:
         """Per-machine keys: pick the least node_key among eligible apps that fit, repeatedly.
@@ -319,9 +343,20 @@ class OnlineScheduler:
             fitting = self._index.fitting(m, node.free)
         else:
             fitting = [e[3] for e in order if e[3].eligible[m] and cluster.fits(e[3], node)]
-        node_key = self.policy.node_key
+        node_key, view, label = self.policy.node_key, node.view, self._label
+
+        def order_of(a):
+            try:
+                k = node_key(a.view, view, self._view)
+            except Exception as e:      # noqa: BLE001 - the policy's code
+                raise self._error("node_key", e) from None
+            if not (type(k) is float or isinstance(k, Real)) or k != k:
+                raise PolicyError(label, "node_key", f"returned {k!r} for app {a.app_id}: "
+                                  "a key must be a number, not NaN")
+            return k, a.submit, a.app_id
+
         while fitting:
-            best = min(fitting, key=lambda a: (node_key(a, node, cluster), a.submit, a.app_id))
+            best = min(fitting, key=order_of)
             placed.append(self._place(best, node, order))
             fitting = [a for a in fitting if a.pending > 0 and cluster.fits(a, node)]
 
@@ -345,8 +380,37 @@ class OnlineScheduler:
     # ----- the sorted order ----------------------------------------------------
 
     def _set_key(self, app: AppState) -> None:
-        app.key = key = app.running * app.unit if self._unit_key else self.policy.key(app)
+        app.key = key = app.running * app.unit if self._unit_key else self._key(app)
         app.entry = (key, app.submit, app.app_id, app)
+
+    # ----- calling the policy ----------------------------------------------------
+
+    def _error(self, method: str, e: Exception) -> PolicyError:
+        if isinstance(e, PolicyError):
+            return e
+        return PolicyError(self._label, method, f"raised {type(e).__name__}: {e}")
+
+    def _call(self, method, name: str, *args):
+        try:
+            return method(*args)
+        except Exception as e:          # noqa: BLE001 - the policy's code
+            raise self._error(name, e) from None
+
+    def _unit(self, app: AppState) -> float:
+        """u_i from the policy, checked once per computation: a number >= 0 (inf allowed),
+        so that key = n_i * u_i only grows as the app is served."""
+        u = self._call(self.policy.unit, "unit", app.view, self._view)
+        if not (type(u) is float or (isinstance(u, Real) and not isinstance(u, bool))) or not u >= 0:
+            raise PolicyError(self._label, "unit", f"returned {u!r} for app {app.app_id}: "
+                              "a unit must be a number >= 0")
+        return u
+
+    def _key(self, app: AppState) -> float:
+        k = self._call(self.policy.key, "key", app.view)
+        if not (type(k) is float or isinstance(k, Real)) or k != k:
+            raise PolicyError(self._label, "key", f"returned {k!r} for app {app.app_id}: "
+                              "a key must be a number, not NaN")
+        return k
 
     def _enter(self, app: AppState) -> None:
         self._set_key(app)
@@ -371,7 +435,7 @@ class OnlineScheduler:
     def _rekey_all(self) -> None:
         """Nodes joined or left: every unit (h_i, totals) may have changed."""
         for app in self.cluster.apps.values():
-            app.unit = self.policy.unit(app, self.cluster)
+            app.unit = self._unit(app)
             self._set_key(app)
             self._index.set_eligible(app.app_id, app.eligible)
         self._order = sorted(a.entry for a in self.cluster.apps.values() if a.pending > 0)

@@ -43,6 +43,7 @@ updates the Ray metrics:
 from __future__ import annotations
 
 import asyncio
+import functools
 import resource
 import time
 
@@ -50,6 +51,7 @@ import ray
 
 from rayrm.rm.core.config import MIN_EXPIRY_WALL
 from rayrm.rm.core.fault_rules import expiry
+from rayrm.rm.core.policies import PolicyError
 from rayrm.rm.service.protocol import (NAMESPACE, AllocateRequest, AllocateResponse,
                                       AppRegistered, AppRegistration, Call, NodeHeartbeat, NodeHeartbeatResponse,
                                       NodeRegistration)
@@ -107,6 +109,21 @@ class _Metrics:
         self.pending.set(state.pending_asks)
 
 
+def _halts(method):
+    """A protocol call that, once the policy has failed (``PolicyError``), changes nothing
+    more: it waits unanswered until the driver, which sees ``policy_error`` in the next
+    ``progress()``, ends the replay and kills the hosts; the state is not scheduled half-broken."""
+    @functools.wraps(method)
+    async def call(self, *args, **kwargs):
+        if self.policy_error is None:
+            try:
+                return await method(self, *args, **kwargs)
+            except PolicyError as e:
+                self.policy_error = self.policy_error or str(e)
+        await asyncio.Event().wait()
+    return call
+
+
 @ray.remote(num_cpus=0, max_concurrency=10_000)
 class ResourceManager:
     """The central RM (see the module docstring for the calls)."""
@@ -125,6 +142,7 @@ class ResourceManager:
         self._am_hosts: dict = {}                        # AM host id -> its actor handle
         self._last_snapshot = time.time()
         self.calls = 0
+        self.policy_error: str | None = None           # set when the policy failed: the RM halts
         self.liveness = Liveness()
         self.pace = PaceMeter(self.interval_wall)
         self.snapshots: list[tuple[int, float]] = []     # (bytes, seconds) of each snapshot written
@@ -158,12 +176,14 @@ class ResourceManager:
     # Each call: the wall time now, the state's typed method, then the journal record of
     # the same call and arguments (``Call``; ``ResourceManagerState.apply`` replays it).
 
+    @_halts
     async def register_nodes(self, caller: str, request_id: int, regs: list[NodeRegistration]) -> list[str]:
         now = self._now()
         out = self.state.register_nodes(now, caller, request_id, regs)
         self._journal(Call.REGISTER_NODES, now, (caller, request_id, regs))
         return out
 
+    @_halts
     async def node_heartbeat(self, caller: str, request_id: int, beats: list[NodeHeartbeat],
                              idle: tuple[str, ...] = (), due: float = 0.0,
                              sent: float = 0.0) -> list[NodeHeartbeatResponse]:
@@ -174,6 +194,7 @@ class ResourceManager:
         self._journal(Call.NODE_HEARTBEAT, now, (caller, request_id, beats, idle, sent))
         return out
 
+    @_halts
     async def register_apps(self, caller: str, request_id: int,
                             regs: list[AppRegistration]) -> list[AppRegistered]:
         now = self._now()
@@ -181,6 +202,7 @@ class ResourceManager:
         self._journal(Call.REGISTER_APPS, now, (caller, request_id, regs))
         return out
 
+    @_halts
     async def allocate(self, caller: str, request_id: int, requests: list[AllocateRequest],
                        wait: float = 0.0, sent: float = 0.0,
                        idle: tuple[tuple[str, int], ...] = ()) -> list[AllocateResponse]:
@@ -199,12 +221,14 @@ class ResourceManager:
             self._journal(Call.POLL, now, (caller, request_id, requests, idle))
         return out
 
+    @_halts
     async def finish_apps(self, caller: str, request_id: int, items: list[tuple[str, int]]) -> list[str]:
         now = self._now()
         out = self.state.finish_apps(now, caller, request_id, items)
         self._journal(Call.FINISH_APPS, now, (caller, request_id, items))
         return out
 
+    @_halts
     async def lose_host(self, caller: str, request_id: int, host: str, detail: str) -> list[str]:
         """Every NM of NM host ``host`` is LOST now (its actor died)."""
         now = self._now()
@@ -212,6 +236,7 @@ class ResourceManager:
         self._journal(Call.LOSE_HOST, now, (caller, request_id, host, detail))
         return out
 
+    @_halts
     async def lose_am_host(self, caller: str, request_id: int, host: str, detail: str) -> list[str]:
         """Every current attempt AM host ``host`` ran fails (its actor died); new ones launch."""
         now = self._now()
@@ -219,6 +244,7 @@ class ResourceManager:
         self._journal(Call.LOSE_AM_HOST, now, (caller, request_id, host, detail))
         return out
 
+    @_halts
     async def lose_node(self, node: str, detail: str = "lost") -> list[int]:
         """Declare an NM LOST now (its host stopped it); returns its containers."""
         now = self._now()
@@ -226,6 +252,7 @@ class ResourceManager:
         self._journal(Call.LOSE_NODE, now, (node, detail))
         return out
 
+    @_halts
     async def fault(self, caller: str, request_id: int, spec: str, node: str = "", app: str = "") -> None:
         """Log a fault about to be injected (events.csv ``fault``)."""
         now = self._now()
@@ -233,7 +260,10 @@ class ResourceManager:
         self._journal(Call.FAULT, now, (caller, request_id, spec, node, app))
 
     def _now(self) -> float:
-        """The wall time of the call about to run (counted)."""
+        """The wall time of the call about to run (counted); once the policy has failed, no
+        call runs."""
+        if self.policy_error is not None:
+            raise PolicyError("the ResourceManager", "halted", self.policy_error)
         self.calls += 1
         return time.time()
 
@@ -273,7 +303,14 @@ class ResourceManager:
 
     def _start_monitor(self) -> None:
         if self._monitor is None and self.state.start_wall is not None:
-            self._monitor = asyncio.get_running_loop().create_task(self._monitor_loop())
+            self._monitor = asyncio.get_running_loop().create_task(self._monitor_halts())
+
+    async def _monitor_halts(self) -> None:
+        """The monitor loop, ended by a policy failure (expiring a node rekeys every app)."""
+        try:
+            await self._monitor_loop()
+        except PolicyError as e:
+            self.policy_error = self.policy_error or str(e)
 
     async def _monitor_loop(self) -> None:
         period = min(max(self.interval_wall, 0.01), 1.0)
@@ -358,7 +395,8 @@ class ResourceManager:
 
     async def progress(self) -> dict:
         lag, behind = self.pace.current()
-        return self.state.progress(time.time()) | {"calls": self.calls, "lag": round(lag, 3), "behind": behind}
+        return self.state.progress(time.time()) | {"calls": self.calls, "lag": round(lag, 3), "behind": behind,
+                                                   "policy_error": self.policy_error}
 
     async def export(self) -> dict:
         """The run log and the RM's measurements, for the driver to write out."""
@@ -371,7 +409,7 @@ class ResourceManager:
                 "calls": self.calls, "pace": self.pace.export(),
                 "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024,
                 "snapshots": list(self.snapshots), "snapshot_blocked": list(self.snapshot_blocked),
-                "recoveries": list(s.recoveries),
+                "recoveries": list(s.recoveries), "policy_error": self.policy_error,
                 "journal_bytes": self.store.journal_bytes() if self.store is not None else 0}
 
     async def stop(self) -> None:

@@ -46,6 +46,7 @@ from rayrm.rm.core.config import MIN_EXPIRY_WALL, PAYLOADS, ExperimentConfig, lo
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.faults import Fault, am_host_of, check_cluster, config_faults
 from rayrm.rm.core.policies import policy_for_run
+from rayrm.rm.core.policies.plugins import policy_source, ship_paths
 from rayrm.rm.runtime.pace import pace_warning
 from rayrm.rm.runtime.plan import Plan, am_host_nodes, plan_replay
 from rayrm.rm.runtime.session import connect
@@ -55,6 +56,8 @@ from rayrm.rm.runtime.supervisor import (AM_HOST_RESTARTS, NM_HOST_RESTARTS, Fau
 from rayrm.rm.service.protocol import NAMESPACE, RM_NAME
 from rayrm.rm.service.store import StateStore
 
+#: a Ray node offering this custom resource (``ray start --resources '{"rayrm_rm": 1}'``) hosts the RM
+RM_RESOURCE = "rayrm_rm"
 START_LEAD = 0.3          # wall seconds between the last preparation and t = 0
 INTERRUPT_EXPORT_WAIT = 3.0   # wall seconds an interrupted replay waits for the RM's run log
 
@@ -238,12 +241,15 @@ def start_stage(run: ReplayRun, placed: Placement, session: "_Session") -> Actor
     cfg, plan = run.cfg, placed.plan
     state_dir = _state_dir(run.out)
     secret = os.urandom(16)
-    # The RM is pinned to the driver's node, where its snapshot and journal are written,
-    # so a restart (max_restarts) reads them back (rm/service/store.py).
+    # The RM is pinned to the driver's node (or the Ray node offering resource RM_RESOURCE),
+    # where its snapshot and journal are written, so a restart (max_restarts) reads them
+    # back (rm/service/store.py).  A policy from outside rayrm travels with it (py_modules),
+    # so any Ray node can import it.
     here = ray.get_runtime_context().get_node_id()
+    rm_node = next((n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get(RM_RESOURCE)), None)
     rm = session.add(ResourceManager.options(
         name=RM_NAME, namespace=NAMESPACE, max_restarts=RM_MAX_RESTARTS,
-        scheduling_strategy=Affinity(here, soft=False)).remote(
+        scheduling_strategy=Affinity(rm_node or here, soft=False), **rm_runtime_env(run.policy_name)).remote(
         dims=cfg.dims, nodes=session.pin(cfg.nodes), policy=run.policy, policy_name=run.policy_name,
         time_scale=run.scale, heartbeat_interval=cfg.run.heartbeat_interval, nm_expiry=cfg.run.nm_expiry,
         am_expiry=cfg.run.am_expiry, max_attempts=cfg.run.max_attempts,
@@ -255,6 +261,23 @@ def start_stage(run: ReplayRun, placed: Placement, session: "_Session") -> Actor
     ray.get([rm.start_clock.remote(actors.start_wall)]
             + [h.start.remote(actors.start_wall, run.scale) for h in hosts.values()])
     return actors
+
+
+def rm_runtime_env(policy: str) -> dict:
+    """``options`` for the RM actor: ``runtime_env`` shipping a policy from outside rayrm
+    (its file, or its top-level package) to whichever Ray node runs the RM, and to the
+    node a restarted RM lands on.  Ray takes local paths in ``py_modules`` at the job level
+    only, so they are uploaded here (to the cluster's GCS, as ``ray.init`` does for a job)
+    and the actor is given their URIs."""
+    import tempfile  # noqa: PLC0415
+
+    from ray._private.runtime_env.py_modules import upload_py_modules_if_needed  # noqa: PLC0415
+    paths = ship_paths(policy)
+    if not paths:
+        return {}
+    with tempfile.TemporaryDirectory(prefix="rayrm-py-modules-") as scratch:
+        env = upload_py_modules_if_needed({"py_modules": paths}, include_gitignore=True, scratch_dir=scratch)
+    return {"runtime_env": env}
 
 
 def _start_nm_hosts(run: ReplayRun, plan: Plan, session: "_Session", secret: bytes) -> tuple[dict, dict]:
@@ -392,7 +415,10 @@ def summarize_stage(run: ReplayRun, placed: Placement, supervised: Supervised, e
         **replay_figures(exported, supervised.outcome, host_stats, scale=run.scale,
                          wall_seconds=supervised.wall_seconds),
         "interrupted": bool(interrupted),
+        "policy_source": policy_source(run.policy_name),
     }
+    if exported.get("policy_error"):
+        extra["policy_error"] = exported["policy_error"]
     if interrupted:
         extra["interrupt_reason"] = interrupted
     if run.faults:

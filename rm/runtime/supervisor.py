@@ -300,6 +300,8 @@ class Supervisor:
                     p = ray.get(self.rm.progress.remote(), timeout=5.0)
                 except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
                     pass                                 # the RM is restarting
+                if p.get("policy_error"):               # the RM stopped scheduling: end the replay
+                    self.stop.set(f"policy error: {p['policy_error']}")
                 key = (p["finished"], p["allocations"], p["running"])
                 if key != last_key:
                     last_key, last_change = key, now

@@ -51,9 +51,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.policies import PolicyError, policy_for_run
+from rayrm.rm.core.policies.plugins import policy_source
 from rayrm.rm.core.shares import share_units
 from rayrm.rm.runs.log import RunLog
-from rayrm.rm.core.policies import policy_for_run
 from rayrm.rm.core.scheduler import OnlineScheduler
 from rayrm.rm.core.faults import config_faults
 from rayrm.rm.sim.faults import FaultModel
@@ -429,9 +430,19 @@ def simulate(config: "ExperimentConfig", policy: str | None = None, seed: int | 
     gc.disable()      # see Simulation.run; re-enabled once the run's objects are freed
     try:
         sim = Simulation(config, policy, seed, launch_jitter, jitter_seed, faults, out=out, fmt=fmt, until=until)
-        log = sim.run(progress)
+        failed = None
+        try:
+            log = sim.run(progress)
+        except PolicyError as e:        # the run ends here; its directory says what ran and why
+            log, failed = sim.log, e
+            for app_id, job in log.jobs.items():
+                if job["status"] == "running":
+                    log.mark(app_id, "unfinished", f"the run stopped: {e}")
         wall = _time.perf_counter() - started
         extra = {"launch_jitter": launch_jitter, "jitter_seed": jitter_seed} if launch_jitter else {}
+        extra["policy_source"] = policy_source(sim.policy_name)
+        if failed is not None:
+            extra |= {"interrupted": True, "interrupt_reason": str(failed), "policy_error": str(failed)}
         if sim.stopped_early:
             extra |= {"interrupted": True, "interrupt_reason": f"--until {until:g}"}
         if sim.faults is not None:
@@ -442,4 +453,6 @@ def simulate(config: "ExperimentConfig", policy: str | None = None, seed: int | 
     finally:
         if gc_was_enabled:
             gc.enable()
+    if failed is not None:
+        raise failed
     return summary

@@ -24,6 +24,8 @@ FEW_NODES = 32
 
 
 class DominantResourceFairness(Policy):
+    """Dominant Resource Fairness, the cluster as one machine: key n_i max_r(d_ir / total_r) / w_i."""
+
     name = "drf"
 
     def unit(self, app, cluster):
@@ -31,13 +33,15 @@ class DominantResourceFairness(Policy):
 
 
 class DRFHFirstFit(DominantResourceFairness):
+    """DRFH first fit: DRF's global key, each task on the offered server (drfh-paper §IV)."""
+
     name = "drfh-ff"
 
 
 class _Fixed(NamedTuple):
     """What H(i, l) needs of an app that changes only when nodes join or leave."""
 
-    eligible_of: bytearray      # the app's eligible bytes object these were made for
+    eligible_of: bytes          # the app's eligible bytes object these were made for
     total: tuple                # and the cluster totals
     eligible: np.ndarray        # eligible nodes as a bool mask
     lead: int                   # the first resource the app demands (cpu in the paper)
@@ -48,7 +52,7 @@ class _Fixed(NamedTuple):
 
 
 class DRFHBestFit(DominantResourceFairness):
-    """Best fit: the server whose free resources are most like the demand (eq. 9).
+    """DRFH best fit: the server whose free resources are most like the demand (drfh-paper eq. 9).
 
     Scoring every server costs a dozen numpy passes over all of them, once per placement.
     Two facts make most placements cheaper with the same answer:
@@ -161,6 +165,8 @@ def _score(app, node, cluster, fixed) -> float | None:
 
 
 class PerMachineDRF(Policy):
+    """Per-machine DRF: the key of an offer of machine m is n_im max_r(d_ir / C_mr) / w_i (tsf-paper §IV-B1)."""
+
     name = "pm-drf"
     per_node = True
 
@@ -171,7 +177,7 @@ class PerMachineDRF(Policy):
         return 0.0
 
     def node_key(self, app, node, cluster):
-        n = app.on_node.get(node.index)
+        n = app.running_on(node.index)
         if not n:
             return 0.0          # n_im = 0: the key is 0 whatever one task's share
         per_task = self._per_task.get((app.demand, node.capacity))

@@ -18,6 +18,8 @@ from rayrm.rm.core.policies.base import Policy, resource_index
 
 
 class ConstrainedMaxMin(Policy):
+    """Constrained max-min fairness on one resource: key n_i d_ir / total_r / w_i (choosy-paper §4)."""
+
     def __init__(self, resource: str):
         self.resource = resource
         self.name = f"cmmf-{'cpu' if resource == 'cpu' else 'mem'}"
@@ -29,6 +31,8 @@ class ConstrainedMaxMin(Policy):
 
 
 class FirstInFirstOut(Policy):
+    """First in, first out: the key is the submit time."""
+
     name = "fifo"
 
     def unit(self, app, cluster):
@@ -39,6 +43,8 @@ class FirstInFirstOut(Policy):
 
 
 class Slots(Policy):
+    """Slot scheduler: nodes cut into slots of (largest node) / k; key = the app's share of all slots (drfh-paper §VI)."""
+
     name = "slots"
     virtual_dims = ("slots",)
 

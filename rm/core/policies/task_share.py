@@ -12,6 +12,8 @@ from rayrm.rm.core.shares import task_share
 
 
 class TaskShareFairness(Policy):
+    """Task Share Fairness: key n_i / (h_i w_i), h_i with no constraints (tsf-paper §V-A)."""
+
     name = "tsf"
 
     def unit(self, app, cluster):
@@ -19,6 +21,8 @@ class TaskShareFairness(Policy):
 
 
 class ConstrainedCDRF(Policy):
+    """Constrained CDRF: key n_i / (h_i^c w_i), h_i^c over the app's eligible nodes (tsf-paper §IV-B3)."""
+
     name = "cdrf"
 
     def unit(self, app, cluster):
