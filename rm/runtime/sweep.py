@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -142,6 +143,8 @@ def run_sweep(spec: SweepSpec, out: str | Path, runner: Runner, *, keep_runs: bo
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "spec.yaml").write_text(spec.path.read_text())
+    for staging in (out / "runs").glob(".*-*") if (out / "runs").is_dir() else ():
+        shutil.rmtree(staging, ignore_errors=True)       # half-written by a killed driver
     runs, identities = plan(spec)
     records = read_manifest(out)
     done = finished(out, records)
