@@ -18,7 +18,7 @@ import yaml
 from rayrm.rm.cli.main import main
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.runs.compare import comparison, interval
-from rayrm.rm.runtime.experiments import Runner
+from rayrm.rm.runtime.experiments import Progress, Runner
 from rayrm.rm.runtime.sweep import read_manifest, run_sweep
 from rayrm.rm.runtime.sweep_spec import cell_identity, load_spec, run_key, version
 from rayrm.traces.generate import generate_google, write_google
@@ -195,3 +195,21 @@ def test_the_manifest_ignores_a_line_cut_short(tmp_path):
     out.mkdir()
     (out / "manifest.jsonl").write_text(json.dumps({"key": "a", "status": "ok"}) + '\n{"key": "b", "sta')
     assert list(read_manifest(out)) == ["a"]
+
+
+def test_progress_lines_say_done_failures_rate_and_time_left():
+    import io
+    stream, now = io.StringIO(), [0.0]
+    progress = Progress(3, "sweep", every=5.0, stream=stream, clock=lambda: now[0])
+    now[0] = 30.0
+    assert progress.step(True)          # 30 s since the start: a line
+    now[0] = 32.0
+    assert not progress.step(False)     # 2 s since the last line: none
+    now[0] = 40.0
+    progress.tick()                     # nothing finished, but 10 s passed: a line
+    now[0] = 41.0
+    assert progress.step(True)          # the last one always prints
+    # 1 done in 30 s: 2.0/min, 2 left at 30 s each; 2 in 40 s: 3.0/min, 1 x 20 s left; 3 in 41 s
+    assert stream.getvalue().splitlines() == ["sweep: 1/3 done, 0 failed, 2.0/min, 1m00s left",
+                                              "sweep: 2/3 done, 1 failed, 3.0/min, 20s left",
+                                              "sweep: 3/3 done, 1 failed, 4.4/min, done"]

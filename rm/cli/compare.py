@@ -107,7 +107,7 @@ def simulate_on_ray(config_path, jobs, label, *, workers: int | None = None, add
         cfg = runner.share(load_config(config_path))
         progress = Progress(len(jobs), "compare", stream=sys.stderr) if len(jobs) > 4 else None
         calls = ((k, simulate_files, (cfg, p, seed, "all")) for k, (p, seed, _, _) in enumerate(jobs))
-        for outcome in runner.map(calls):
+        for outcome in runner.map(calls, tick=progress.tick if progress else None):
             p, _, d, where = jobs[outcome.key]
             if not outcome.ok:
                 raise InputError(f"simulating {label(p, where)} failed: {outcome.error}")

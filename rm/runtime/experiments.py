@@ -42,6 +42,7 @@ MAX_RETRIES = 2
 #: files of a run directory a comparison reads (``rayrm.rm.runs.compare``): the compact result
 COMPACT_FILES = ("summary.json", "jobs.csv", "tasks.csv", "tasks.parquet")
 MAX_SEEDS = 1000
+TICK_SECONDS = 1.0
 
 
 def parse_seeds(text: str, field: str = "--seeds") -> list[int]:
@@ -205,7 +206,7 @@ class Runner:
         calls = [(k, fn, tuple(shared(a) for a in args)) for k, args in enumerate(arglist)]
         results: list = [None] * len(calls)
         progress = Progress(len(calls), label, stream=stream) if len(calls) > 4 else None
-        for outcome in self.map(calls):
+        for outcome in self.map(calls, tick=progress.tick if progress else None):
             if not outcome.ok:
                 raise RuntimeError(f"{label} #{outcome.key + 1} failed: {outcome.error}")
             results[outcome.key] = outcome.value
@@ -213,17 +214,19 @@ class Runner:
                 progress.step(True)
         return results
 
-    def map(self, calls: Iterable[tuple[Any, Callable, tuple]]) -> Iterator[Outcome]:
-        """Every ``(key, fn, args)`` run as ``fn(*args)``; outcomes as they finish."""
+    def map(self, calls: Iterable[tuple[Any, Callable, tuple]], tick: Callable[[], Any] | None = None
+            ) -> Iterator[Outcome]:
+        """Every ``(key, fn, args)`` run as ``fn(*args)``; outcomes as they finish.
+        ``tick`` is called about every second while calls run (a progress line's clock)."""
         if self.inline:
             for key, fn, args in calls:
                 yield _keyed(call(fn, *args), key)
             return
         if self._remote is None:
             self._connect()
-        yield from self._map_ray(iter(calls))
+        yield from self._map_ray(iter(calls), tick)
 
-    def _map_ray(self, calls: Iterator) -> Iterator[Outcome]:
+    def _map_ray(self, calls: Iterator, tick) -> Iterator[Outcome]:
         import ray  # noqa: PLC0415
 
         running: dict = {}
@@ -237,7 +240,9 @@ class Runner:
                     running[self._remote.remote(fn, *args)] = key
                 if not running:
                     return
-                done, _ = ray.wait(list(running), num_returns=1)
+                done, _ = ray.wait(list(running), num_returns=1, timeout=TICK_SECONDS)
+                if tick is not None:
+                    tick()
                 for ref in done:
                     key = running.pop(ref)
                     try:
@@ -259,27 +264,33 @@ class Progress:
     rate, time left.  On a terminal the line is redrawn in place; elsewhere (a log
     file, CI) each is a new line."""
 
-    def __init__(self, total: int, label: str, every: float = 5.0, stream=None, skipped: int = 0):
-        self.total, self.label, self.every = total, label, every
+    def __init__(self, total: int, label: str, every: float = 5.0, stream=None, clock=time.monotonic):
+        self.total, self.label, self.every, self.clock = total, label, every, clock
         self.stream = stream if stream is not None else sys.stderr
         self.done = self.failed = 0
-        self.skipped = skipped
-        self.started = self.last = time.monotonic()
+        self.started = self.last = clock()
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
 
     def step(self, ok: bool) -> bool:
         """Count one finished call; True when a line was printed (time to refresh outputs)."""
         self.done += 1
         self.failed += 0 if ok else 1
-        now = time.monotonic()
+        now = self.clock()
         if now - self.last >= self.every or self.done == self.total:
             self.last = now
             self._print(now)
             return True
         return False
 
+    def tick(self) -> None:
+        """Print the line if ``every`` seconds passed since the last one, though nothing finished."""
+        now = self.clock()
+        if now - self.last >= self.every and self.done < self.total:
+            self.last = now
+            self._print(now)
+
     def line(self, now: float | None = None) -> str:
-        elapsed = max((now or time.monotonic()) - self.started, 1e-9)
+        elapsed = max((self.clock() if now is None else now) - self.started, 1e-9)
         rate = self.done / elapsed * 60
         left = self.total - self.done
         eta = f"{_duration(left / (self.done / elapsed))} left" if self.done and left else ("done" if not left else "")

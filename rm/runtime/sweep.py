@@ -165,8 +165,8 @@ def run_sweep(spec: SweepSpec, out: str | Path, runner: Runner, *, keep_runs: bo
     try:
         with runner:
             progress = Progress(len(todo), "sweep", every=every, stream=stream)
-            for outcome in runner.map(_calls(spec, todo, identities, runner, out,
-                                             "all" if keep_runs else "compact")):
+            calls = _calls(spec, todo, identities, runner, out, "all" if keep_runs else "compact")
+            for outcome in runner.map(calls, tick=progress.tick):
                 rec = records[outcome.key] = _record(out, by_key[outcome.key], outcome)
                 result.ran += 1
                 if not outcome.ok:
