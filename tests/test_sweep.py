@@ -149,6 +149,9 @@ def test_sweep_csv_holds_compares_statistics_over_the_seeds(tmp_path):
     # shares of tasks add up to one
     total = row[["tasks_tsf_shortened_mean", "tasks_tsf_equal_mean", "tasks_tsf_lengthened_mean"]].sum()
     assert total == pytest.approx(1.0)
+    # the net share is shortened - lengthened per seed; its mean is the difference of the means
+    assert row["tasks_tsf_net_mean"] == pytest.approx(row["tasks_tsf_shortened_mean"]
+                                                      - row["tasks_tsf_lengthened_mean"], abs=1e-6)
     assert (tmp_path / "out" / "report" / "index.html").exists()
     assert (tmp_path / "out" / "report" / "tasks_tsf_shortened.png").exists()
 

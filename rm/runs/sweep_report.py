@@ -3,7 +3,8 @@
 Reads the table ``rayrm sweep`` writes (``sweep.csv``: one row per cell and compared
 policy, each metric's mean, ci95, min and max over the seeds) and writes to ``out``:
 
-* per metric of ``rayrm.rm.runs.compare.conclusion_columns`` and per value of the axes
+* per metric of ``rayrm.rm.runs.compare.conclusion_columns`` (and ``tasks_<baseline>_net``,
+  shortened − lengthened, when the table has it) and per value of the axes
   beyond the first two: ``<metric>[-<axis>=<value>...].png``, one panel per compared
   policy, the first axis down and the second across, each cell the mean (percent) with
   its ±95% CI half-width; a diverging colour scale centred on 0 for per-job speedups,
@@ -87,7 +88,8 @@ def write_report(table: pd.DataFrame, axes: list[str], baseline: str, out: str |
     images = []
     if len(table):
         fixed = list(itertools.product(*(list(dict.fromkeys(table[a])) for a in rest)))[:MAX_FIGURES_PER_METRIC]
-        for col, label, share in conclusion_columns(baseline):
+        net = [(f"tasks_{baseline}_net", f"{baseline} shortens - lengthens", False)]
+        for col, label, share in net + conclusion_columns(baseline):
             if f"{col}_mean" not in table.columns:
                 continue
             for values in fixed:

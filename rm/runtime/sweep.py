@@ -13,7 +13,10 @@ What ``DIR`` (``--out``) holds:
 * ``sweep.csv`` — per cell and compared policy: for every metric of
   ``rayrm.rm.runs.compare.conclusion_columns`` against the baseline, its mean, 95% CI
   half-width (Student t), min and max over the seeds whose runs all finished
-  (``replica_stats``: the numbers of ``rayrm compare --seeds``, tolerance as there).
+  (``replica_stats``: the numbers of ``rayrm compare --seeds``, tolerance as there);
+  and ``tasks_<baseline>_net``: per seed, the share of tasks the baseline shortens minus
+  the share it lengthens, the same statistics over the seeds (a CI clear of 0: the
+  baseline shortens more tasks than it lengthens beyond the seeds' noise).
   Rewritten as simulations finish, so it can be read before the end.
 * ``report/`` — heatmaps and ``index.html`` (``rayrm.rm.runs.sweep_report``).
 
@@ -35,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rayrm.rm.runs import metrics
-from rayrm.rm.runs.compare import comparison, conclusion_columns, replica_stats
+from rayrm.rm.runs.compare import comparison, conclusion_columns, interval, replica_stats
 from rayrm.rm.runtime.experiments import Outcome, Progress, Runner, simulate_files, write_files
 from rayrm.rm.runtime.sweep_spec import Cell, SweepSpec, cell_config, cell_identity, run_key, version
 
@@ -214,6 +217,9 @@ class Tabulator:
                     hit = stats[(stats["policy"] == p) & (stats["metric"] == col)] if stats is not None else []
                     for s in STATS:
                         row[f"{col}_{s}"] = float(hit[s].iloc[0]) if len(hit) else math.nan
+                net = interval([t.loc[p, f"tasks_{base}_shortened"] - t.loc[p, f"tasks_{base}_lengthened"]
+                                for t in tables if p in t.index and f"tasks_{base}_shortened" in t.columns])
+                row.update({f"tasks_{base}_net_{s}": net[s] for s in STATS})
                 rows.append(row)
         return rows
 
