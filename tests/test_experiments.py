@@ -71,7 +71,7 @@ def test_a_failing_call_is_one_outcome_and_the_others_finish():
         outcomes = {o.key: o for o in runner.map(calls)}
     assert outcomes["bad"].error.startswith("ValueError: keep must be all, compact or none, got 'sometimes'")
     # paper-micro: four jobs, every one finished under both policies
-    assert [outcomes[k].value["summary"]["jobs"] for k in ("good", "good too")] == [{"finished": 4}] * 2
+    assert [outcomes[k].value.summary["jobs"] for k in ("good", "good too")] == [{"finished": 4}] * 2
     assert outcomes["good"].node != ""
 
 

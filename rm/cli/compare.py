@@ -111,8 +111,8 @@ def simulate_on_ray(config_path, jobs, label, *, workers: int | None = None, add
             p, _, d, where = jobs[outcome.key]
             if not outcome.ok:
                 raise InputError(f"simulating {label(p, where)} failed: {outcome.error}")
-            write_files(outcome.value["files"], d)
-            _report(log, label(p, where), outcome.value["summary"])
+            write_files(outcome.value.files, d)
+            _report(log, label(p, where), outcome.value.summary)
             if progress is not None:
                 progress.step(True)
 

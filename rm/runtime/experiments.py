@@ -109,11 +109,19 @@ def _where() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def simulate_files(config, policy: str, seed: int | None, keep: str = "compact") -> dict:
+@dataclass(frozen=True)
+class RunFiles:
+    """One simulation's result as it travels back: summary.json's dict and the run
+    directory's files (relative name -> bytes; which ones: ``simulate_files``)."""
+
+    summary: dict
+    files: dict[str, bytes]
+
+
+def simulate_files(config, policy: str, seed: int | None, keep: str = "compact") -> RunFiles:
     """Simulate ``config`` under ``policy`` and ``seed`` exactly as ``rayrm simulate`` does
     (``rayrm.rm.sim.engine.simulate`` into a run directory, default format) and return
-    {'summary': summary.json's dict, 'files': {name: bytes}}: every file of the run
-    directory for ``keep='all'``, ``COMPACT_FILES`` for 'compact', none for 'none'."""
+    its ``RunFiles``: every file of the run directory for ``keep='all'``, ``COMPACT_FILES`` for 'compact', none for 'none'."""
     if keep not in ("all", "compact", "none"):
         raise ValueError(f"keep must be all, compact or none, got {keep!r}")
     tmp = Path(tempfile.mkdtemp(prefix="rayrm-cell-"))
@@ -126,7 +134,7 @@ def simulate_files(config, policy: str, seed: int | None, keep: str = "compact")
                 name = path.relative_to(out).as_posix()
                 if keep == "all" or name in COMPACT_FILES:
                     files[name] = path.read_bytes()
-        return {"summary": summary, "files": files}
+        return RunFiles(summary, files)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 from rayrm.rm.runs import metrics
 from rayrm.rm.runs.compare import comparison, conclusion_columns, interval, replica_stats
@@ -44,6 +45,22 @@ from rayrm.rm.runtime.sweep_spec import Cell, SweepSpec, cell_config, cell_ident
 
 MANIFEST = "manifest.jsonl"
 STATS = ("mean", "ci95", "min", "max")
+
+
+class Record(TypedDict):
+    """One line of manifest.jsonl."""
+
+    key: str
+    cell: dict
+    seed: int
+    policy: str
+    version: str
+    status: str          # 'ok' or 'failed'
+    error: str | None
+    seconds: float
+    node: str
+    peak_rss_mb: float
+    finished: str        # UTC, ISO 8601
 
 
 @dataclass(frozen=True)
@@ -67,7 +84,7 @@ class SweepResult:
     interrupted: bool = False
 
 
-def read_manifest(out: Path) -> dict[str, dict]:
+def read_manifest(out: Path) -> dict[str, Record]:
     """key -> its last manifest record (lines that do not parse are ignored)."""
     records = {}
     path = out / MANIFEST
@@ -124,14 +141,14 @@ def _calls(spec: SweepSpec, todo: list[Planned], identities, runner: Runner, out
             yield run.key, simulate_files, (ref, run.policy, run.seed, keep)
 
 
-def _record(out: Path, run: Planned, outcome: Outcome) -> dict:
+def _record(out: Path, run: Planned, outcome: Outcome) -> Record:
     """Store one outcome: its files under runs/<key>, then its manifest line."""
-    rec = {"key": run.key, "cell": run.cell.as_dict(), "seed": run.seed, "policy": run.policy,
+    rec: Record = {"key": run.key, "cell": run.cell.as_dict(), "seed": run.seed, "policy": run.policy,
            "version": version(), "status": "ok" if outcome.ok else "failed", "error": outcome.error,
            "seconds": round(outcome.seconds, 3), "node": outcome.node, "peak_rss_mb": round(outcome.peak_rss_mb, 1),
            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     if outcome.ok:
-        write_files(outcome.value["files"], out / "runs" / run.key)
+        write_files(outcome.value.files, out / "runs" / run.key)
     with open(out / MANIFEST, "a") as fh:
         fh.write(json.dumps(rec) + "\n")
         fh.flush()
