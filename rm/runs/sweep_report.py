@@ -67,7 +67,7 @@ def heatmap(table: pd.DataFrame, metric: str, label: str, share: bool, rows: str
             if np.isfinite(m[i, j]):
                 text = f"{m[i, j]:.1f}" + (f"\n±{h[i, j]:.1f}" if np.isfinite(h[i, j]) else "")
                 ax.text(j, i, text, ha="center", va="center", fontsize=7,
-                        color="white" if share and m[i, j] < 50 else "black")
+                        color="white" if (m[i, j] < 50 if share else abs(m[i, j]) > 0.6 * vmax) else "black")
         ax.set_title(f"vs {p}", fontsize=9)
         ax.set_xticks(range(len(cvals)), [str(c) for c in cvals] if cols else [""], fontsize=8)
         ax.set_yticks(range(len(rvals)), [str(r) for r in rvals] if rows else [""], fontsize=8)
