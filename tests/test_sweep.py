@@ -216,3 +216,18 @@ def test_progress_lines_say_done_failures_rate_and_time_left():
     assert stream.getvalue().splitlines() == ["sweep: 1/3 done, 0 failed, 2.0/min, 1m00s left",
                                               "sweep: 2/3 done, 1 failed, 3.0/min, 20s left",
                                               "sweep: 3/3 done, 1 failed, 4.4/min, done"]
+
+
+def test_a_config_workload_varies_its_run_settings(tmp_path):
+    micro = ROOT / "configs" / "paper-micro.yaml"
+    spec = _spec(tmp_path, {"workload": {"config": str(micro)}, "grid": {"max_attempts": [1, 3]},
+                            "policies": ["tsf", "drf"], "seeds": [1]})
+    # a run setting is an axis named run.<setting>; the cell's identity is the file's digest and it
+    assert spec.axes == ["run.max_attempts"]
+    one, three = (cell_identity(spec, c) for c in spec.cells())
+    assert one["config"] == three["config"] and (one["run"], three["run"]) == ({"max_attempts": 1},
+                                                                                 {"max_attempts": 3})
+    result = _sweep(spec, tmp_path / "out")
+    # 2 cells x 1 seed x 2 policies
+    assert (result.total, result.ran, result.failed) == (4, 4, [])
+    assert list(pd.read_csv(tmp_path / "out" / "sweep.csv")["run.max_attempts"]) == [1, 3]
