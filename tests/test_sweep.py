@@ -231,3 +231,12 @@ def test_a_config_workload_varies_its_run_settings(tmp_path):
     # 2 cells x 1 seed x 2 policies
     assert (result.total, result.ran, result.failed) == (4, 4, [])
     assert list(pd.read_csv(tmp_path / "out" / "sweep.csv")["run.max_attempts"]) == [1, 3]
+
+
+def test_a_sweep_without_a_grid_is_one_cell_with_its_report(tmp_path):
+    spec = _spec(tmp_path, {**TINY, "grid": {}})
+    assert [c.label for c in spec.cells()] == ["(no grid)"]
+    # 1 cell x 2 seeds x 2 policies
+    assert _sweep(spec, tmp_path / "out").ran == 4
+    assert list(pd.read_csv(tmp_path / "out" / "sweep.csv")["policy"]) == ["cdrf"]
+    assert (tmp_path / "out" / "report" / "tasks_tsf_net.png").exists()

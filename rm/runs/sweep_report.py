@@ -48,7 +48,11 @@ def heatmap(table: pd.DataFrame, metric: str, label: str, share: bool, rows: str
         m = np.full((len(rvals), len(cvals)), np.nan)
         h = np.full_like(m, np.nan)
         for (i, r), (j, c) in itertools.product(enumerate(rvals), enumerate(cvals)):
-            hit = sub[((sub[rows] == r) if rows else True) & ((sub[cols] == c) if cols else True)]
+            mask = np.ones(len(sub), dtype=bool)
+            for axis, value in ((rows, r), (cols, c)):
+                if axis:
+                    mask &= (sub[axis] == value).to_numpy()
+            hit = sub[mask]
             if len(hit):
                 m[i, j], h[i, j] = hit[mean].iloc[0], hit[ci].iloc[0]
         grids[p] = (100 * m, 100 * h)
