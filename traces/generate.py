@@ -8,6 +8,9 @@ statistics it achieved next to the papers' targets.  From Python (benchmarks)::
     doc, jobs, stats = generate_google(1000, 4500, 180_000, seed=1)   # nothing written
     cfg = google_experiment(1000, 4500, 180_000, seed=1)               # an ExperimentConfig
 
+``--unconstrained``, ``--rarity``, ``--task-scale`` and ``--heterogeneity`` move the
+workload towards the regimes where policies part (``rayrm.traces.google_model``, "Knobs").
+
 The model (machine mix of drfh-paper Table I, 21 attributes over 4 classes,
 constraints after tsf-paper Fig. 8a and choosy-paper §7.1, job sizes after tsf-paper
 Fig. 8b, Pareto α = 1.9 durations after choosy-paper §6.2) is documented in
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rayrm.traces.google_model import P_NONE
 from rayrm.traces.google_workload import TARGETS, format_stats, generate_google, google_experiment, write_google
 
 __all__ = ["generate_google", "google_experiment", "write_google", "format_stats", "TARGETS",
@@ -38,12 +42,23 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-duration", type=float, metavar="S",
                         help="truncate task durations at S seconds (default: none; the Pareto tail "
                              "otherwise gives a few tasks of tens of hours)")
+    parser.add_argument("--unconstrained", type=float, default=P_NONE, metavar="P",
+                        help=f"share of jobs with no restricting constraint (default {P_NONE:g})")
+    parser.add_argument("--rarity", type=float, default=1.0, metavar="R",
+                        help="attribute k is on q_k^R of machines: above 1, constrained jobs fit fewer "
+                             "machines (default 1)")
+    parser.add_argument("--task-scale", type=float, default=1.0, metavar="S",
+                        help="every task's CPU and memory times S; durations rescaled to keep --load (default 1)")
+    parser.add_argument("--heterogeneity", type=float, default=1.0, metavar="H",
+                        help="machine shapes: 1 drfh-paper Table I, 0 all 8-core/32 GiB servers (default 1)")
     parser.add_argument("-o", "--output", required=True, metavar="CONFIG", help="YAML config to write")
 
 
 def run(args) -> int:
     stats = write_google(args.output, args.nodes, args.jobs, args.tasks, args.seed,
-                         load=args.load, span=args.span, max_duration=args.max_duration)
+                         load=args.load, span=args.span, max_duration=args.max_duration,
+                         unconstrained=args.unconstrained, rarity=args.rarity, task_scale=args.task_scale,
+                         heterogeneity=args.heterogeneity)
     csv_name = Path(args.output).with_name(Path(args.output).stem + ".jobs.csv")
     print(f"wrote {args.output} ({stats['nodes']} nodes) and {csv_name} "
           f"({stats['jobs']} jobs, {stats['tasks']} tasks)")

@@ -45,11 +45,36 @@ memory = cpu × LogNormal(ln 2 GiB, 0.6) per core, in 64 MB steps (≥ 128 MB) �
 the cluster's 3.6 GiB per core, so most jobs are CPU-bound as the Google workload is.
 
 Arrivals.  Poisson over ``span`` = 3,600 s: sorted uniform submit times.
+
+Knobs (``Knobs``; ``rayrm trace generate google --unconstrained/--rarity/--task-scale/
+--heterogeneity``, and any of them a ``rayrm sweep`` grid axis).  Each changes one thing
+and leaves every random draw where it was, so their defaults give the workload above
+byte for byte:
+
+* ``unconstrained`` (default P_NONE = 0.16): the share of jobs drawn with no restricting
+  constraint, which run on any machine.  0 constrains every job; 1 none.
+* ``rarity`` r (default 1): attribute k ≥ 2 is satisfied by q_k^r of the machines
+  instead of q_k (a01 stays on all), so the jobs that are constrained fit fewer
+  machines.  A job whose constraints then fit too few machines for its size is redrawn
+  (above), and the redraws favour less constrained jobs, so r is best moved with
+  ``unconstrained``: at 200 nodes and ``unconstrained`` 0, r = 2 takes the mean eligible
+  fraction from 0.26 to 0.19 and the jobs on ≤ 20% of machines from 53% to 66%; at
+  the default 0.16 the redrawn jobs that run anywhere make up for it.
+* ``task_scale`` s (default 1): every task's CPU and memory demand times s (memory in
+  64 MB steps, CPU choices 0.25 s .. 4 s): s = 4 makes a 4-core task a whole 16-core
+  server, so whole tasks pack differently on machines (tsf-paper §IV: the task share
+  n_i/h_i differs from the dominant share only where tasks fragment machines).  The
+  durations are rescaled so the offered load stays ``load``.
+* ``heterogeneity`` h ∈ [0, 1] (default 1): each machine's shape (c, m), normalised to
+  the largest server, becomes (c̄ + h (c − c̄), m̄ + h (m − m̄)) with (c̄, m̄) = (0.5, 0.5)
+  the common class-A server: h = 1 is drfh-paper Table I, h = 0 a cluster of identical
+  8-core / 32 GiB servers.  Attributes and classes are unchanged.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -85,18 +110,46 @@ LARGEST_FRACTION = 1 / 9            # 20k of 180k tasks (tsf-paper §VI-B3)
 ALPHA = 1.9                         # choosy-paper §6.2
 MAX_WAVES = 100                     # a job's eligible machines hold >= n_j / 100 tasks at once
 CPU_CHOICES = ((0.25, 0.5, 1.0, 2.0, 4.0), (0.10, 0.25, 0.40, 0.18, 0.07))
+COMMON_SHAPE = (0.50, 0.50)         # class A, the server heterogeneity shrinks the others towards
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """The generator's dials beyond size and load (module docstring, "Knobs"); the
+    defaults are the calibrated workload."""
+
+    unconstrained: float = P_NONE
+    rarity: float = 1.0
+    task_scale: float = 1.0
+    heterogeneity: float = 1.0
+
+    def __post_init__(self):
+        for name, lo, hi in (("unconstrained", 0.0, 1.0), ("rarity", 0.0, math.inf),
+                             ("task_scale", 0.0, math.inf), ("heterogeneity", 0.0, 1.0)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi \
+                    or not math.isfinite(v) or (v == 0 and name in ("rarity", "task_scale")):
+                bounds = f"in [{lo:g}, {hi:g}]" if math.isfinite(hi) else "positive"
+                raise InputError(f"must be a number {bounds}, got {v!r}", field="--" + name.replace("_", "-"))
+
+    def changed(self) -> dict[str, float]:
+        """The knobs away from their defaults, by name."""
+        return {k: getattr(self, k) for k in ("unconstrained", "rarity", "task_scale", "heterogeneity")
+                if getattr(self, k) != getattr(Knobs, k)}
 
 
 # ----- machines ------------------------------------------------------------------
 
-def class_attribute_probs() -> np.ndarray:
-    """P[c, k]: probability a class-c machine satisfies attribute k (home-class model)."""
+def class_attribute_probs(rarity: float = 1.0) -> np.ndarray:
+    """P[c, k]: probability a class-c machine satisfies attribute k (home-class model),
+    attribute k satisfied by q_k^rarity of machines."""
     counts = np.zeros(len(CLASSES))
     for n, _, _, c in MACHINE_MIX:
         counts[CLASSES.index(c)] += n
     share = counts / counts.sum()
     probs = np.zeros((len(CLASSES), len(ATTR_FREQ)))
     for k, (q, h) in enumerate(zip(ATTR_FREQ, ATTR_HOME)):
+        q = q if rarity == 1 else q ** rarity
         ph = min(1.0, HOME_BOOST * q, q / share[h])
         probs[:, k] = max(0.0, (q - share[h] * ph) / (1 - share[h]))
         probs[h, k] = ph
@@ -126,16 +179,31 @@ def attribute_clause(k: int) -> Clause:
             "ne": Clause(name, "!=", ("v0",))}[kind]
 
 
-def draw_machines(nodes: int, rng: np.random.Generator):
+def machine_shape(index: int, heterogeneity: float = 1.0) -> tuple[float, float]:
+    """(cpu, memory) of MACHINE_MIX[index] normalised to the largest server, moved towards
+    COMMON_SHAPE: c̄ + h (c − c̄) (module docstring, "Knobs")."""
+    _, c, m, _ = MACHINE_MIX[index]
+    if heterogeneity == 1:
+        return c, m
+    return tuple(a + heterogeneity * (x - a) for x, a in zip((c, m), COMMON_SHAPE))
+
+
+def machine_capacity(index: int, heterogeneity: float = 1.0) -> tuple[float, int]:
+    """(cores, MB) of one machine: its shape times MAX_SERVER, memory rounded to 1 MB."""
+    c, m = machine_shape(index, heterogeneity)
+    return c * MAX_SERVER["cpu"], round(m * MAX_SERVER["memory_mb"])
+
+
+def draw_machines(nodes: int, rng: np.random.Generator, rarity: float = 1.0):
     """(config index per machine, class per machine, satisfied-attribute matrix N×21)."""
     weights = np.array([m[0] for m in MACHINE_MIX], dtype=float)
     config = rng.choice(len(MACHINE_MIX), size=nodes, p=weights / weights.sum())
     cls = np.array([CLASSES.index(MACHINE_MIX[i][3]) for i in config], dtype=int)
-    satisfied = rng.random((nodes, len(ATTR_FREQ))) < class_attribute_probs()[cls]
+    satisfied = rng.random((nodes, len(ATTR_FREQ))) < class_attribute_probs(rarity)[cls]
     return config, cls, satisfied
 
 
-def node_groups(config, cls, satisfied) -> list[dict]:
+def node_groups(config, cls, satisfied, heterogeneity: float = 1.0) -> list[dict]:
     """``cluster.nodes`` groups m0001..mNNNN; consecutive identical machines share a group."""
     width = max(4, len(str(len(config))))
     mask = satisfied.astype(np.int64) @ (1 << np.arange(satisfied.shape[1], dtype=np.int64))
@@ -148,7 +216,7 @@ def node_groups(config, cls, satisfied) -> list[dict]:
             groups[-1]["count"] += 1
             continue
         prev = key
-        _, c, m, _ = MACHINE_MIX[config[i]]
+        cpu, mem = machine_capacity(int(config[i]), heterogeneity)
         attrs = {}
         for k in range(len(ATTR_FREQ)):
             v = _attr_value(k, bool(satisfied[i, k]), int(cls[i]))
@@ -156,8 +224,7 @@ def node_groups(config, cls, satisfied) -> list[dict]:
                 attrs[ATTRS[k]] = v
         start = 1 + sum(g["count"] for g in groups)
         groups.append({"name": f"m{{i:0{width}d}}", "start": start, "count": 1,
-                       "capacity": {"cpu": _num(c * MAX_SERVER["cpu"]),
-                                    "memory_mb": round(m * MAX_SERVER["memory_mb"])},
+                       "capacity": {"cpu": _num(cpu), "memory_mb": mem},
                        "attributes": attrs})
     return groups
 
@@ -238,17 +305,20 @@ def job_sizes(jobs: int, tasks: int, rng: np.random.Generator) -> np.ndarray:
 
 # ----- constraints and demands ---------------------------------------------------
 
-def draw_required(rng: np.random.Generator) -> list[int]:
-    """Attribute indices one job asks for (0 is a01, which every machine satisfies)."""
-    if rng.random() < P_NONE:
+def draw_required(rng: np.random.Generator, unconstrained: float = P_NONE) -> list[int]:
+    """Attribute indices one job asks for (0 is a01, which every machine satisfies);
+    none restricting with probability ``unconstrained``."""
+    if rng.random() < unconstrained:
         return [0] if rng.random() < 0.5 else []
     k = 1 + int(rng.choice(len(K_DIST), p=K_DIST))
     req = sorted(int(a) for a in 1 + rng.choice(len(ATTR_FREQ) - 1, size=k, replace=False))
     return ([0] if rng.random() < P_UNIVERSAL else []) + req
 
 
-def draw_demand(rng: np.random.Generator) -> tuple[float, int]:
-    """(cpu cores, memory MB) of one task (CPU-bound on average; see the module docstring)."""
+def draw_demand(rng: np.random.Generator, task_scale: float = 1.0) -> tuple[float, int]:
+    """(cpu cores, memory MB) of one task (CPU-bound on average; see the module docstring),
+    both times ``task_scale``."""
     cpu = float(rng.choice(CPU_CHOICES[0], p=CPU_CHOICES[1]))
+    cpu = cpu if task_scale == 1 else cpu * task_scale
     gib_per_core = math.exp(rng.normal(math.log(2.0), 0.6))
     return cpu, max(128, 64 * round(cpu * gib_per_core * 1024 / 64))

@@ -19,18 +19,20 @@ from rayrm.rm.core.config import ExperimentConfig, RunSettings, node_group, writ
 from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import AppSpec, Resources
-from rayrm.traces.google_model import (ALPHA, ATTR_FREQ, CLASSES, DIMS, MACHINE_MIX, MAX_SERVER, MAX_WAVES,
-                                 attribute_clause, draw_demand, draw_machines, draw_required,
-                                 job_sizes, node_groups)
+from rayrm.traces.google_model import (ALPHA, ATTR_FREQ, CLASSES, DIMS, MACHINE_MIX, MAX_WAVES, Knobs,
+                                       attribute_clause, draw_demand, draw_machines, draw_required,
+                                       job_sizes, machine_capacity, node_groups)
 
 
 # ----- the workload --------------------------------------------------------------
 
 def generate_google(nodes: int, jobs: int, tasks: int, seed: int, *, load: float = 1.0,
                     span: float = 3600.0, name: str = "google",
-                    max_duration: float | None = None) -> tuple[dict, list[JobSpec], dict]:
+                    max_duration: float | None = None, **knobs) -> tuple[dict, list[JobSpec], dict]:
     """(config document, jobs, achieved statistics) of a Google-like workload.
 
+    ``knobs``: ``unconstrained``, ``rarity``, ``task_scale``, ``heterogeneity``
+    (``rayrm.traces.google_model.Knobs``; their defaults are the calibrated workload).
     The document's ``workload.file`` is ``<name>.jobs.csv``; ``write_google`` writes both.
     Machines and jobs draw from separate streams of ``seed``.  ``max_duration``
     truncates every task's Pareto duration at that many seconds (``pareto:A:M:S``):
@@ -44,11 +46,13 @@ def generate_google(nodes: int, jobs: int, tasks: int, seed: int, *, load: float
             (("--max-duration", max_duration),) if max_duration is not None else ()):
         if not (value > 0 and math.isfinite(value)):
             raise InputError(f"must be positive, got {value}", field=flag)
+    dials = Knobs(**knobs)
     machine_rng, job_rng = (np.random.default_rng([seed & 0xFFFFFFFF, s]) for s in (0, 1))
-    config, cls, satisfied = draw_machines(nodes, machine_rng)
-    groups = node_groups(config, cls, satisfied)
-    cap_cpu = np.array([MACHINE_MIX[i][1] * MAX_SERVER["cpu"] for i in config])
-    cap_mem = np.array([round(MACHINE_MIX[i][2] * MAX_SERVER["memory_mb"]) for i in config])
+    config, cls, satisfied = draw_machines(nodes, machine_rng, dials.rarity)
+    groups = node_groups(config, cls, satisfied, dials.heterogeneity)
+    caps = [machine_capacity(int(i), dials.heterogeneity) for i in config]
+    cap_cpu = np.array([c for c, _ in caps])
+    cap_mem = np.array([m for _, m in caps])
     machine_mask = satisfied.astype(np.int64) @ (1 << np.arange(len(ATTR_FREQ), dtype=np.int64))
 
     sizes = job_sizes(jobs, tasks, job_rng)
@@ -59,7 +63,7 @@ def generate_google(nodes: int, jobs: int, tasks: int, seed: int, *, load: float
     for j in range(jobs):
         need = math.ceil(int(sizes[j]) / MAX_WAVES)
         for attempt in range(10_000):
-            req, (cpu, mem) = draw_required(job_rng), draw_demand(job_rng)
+            req, (cpu, mem) = draw_required(job_rng, dials.unconstrained), draw_demand(job_rng, dials.task_scale)
             want = sum(1 << k for k in req)
             ok = (machine_mask & want) == want
             slots = np.floor(np.minimum(cap_cpu / cpu, cap_mem / mem))[ok].sum()
@@ -81,6 +85,7 @@ def generate_google(nodes: int, jobs: int, tasks: int, seed: int, *, load: float
                       Constraint(tuple(clauses[k] for k in required[j])))
         specs.append(JobSpec(app, Durations("pareto", mean=mean, alpha=ALPHA, max=max_duration or 0.0)))
     cap = f" --max-duration {max_duration:g}" if max_duration is not None else ""
+    cap += "".join(f" --{k.replace('_', '-')} {v:g}" for k, v in dials.changed().items())
     doc = {"name": name,
            "description": (f"rayrm trace generate google --nodes {nodes} --jobs {jobs} --tasks {tasks} "
                            f"--seed {seed} --load {load:g} --span {span:g}{cap} (tsf-paper §VI-B)"),

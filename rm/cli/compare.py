@@ -1,7 +1,8 @@
 """``rayrm compare CONFIG --policies tsf,drf,... [--mode sim|ray|both] [--seeds A-B] [--repeats K]``.
 
-Runs each policy on the same trace and seed — simulated in up to two worker
-processes, or replayed on Ray one after another — and prints and writes the
+Runs each policy on the same trace and seed — each simulation one Ray task on a local
+Ray or the cluster at ``--address``, at most ``--workers`` at once
+(``rayrm.rm.runtime.experiments``), or replayed on Ray one after another — and prints and writes the
 comparison of ``rayrm.rm.runs.compare``, which reads the run directories alone.
 Running is here, in the CLI layer, because it needs the simulator and the Ray
 replay; ``rayrm.rm.runs`` must import neither.
@@ -23,16 +24,14 @@ latency or one heartbeat; ``--tolerance S`` overrides); every table says which.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from rayrm.rm.core.errors import InputError
+from rayrm.rm.runtime.experiments import parse_seeds
 
-MAX_WORKERS = 2
-MAX_SEEDS = 1000
+__all__ = ["add_arguments", "run", "parse_seeds", "plan", "study", "compare", "run_policies", "run_replicas"]
 
 
 def add_arguments(parser) -> None:
@@ -53,25 +52,10 @@ def add_arguments(parser) -> None:
                              "latency or one heartbeat, whichever is larger)")
     parser.add_argument("--out", metavar="DIR", help="output directory (default: runs/<config>-compare)")
     parser.add_argument("--time-scale", type=float, metavar="X", help="ray: wall seconds per trace second")
-    parser.add_argument("--address", metavar="ADDR", help="ray: Ray cluster to join")
-
-
-def parse_seeds(text: str) -> list[int]:
-    """'1-50' -> 1..50; '1,4,9' -> those; '7' -> [7]."""
-    seeds: list[int] = []
-    try:
-        for part in text.split(","):
-            lo, sep, hi = part.strip().partition("-")
-            seeds += list(range(int(lo), int(hi) + 1)) if sep else [int(lo)]
-    except ValueError:
-        raise InputError(f"write A-B or S,S,... (e.g. 1-50), got {text!r}", field="--seeds") from None
-    if not seeds:
-        raise InputError(f"names no seed: {text!r}", field="--seeds")
-    if len(set(seeds)) != len(seeds):
-        raise InputError(f"names a seed twice: {text!r}", field="--seeds")
-    if len(seeds) > MAX_SEEDS:
-        raise InputError(f"names {len(seeds)} seeds, more than {MAX_SEEDS}", field="--seeds")
-    return seeds
+    parser.add_argument("--address", metavar="ADDR",
+                        help="Ray cluster to join (HOST:PORT or auto; default: start a local Ray)")
+    parser.add_argument("--workers", type=int, metavar="N",
+                        help="sim: most simulations at once (default: the cores of the machine or cluster)")
 
 
 def run(args) -> int:
@@ -107,15 +91,31 @@ def run(args) -> int:
           + (f", {len(seeds)} seeds" if len(seeds) > 1 else "")
           + (f", {args.repeats} replays each" if args.repeats > 1 else "") + f") -> {out}")
     study(args.config, policies, out, modes=("sim", "ray") if args.mode == "both" else (args.mode,),
-          seeds=seeds, repeats=args.repeats, tolerance=args.tolerance, replay_options=replay_options)
+          seeds=seeds, repeats=args.repeats, tolerance=args.tolerance, replay_options=replay_options,
+          workers=args.workers)
     return 0
 
 
-def _simulate_one(config_path: str, policy: str, seed: int | None, out: str) -> dict:
-    """Worker: load the config and simulate one policy into ``out`` (a fresh process each)."""
+def simulate_on_ray(config_path, jobs, label, *, workers: int | None = None, address: str | None = None,
+                    log=print) -> None:
+    """Each (policy, seed, run directory, replica) of ``jobs`` simulated as one Ray task
+    (``rayrm.rm.runtime.experiments``); the run directories come back as bytes and are
+    written here, on the launching machine.  The first failure stops the batch."""
     from rayrm.rm.core.config import load_config  # noqa: PLC0415
-    from rayrm.rm.sim.engine import simulate  # noqa: PLC0415
-    return simulate(load_config(config_path), policy=policy, seed=seed, out=out, progress=False)
+    from rayrm.rm.runtime.experiments import Progress, Runner, simulate_files, write_files  # noqa: PLC0415
+
+    with Runner(workers=workers, address=address) as runner:
+        cfg = runner.share(load_config(config_path))
+        progress = Progress(len(jobs), "compare", stream=sys.stderr) if len(jobs) > 4 else None
+        calls = ((k, simulate_files, (cfg, p, seed, "all")) for k, (p, seed, _, _) in enumerate(jobs))
+        for outcome in runner.map(calls, tick=progress.tick if progress else None):
+            p, _, d, where = jobs[outcome.key]
+            if not outcome.ok:
+                raise InputError(f"simulating {label(p, where)} failed: {outcome.error}")
+            write_files(outcome.value.files, d)
+            _report(log, label(p, where), outcome.value.summary)
+            if progress is not None:
+                progress.step(True)
 
 
 def plan(out: Path, modes: tuple[str, ...], seeds: list[int | None], repeats: int = 1
@@ -136,29 +136,20 @@ def plan(out: Path, modes: tuple[str, ...], seeds: list[int | None], repeats: in
 
 
 def run_replicas(config_path: str | Path, policies: list[str], replicas: list[tuple[Path, int | None]], *,
-                 mode: str = "sim", workers: int = MAX_WORKERS, replay_options: dict | None = None,
+                 mode: str = "sim", workers: int | None = None, replay_options: dict | None = None,
                  log=print) -> list[tuple[Path, dict[str, Path]]]:
     """Run every policy in every replica into ``<replica>/<policy>``.
 
-    Simulations go to a pool of at most ``MAX_WORKERS`` processes (this is a 2-core
-    machine's worth; each holds one run); replays run one after another, since one
-    replay already keeps the Ray cluster busy.  Returns (replica, policy -> run directory).
+    Simulations run as Ray tasks, at most ``workers`` at once (``simulate_on_ray``);
+    replays run one after another, since one replay already keeps the Ray cluster busy.  Returns (replica, policy -> run directory).
     """
     from rayrm.rm.core.policies.plugins import policy_slug  # noqa: PLC0415
     out = [(where, {p: where / policy_slug(p) for p in policies}) for where, _ in replicas]
     jobs = [(p, seed, dirs[p], where) for (where, seed), (_, dirs) in zip(replicas, out) for p in policies]
     label = (lambda p, where: p) if len(replicas) == 1 else (lambda p, where: f"{where.name}/{p}")
     if mode == "sim":
-        workers = max(1, min(workers, MAX_WORKERS, len(jobs), os.cpu_count() or 1))
-        if workers == 1:
-            for p, seed, d, where in jobs:
-                _report(log, label(p, where), _simulate_one(str(config_path), p, seed, str(d)))
-            return out
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = {pool.submit(_simulate_one, str(config_path), p, seed, str(d)): (p, where)
-                       for p, seed, d, where in jobs}
-            for fut in as_completed(futures):
-                _report(log, label(*futures[fut]), fut.result())
+        simulate_on_ray(config_path, jobs, label, workers=workers, address=(replay_options or {}).get("address"),
+                        log=log)
         return out
     if mode == "ray":
         try:
@@ -177,7 +168,7 @@ def run_replicas(config_path: str | Path, policies: list[str], replicas: list[tu
 
 
 def run_policies(config_path: str | Path, policies: list[str], out: Path, *, mode: str = "sim",
-                 seed: int | None = None, workers: int = MAX_WORKERS, replay_options: dict | None = None,
+                 seed: int | None = None, workers: int | None = None, replay_options: dict | None = None,
                  log=print) -> dict[str, Path]:
     """Run every policy into ``out/<policy>``; returns policy -> run directory."""
     return run_replicas(config_path, policies, [(Path(out), seed)], mode=mode, workers=workers,
@@ -193,7 +184,7 @@ def _report(log, label: str, summary: dict) -> None:
 
 def study(config_path: str | Path, policies: list[str], out: str | Path, *, modes: tuple[str, ...] = ("sim",),
           seeds: list[int | None] = (None,), repeats: int = 1, tolerance: float | None = None,
-          replay_options: dict | None = None, log=print) -> dict:
+          replay_options: dict | None = None, workers: int | None = None, log=print) -> dict:
     """Run every replica of every mode, then ``rayrm.rm.runs.compare.write_study``; returns its result."""
     from rayrm.rm.core.config import load_config  # noqa: PLC0415
     from rayrm.rm.runs.compare import write_study  # noqa: PLC0415 (pandas only when used)
@@ -201,7 +192,8 @@ def study(config_path: str | Path, policies: list[str], out: str | Path, *, mode
     out = Path(out)
     started = time.perf_counter()
     layout = plan(out, tuple(modes), list(seeds), repeats)
-    runs = {mode: run_replicas(config_path, policies, reps, mode=mode, replay_options=replay_options, log=log)
+    runs = {mode: run_replicas(config_path, policies, reps, mode=mode, replay_options=replay_options,
+                               workers=workers, log=log)
             for mode, reps in layout.items()}
     heartbeat = load_config(config_path).run.heartbeat_interval
     result = write_study(runs, out, tolerance=tolerance, heartbeat=heartbeat, log=log)

@@ -19,6 +19,7 @@ COMMANDS = [
     ("simulate", "replay a trace in the discrete-event simulator (virtual time)"),
     ("replay", "replay a trace on Ray with ResourceManager, NodeManager and ApplicationMaster actors"),
     ("compare", "run several policies on the same trace and seed and compare them"),
+    ("sweep", "compare policies over a grid of workloads and seeds, on Ray, resumably"),
     ("sensitivity", "how much job completion times move when container launches jitter"),
     ("offline", "offline progressive filling (divisible tasks) for a config"),
     ("audit", "search for sharing-property violations (SI, SP, EF, PO, SMF, SRF)"),

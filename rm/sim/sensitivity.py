@@ -51,26 +51,35 @@ def completion_times(config: "ExperimentConfig", policy: str | None = None, seed
 
 def completion_spread(config: "ExperimentConfig", policy: str | None = None, seed: int | None = None,
                       jitter: float = 0.1, runs: int = 20, progress: bool = False,
-                      faults=(), exact: dict[str, float] | None = None) -> pd.DataFrame:
+                      faults=(), exact: dict[str, float] | None = None, run_all=None) -> pd.DataFrame:
     """Per job: the exact run's completion time and min / median / max over ``runs`` jittered runs.
 
     Rows are apps in config order; runs in which a job did not finish are left out of its
     row, which is NaN where it never finished.  ``exact``: the unjittered run's completion
-    times when the caller has simulated it already.
+    times when the caller has simulated it already.  ``run_all(fn, arglist)``: how the
+    simulations run, returning ``[fn(*args) for args in arglist]`` (default: one after
+    another in this process; ``rayrm sensitivity`` passes the Ray runner's).
     """
     if not jitter > 0:
         raise ValueError(f"jitter must be positive, got {jitter}")
     if runs < 1:
         raise ValueError(f"runs must be at least 1, got {runs}")
+    arglist = [(config, policy, seed, jitter, k, faults) for k in range(1, runs + 1)]
     if exact is None:
-        exact = completion_times(config, policy, seed, faults=faults)
-    jittered = []
-    for k in range(1, runs + 1):
-        jittered.append(completion_times(config, policy, seed, jitter, jitter_seed=k, faults=faults))
+        arglist.insert(0, (config, policy, seed, 0.0, 0, faults))
+    if run_all is not None:
+        results = run_all(completion_times, arglist)
+    else:
+        results = []
+        for k, args in enumerate(arglist, 1):
+            results.append(completion_times(*args))
+            if progress:
+                print(f"\rrun {k}/{len(arglist)}", end="", file=sys.stderr, flush=True)
         if progress:
-            print(f"\rjittered run {k}/{runs}", end="", file=sys.stderr, flush=True)
-    if progress:
-        print(file=sys.stderr)
+            print(file=sys.stderr)
+    if exact is None:
+        exact, results = results[0], results[1:]
+    jittered = results
     apps = [j.app.app_id for j in config.jobs]
     samples = pd.DataFrame(jittered, columns=apps)
     table = pd.DataFrame({"exact": pd.Series(exact, dtype=float).reindex(apps),
