@@ -29,6 +29,7 @@ which a sweep's manifest records a finished simulation.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -39,7 +40,7 @@ from typing import Any
 
 import yaml
 
-from rayrm.rm.core.config import RUN_DEFAULTS, ExperimentConfig, load_config, parse_config
+from rayrm.rm.core.config import ExperimentConfig, RunSettings, load_config, parse_config
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.runtime.experiments import parse_seeds
 from rayrm.traces.generate import write_google
@@ -52,7 +53,7 @@ GENERATOR_OPTIONS: dict[str, tuple[type, Any]] = {
     "unconstrained": (float, Knobs.unconstrained), "rarity": (float, Knobs.rarity),
     "task_scale": (float, Knobs.task_scale), "heterogeneity": (float, Knobs.heterogeneity),
 }
-RUN_SETTINGS = tuple(k for k in RUN_DEFAULTS if k != "seed")     # the seed is the sweep's seeds
+RUN_SETTINGS = tuple(f.name for f in dataclasses.fields(RunSettings) if f.name != "seed")     # the seed is the sweep's seeds
 SPEC_KEYS = {"workload", "grid", "policies", "baseline", "seeds", "description"}
 MAX_RUNS = 1_000_000
 
@@ -198,7 +199,7 @@ def _grid(raw: Any, generated: bool) -> tuple[tuple[str, tuple], ...]:
         setting = axis.removeprefix("run.")
         if setting in RUN_SETTINGS and (axis.startswith("run.") or axis not in GENERATOR_OPTIONS):
             for v in values:
-                _run_settings({setting: v}, where)
+                _check_run_setting(setting, v, where)
             axes.append((f"run.{setting}", tuple(values)))
         elif axis in GENERATOR_OPTIONS and generated:
             axes.append((axis, tuple(_option(axis, v, where) for v in values)))
@@ -209,14 +210,10 @@ def _grid(raw: Any, generated: bool) -> tuple[tuple[str, tuple], ...]:
     return tuple(axes)
 
 
-def _run_settings(overrides: dict[str, Any], where: str) -> dict[str, Any]:
-    """The config's run settings with ``overrides``, validated as a config's run: block is
-    (``rayrm.rm.core.config.parse_config`` on a one-node, one-job document)."""
-    doc = {"cluster": {"nodes": [{"name": "n", "capacity": {"cpu": 1}}]},
-           "workload": {"jobs": [{"id": "j", "submit": 0, "tasks": 1, "demand": {"cpu": 1}, "duration": 1}]},
-           "run": overrides}
+def _check_run_setting(setting: str, value: Any, where: str) -> None:
+    """``value`` is a valid ``run.<setting>``, as a config's run: block is checked (``RunSettings.parse``)."""
     try:
-        return parse_config(doc).run
+        RunSettings.parse({setting: value})
     except InputError as e:
         raise InputError(str(e).split(": ", 1)[-1], field=where) from None
 
