@@ -25,6 +25,7 @@ COMMANDS = [
     ("trace", "generate synthetic workloads or import public trace formats"),
     ("report", "plots and tables for run directories"),
     ("check", "verify a run directory's invariants"),
+    ("ui", "the web UI and YARN's REST API over a run directory"),
 ]
 
 

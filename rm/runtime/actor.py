@@ -56,6 +56,7 @@ from rayrm.rm.service.store import SNAPSHOT_SECONDS, StateStore, replay_records
 from rayrm.rm.runtime.pace import PaceMeter
 from rayrm.rm.service.liveness import Liveness
 from rayrm.rm.service.state import ResourceManagerState
+from rayrm.rm.ui.snapshot import rm_snapshot
 
 #: Ray restarts of the RM actor (each recovers from the snapshot and journal).
 RM_MAX_RESTARTS = 5
@@ -309,6 +310,12 @@ class ResourceManager:
     async def progress(self) -> dict:
         lag, behind = self.pace.current()
         return self.state.progress(time.time()) | {"calls": self.calls, "lag": round(lag, 3), "behind": behind}
+
+    async def ui_snapshot(self) -> dict:
+        """The compact view the driver's web UI polls, at most once per heartbeat interval
+        (``rayrm.rm.ui.snapshot``); ended apps cross once."""
+        lag, behind = self.pace.current()
+        return rm_snapshot(self.state, time.time(), self.__dict__.setdefault("_ui_sent", set()), lag, behind)
 
     async def export(self) -> dict:
         """The run log and the RM's measurements, for the driver to write out."""

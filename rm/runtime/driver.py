@@ -44,6 +44,7 @@ from rayrm.rm.core.policies import policy_for_run
 from rayrm.rm.runs.metrics import percentiles
 from rayrm.rm.runtime.pace import pace_summary, pace_warning
 from rayrm.rm.runtime.session import connect
+from rayrm.rm.runtime.webui import start_live_ui
 from rayrm.rm.runtime.supervisor import (AM_HOST_RESTARTS, NM_HOST_RESTARTS, FaultInjector, StopSignal, Supervisor, merge_outcomes,
                                          rm_call)
 from rayrm.rm.service.protocol import NAMESPACE, RM_NAME
@@ -65,8 +66,11 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
            time_scale: float | None = None, address: str | None = None, *, executor: str = "auto",
            payload: str | None = None, twin: bool = False, seed: int | None = None,
            progress: bool | None = None, faults=(), kill_ray_node=None, until: float | None = None,
-           am_hosts: int | None = None) -> dict:
+           am_hosts: int | None = None, ui=None) -> dict:
     """Replay ``config`` on Ray under ``policy``; see the module docstring.
+
+    ``ui``: a ``rayrm.rm.ui.server.UISettings`` to serve the web UI and YARN's REST API
+    while the replay runs (``rayrm.rm.runtime.webui``); None: no UI.
 
     ``faults`` are fault specs (``rayrm.rm.core.faults``) injected besides the config's own;
     ``kill_ray_node(node_id)`` replaces how kill-ray-node takes a Ray node down
@@ -101,7 +105,9 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
 
     started = connect(address)
     stop = StopSignal()              # after ray.init, which installs its own SIGTERM handler
+    web = None
     try:
+        web = start_live_ui(cfg, policy_name, scale, fault_list, ui, progress) if ui is not None else None
         session = _Session()
         try:
             summary = _run(cfg, policy_name, policy_obj, scale, executor, kind, run_seed, out, progress,
@@ -109,6 +115,8 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
         finally:
             session.close()
     finally:
+        if web is not None:
+            web.close()
         stop.restore()
         if started:
             import ray  # noqa: PLC0415

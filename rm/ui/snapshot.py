@@ -1,0 +1,48 @@
+"""The RM's compact view for the UI: what the actor hands the driver, at most once per poll.
+
+``rm_snapshot(state, now, sent_done)`` reads the RM's state without changing it and
+returns plain tuples (cheap to build and to pickle): every node's free vector and
+liveness, every app still running, and the apps that ended since the last snapshot
+(``sent_done`` is the actor's record of those already sent, so an ended app crosses
+once).  Cost: one pass over the nodes and the jobs, a few milliseconds for a
+1,000-node, 4,500-job trace, paid once per poll and never per HTTP request.
+"""
+
+from __future__ import annotations
+
+from rayrm.rm.runs.log import app_shares
+
+#: the positions of an app tuple in ``rm_snapshot``'s ``apps``
+APP_FIELDS = ("app", "status", "submit", "first_start", "finish", "reason", "attempts", "finished",
+              "running", "pending", "task_share", "dominant_share", "eligible")
+
+
+def rm_snapshot(state, now: float, sent_done: set, lag: float = 0.0, behind: bool = False) -> dict:
+    """The RM's state at wall time ``now`` (see the module docstring)."""
+    cluster = state.scheduler.cluster
+    k = len(cluster.dims)
+    records = state.nodes
+    nodes = []
+    for n in cluster.nodes:
+        rec = records.get(n.name)
+        alive = bool(rec is not None and rec.alive and n.alive)
+        nodes.append((n.name, alive, tuple(n.free[:k]), len(n.containers),
+                      rec.last_seen if rec is not None else 0.0))
+    apps = []
+    for app_id, job in state.log.jobs.items():
+        done = job["status"] != "running"
+        if done and app_id in sent_done:
+            continue
+        rec = state.apps.get(app_id)
+        live = cluster.apps.get(app_id)
+        shares = app_shares(live, cluster) if live is not None else (0.0, 0.0, 0.0, 0.0)
+        apps.append((app_id, job["status"], job["submit"], job["first_start"], job["finish"], job["reason"],
+                     rec.attempt if rec is not None else 0,
+                     len(rec.finished_tasks) if rec is not None else 0,
+                     live.running if live is not None else 0, live.pending if live is not None else 0,
+                     shares[0], shares[1], live.eligible_count if live is not None else -1))
+        if done:
+            sent_done.add(app_id)
+    return {"time": state.trace(now), "wall": now, "start_wall": state.start_wall, "nodes": nodes,
+            "apps": apps, "allocations": state.allocations, "finished": state.finished,
+            "epoch": state.epoch, "lag": lag, "behind": behind}
