@@ -129,5 +129,5 @@ def pending_reason(view: ClusterView, a: AppView, rank: int, waiting: int) -> st
     room = [n for n in usable if all(d <= c - u + 1e-9 for d, c, u in zip(a.demand, n.capacity, n.used))]
     if room:
         return f"{len(room)} of the {len(usable)} nodes it may use have room: placed at their next heartbeat"
-    return (f"the {len(usable)} nodes it may use are full; it is {rank} of {waiting} waiting apps by "
+    return (f"every node it may use ({len(usable)}) is full; it is {rank} of {waiting} waiting apps by "
             f"{view.share_kind.replace('_', ' ')}, served lowest first as containers finish")

@@ -73,6 +73,7 @@ class LiveSource:
         self.error = ""
         self._view = ClusterView(cfg.name, policy, "ray", self.dims, 0.0, _time.time(), self.time_scale,
                                  self.interval, "starting", (), (), 0, share_kind=self._kind)
+        self._changed = threading.Condition()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="rayrm-ui-poll", daemon=True)
 
@@ -81,6 +82,12 @@ class LiveSource:
         return self
 
     def view(self) -> ClusterView:
+        return self._view
+
+    def wait(self, after: int, timeout: float) -> ClusterView:
+        """The view once its version is past ``after``, or after ``timeout`` seconds."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._view.version > after, timeout)
         return self._view
 
     def close(self) -> None:
@@ -123,6 +130,8 @@ class LiveSource:
             self.name, self.policy, "ray", self.dims, t, float(snap["start_wall"]), self.time_scale,
             self.interval, "live", nodes, apps, int(snap["allocations"]), faults, self._pace(snap),
             self._series.frozen(), self._view.version + 1, self._kind)
+        with self._changed:
+            self._changed.notify_all()
         return self._view
 
     def _nodes(self, snap: dict, t: float) -> tuple[NodeView, ...]:

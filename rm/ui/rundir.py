@@ -43,6 +43,10 @@ class RunDirSource:
     def view(self) -> ClusterView:
         return self._view
 
+    def wait(self, after: int, timeout: float) -> ClusterView:
+        """The view (it never changes: there is nothing to wait for)."""
+        return self._view
+
     def close(self) -> None:
         pass
 
@@ -111,7 +115,7 @@ def _apps(rd: RunDir, dims, tasks, jobs, events, demand) -> tuple[AppView, ...]:
         first = None if j["first_start"] != j["first_start"] else float(j["first_start"])
         if status == "running" and first is None:
             status = "waiting"
-        pending = max(0, int(j["num_tasks"]) - finished - running) if status in ("running", "waiting") else 0
+        pending = max(0, int(j["num_tasks"]) - finished - running) if status in ("running", "waiting", "unfinished") else 0
         ts = ds = 0.0
         if last_share is not None and app in last_share.index and running:
             ts, ds = float(last_share.at[app, "task_share"]), float(last_share.at[app, "dominant_share"])

@@ -31,7 +31,9 @@ from rayrm.rm.ui.yarn import ApiError
 MAX_CONNECTIONS = 32
 MAX_URL = 2048
 MAX_BODY = 16 * 2 ** 20
-SOCKET_TIMEOUT = 10.0
+SOCKET_TIMEOUT = 15.0
+#: longest wait for a newer view (``after=``), seconds
+MAX_WAIT = 10.0
 #: ports tried after the one asked for, when it is taken
 PORT_TRIES = 20
 COOKIE = "rayrm_token"
@@ -179,8 +181,21 @@ class UIServer(ThreadingHTTPServer):
         return f"http://{'[' + host + ']' if ':' in host else host}:{port}/"
 
     def respond(self, path: str, query: str, params: dict) -> tuple[bytes, dict]:
-        """The encoded answer to a GET of ``path`` (raises ``ApiError``), cached per view version."""
-        view = self.source.view()
+        """The encoded answer to a GET of ``path`` (raises ``ApiError``), cached per view version.
+        ``after=V`` (any path) first waits up to ``wait`` seconds (at most ``MAX_WAIT``) for a
+        view newer than version V: a client can wait for the next snapshot instead of polling."""
+        if "after" in params:
+            after, wait = params["after"], params.get("wait", str(MAX_WAIT))
+            try:
+                seconds = float(wait)
+                if not seconds >= 0:
+                    raise ValueError(wait)
+                view = self.source.wait(int(after), min(seconds, MAX_WAIT))
+            except ValueError:
+                raise ApiError(400, f"after must be a version number and wait seconds, got {after[:20]!r}, "
+                                    f"{wait[:20]!r}") from None
+        else:
+            view = self.source.view()
         key = (path, query)
         with self._cache_lock:
             if self._cache_version != view.version:

@@ -51,7 +51,9 @@ function chart(svg, legend, series, ymax, ylabel) {
     svg.append(el("path", {d: d, stroke: c, "data-name": s.name, "data-points": s.points.length,
                            "data-last-time": last[0], "data-last-value": last[1]}));
     const item = el("span");
-    item.append(el("i", {style: `background:${c}`}), document.createTextNode(s.name));
+    const swatch = el("i");
+    swatch.style.background = c;       // through the CSSOM: the page's CSP forbids style attributes
+    item.append(swatch, document.createTextNode(s.name));
     legend.append(item);
   });
   svg.dataset.points = series.length ? series[0].points.length : 0;
@@ -83,7 +85,7 @@ function header(o) {
   $("time").textContent = `t = ${fmt(o.traceTime, 1)} s (trace)`;
   const p = o.pace || {};
   let text = "";
-  if (p.lag_wall_s !== undefined) text = `pace: ${p.kept_pace ? "keeping pace" : "BEHIND"} · RM lag ${fmt(1000 * p.lag_wall_s)} ms (${fmt(p.lag_trace_s, 2)} s trace) · behind ${fmt(100 * (p.behind_fraction || 0), 1)}% of polls`;
+  if (typeof p.lag_wall_s === "number") text = `pace: ${p.kept_pace ? "keeping pace" : "BEHIND"} · RM lag ${fmt(1000 * p.lag_wall_s)} ms (${fmt(p.lag_trace_s, 2)} s trace) · behind ${fmt(100 * (p.behind_fraction || 0), 1)}% of polls`;
   else if (p.kept_pace !== undefined) text = `pace: ${p.kept_pace ? "kept pace" : "fell behind"} · lag p99 ${fmt(1000 * ((p.lag_wall_s || {}).p99 || 0))} ms`;
   $("pace").textContent = text;
   $("pace").className = p.kept_pace === false ? "behind" : "";
