@@ -77,12 +77,13 @@ def shares(view: ClusterView, params: dict) -> dict:
 
 
 def _order(a: AppView, view: ClusterView):
-    active = a.status in ("running", "waiting")
+    active = a.running > 0 or a.pending > 0          # an interrupted run's unfinished apps too
     return (not active, -view.share_of(a) if active else 0.0, a.submit, a.app)
 
 
 def apps(view: ClusterView, params: dict) -> dict:
-    """The apps, active first by share, then the rest in submit order (paged)."""
+    """The apps, those with tasks running or waiting first by share, then the rest in
+    submit order (paged)."""
     offset, limit = _int(params, "offset", 0, 10 ** 9), _int(params, "limit", 50, MAX_ROWS)
     rows = sorted(view.apps, key=lambda a: _order(a, view))
     page = rows[offset:offset + limit]

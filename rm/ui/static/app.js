@@ -35,7 +35,7 @@ function chart(svg, legend, series, ymax, ylabel) {
   }
   for (let i = 0; i <= 4; i++) {
     const t = tmin + (tmax - tmin) * i / 4;
-    svg.append(el("text", {x: x(t), y: H - 6, "text-anchor": "middle"}, fmt(t) + "s"));
+    svg.append(el("text", {x: x(t), y: H - 6, "text-anchor": i === 0 ? "start" : i === 4 ? "end" : "middle"}, fmt(t) + "s"));
   }
   series.forEach((s, i) => {
     const c = COLORS[i % COLORS.length];
@@ -64,8 +64,9 @@ function cards(o) {
   const items = [
     [o.running, "containers running"], [o.pending, "tasks pending"],
     [`${o.finished} / ${o.tasks}`, "tasks finished"],
-    [`${apps.running || 0} / ${apps.waiting || 0}`, "apps running / waiting"],
-    [(apps.finished || 0) + (apps.failed || 0) + (apps.rejected || 0) + (apps.unfinished || 0), "apps ended"],
+    [`${apps.running || 0} / ${apps.waiting || 0}` + (apps.unfinished ? ` (${apps.unfinished} cut short)` : ""),
+     "apps running / waiting"],
+    [(apps.finished || 0) + (apps.failed || 0) + (apps.rejected || 0), "apps ended"],
     [`${nodes.RUNNING || 0}` + (nodes.LOST ? ` (${nodes.LOST} lost)` : ""), "nodes active"],
   ];
   o.dims.forEach((d, k) => items.push([`${fmt(100 * o.used[k] / (o.total[k] || 1))}%`, `${d} in use`]));
