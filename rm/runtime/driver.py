@@ -107,7 +107,7 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
     stop = StopSignal()              # after ray.init, which installs its own SIGTERM handler
     web = None
     try:
-        web = start_live_ui(cfg, policy_name, scale, fault_list, ui, progress) if ui is not None else None
+        web = start_live_ui(cfg, policy_name, scale, fault_list, ui) if ui is not None else None
         session = _Session()
         try:
             summary = _run(cfg, policy_name, policy_obj, scale, executor, kind, run_seed, out, progress,

@@ -41,15 +41,14 @@ def rm_fetcher():
     return fetch
 
 
-def start_live_ui(cfg, policy: str, time_scale: float, faults, settings: UISettings, progress=None):
-    """The started server (its ``url``), announced on stderr unless ``progress`` is False."""
+def start_live_ui(cfg, policy: str, time_scale: float, faults, settings: UISettings):
+    """The started server, its ``url`` announced on stderr."""
     source = LiveSource(cfg, policy, time_scale, rm_fetcher(), faults).start()
     try:
         server = serve(source, settings.host, settings.port, settings.token)
     except OSError:
         source.close()
         raise
-    if progress is not False:
-        print(f"rayrm replay: watching live at {server.url} (YARN REST API at {server.url}ws/v1/cluster)",
-              file=sys.stderr, flush=True)
+    print(f"rayrm replay: watching live at {server.url} (YARN REST API at {server.url}ws/v1/cluster)",
+          file=sys.stderr, flush=True)
     return server

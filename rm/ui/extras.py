@@ -14,23 +14,15 @@ from __future__ import annotations
 from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.ui.view import YARN_APP_STATE, AppView, ClusterView
-from rayrm.rm.ui.yarn import ApiError, live_nodes
+from rayrm.rm.ui.yarn import ApiError, live_nodes, whole_number
 
 #: most apps in one shares response, and most rows in one apps / pending response
 MAX_SERIES, MAX_ROWS = 40, 500
 
 
 def _int(params: dict, key: str, default: int, most: int) -> int:
-    raw = params.get(key)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(400, f"{key} must be a number, got {raw[:40]!r}") from None
-    if value < 0:
-        raise ApiError(400, f"{key} must be greater than 0")
-    return min(value, most)
+    value = whole_number(params, key)
+    return default if value is None else min(value, most)
 
 
 def overview(view: ClusterView, error: str = "") -> dict:

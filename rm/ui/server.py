@@ -19,6 +19,7 @@ import errno
 import hmac
 import json
 import re
+import socket
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -173,6 +174,7 @@ class UIServer(ThreadingHTTPServer):
         self._cache_version = -1
         self._cache_lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         super().__init__((host, port), _Handler)
 
     @property

@@ -215,7 +215,8 @@ def _states(params: dict, key: str, allowed: tuple[str, ...], what: str) -> set[
     return wanted
 
 
-def _long(params: dict, key: str) -> int | None:
+def whole_number(params: dict, key: str) -> int | None:
+    """Query parameter ``key`` as a whole number >= 0, None when absent (else a 400)."""
     raw = params.get(key)
     if raw is None:
         return None
@@ -229,7 +230,7 @@ def _long(params: dict, key: str) -> int | None:
 
 
 def _window(params: dict, begin: str, end: str) -> tuple[int, int]:
-    lo, hi = _long(params, begin), _long(params, end)
+    lo, hi = whole_number(params, begin), whole_number(params, end)
     lo, hi = 0 if lo is None else lo, 2 ** 63 - 1 if hi is None else hi
     if lo > hi:
         raise ApiError(400, f"{end} must be greater than {begin}")
@@ -238,7 +239,7 @@ def _window(params: dict, begin: str, end: str) -> tuple[int, int]:
 
 def _page(params: dict) -> tuple[int, int]:
     """(offset, limit): YARN's ``limit`` (> 0) and rayrm's ``offset``, at most MAX_PAGE items."""
-    limit, offset = _long(params, "limit"), _long(params, "offset")
+    limit, offset = whole_number(params, "limit"), whole_number(params, "offset")
     if limit == 0:
         raise ApiError(400, "limit value must be greater then 0")
     return offset or 0, min(limit or MAX_PAGE, MAX_PAGE)
