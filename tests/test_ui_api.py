@@ -210,3 +210,28 @@ def test_live_snapshots_become_yarns_node_states_and_totals():
     assert (m["appsPending"], m["appsRunning"]) == (1, 1)
     assert view.history.running == (1,) and view.history.used == ((0.5, 0.25),)
     assert source.wait(0, 0.0).version == 1
+
+
+def test_rayrm_ui_serves_a_finished_simulation(tmp_path):
+    """``rayrm ui`` as a user runs it, over TINY simulated to the end: j's task lost with c
+    reruns on a at 10 with j's fourth task, k's lost with b reruns on b once it is back (5):
+    7 attempts, both jobs FINISHED; a and b RUNNING, c DECOMMISSIONED (live: a and b,
+    3 vcores, 3072 MB)."""
+    import subprocess
+    import sys
+
+    simulate(parse_config(TINY), out=tmp_path, progress=False)
+    proc = subprocess.Popen([sys.executable, "-m", "rayrm.rm.cli.main", "ui", str(tmp_path), "--ui-port", "0"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()                 # the command announces its URL, then serves
+        url = line.split(" at ")[1].split()[0]
+        m = client(url).cluster_metrics().data["clusterMetrics"]
+        assert (m["appsCompleted"], m["appsKilled"], m["containersAllocatedTotal"]) == (2, 0, 7)
+        assert (m["activeNodes"], m["decommissionedNodes"], m["totalVirtualCores"], m["totalMB"]) == (2, 1, 3, 3072)
+        assert (m["containersAllocated"], m["allocatedMB"]) == (0, 0)
+        k = client(url).cluster_application("k").data["app"]
+        assert (k["state"], k["finalStatus"], k["finishedTraceTime"]) == ("FINISHED", "SUCCEEDED", 15.0)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

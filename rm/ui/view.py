@@ -129,7 +129,7 @@ class ClusterView:
 
 
 def share_kind(policy: str) -> str:
-    """The share a policy orders apps by, as an ``AppView`` field: task share n_i/(h_i w_i)
-    for TSF and CDRF-like policies (tsf-paper §V-A), dominant share for the DRF family
-    (tsf-paper §IV-B; drfh-paper)."""
+    """The share the UI shows for a policy, as an ``AppView`` field: dominant share
+    max_r n_i d_ir / total_r for the DRF family (tsf-paper §IV-B; drfh-paper), task share
+    n_i/(h_i w_i) (tsf-paper §V-A) for TSF and every other policy."""
     return "dominant_share" if policy.startswith(("drf", "pm-drf")) else "task_share"
