@@ -46,8 +46,11 @@ class _Series:
                 self.shares[app] = points[::2] + ([points[-1]] if len(points) % 2 == 0 else [])
 
     def frozen(self) -> History:
+        """The series as of now.  Each app's point list is shared, not copied (a poll only
+        appends to it, or replaces it when halving): copying every app's points at every poll
+        would cost the driver more than the rest of the poll."""
         return History(tuple(self.times), tuple(self.used), tuple(self.running), tuple(self.pending),
-                       tuple(self.lag), {a: tuple(p) for a, p in self.shares.items()})
+                       tuple(self.lag), dict(self.shares))
 
 
 class LiveSource:
@@ -65,7 +68,7 @@ class LiveSource:
         self._leaves = {e.node: e.time for e in cfg.node_events if e.spec is None}
         self._jobs = {j.app.app_id: j.app for j in cfg.jobs}
         self._faults = tuple(faults)
-        self._apps: dict[str, tuple] = {}
+        self._apps: dict[str, AppView] = {}            # ended apps cross once and stay as they were
         self._attempts: dict[str, list] = {}           # app -> trace times its attempts 2, 3, ... were seen
         self._series = _Series()
         self._kind = share_kind(policy)
@@ -113,18 +116,18 @@ class LiveSource:
         """Merge one RM snapshot into the view (also called directly by tests)."""
         t = float(snap["time"])
         nodes = self._nodes(snap, t)
-        for row in snap["apps"]:
-            self._apps[row[0]] = row
-        apps = tuple(self._app(row, t) for row in self._apps.values())
+        fresh = [self._app(row, t) for row in snap["apps"]]     # the apps running or just ended
+        for a in fresh:
+            self._apps[a.app] = a
+        apps = tuple(self._apps.values())
         alive = [n for n in nodes if n.state == "RUNNING"]
         totals = [sum(n.capacity[k] for n in alive) for k in range(len(self.dims))]
         used = tuple(round(sum(n.used[k] for n in alive) / totals[k], 6) if totals[k] else 0.0
                      for k in range(len(self.dims)))
         running = sum(a.running for a in apps)
         self._series.add(round(t, 3), used, running, sum(a.pending for a in apps), round(snap["lag"], 4))
-        for a in apps:
-            if a.status in ("running", "waiting") or a.app in self._series.shares:
-                self._series.share(a.app, round(t, 3), round(getattr(a, self._kind), 6))
+        for a in fresh:
+            self._series.share(a.app, round(t, 3), round(getattr(a, self._kind), 6))
         faults = tuple(Fault(f.time, f.kind, f.target, f.text) for f in self._faults if f.time <= t)
         self._view = ClusterView(
             self.name, self.policy, "ray", self.dims, t, float(snap["start_wall"]), self.time_scale,
