@@ -235,3 +235,24 @@ def test_rayrm_ui_serves_a_finished_simulation(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_clients_that_hold_every_connection_get_the_next_one_refused_not_stalled(partial_run):
+    """MAX_CONNECTIONS clients that connect and send nothing hold every request slot; the
+    next request is answered 503 at once instead of waiting behind them."""
+    import socket
+
+    from rayrm.rm.ui.server import MAX_CONNECTIONS
+    server = serve(RunDirSource(partial_run[0]), port=0)
+    host, port = server.server_address[:2]
+    idle = [socket.create_connection((host, port), timeout=10) for _ in range(MAX_CONNECTIONS)]
+    try:
+        # each idle connection is taken by its handler thread before the probe connects:
+        # a request on one of them is answered, so the server has reached all of them
+        idle[-1].sendall(b"GET /ws/v1/cluster/info HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert idle[-1].recv(12) == b"HTTP/1.1 200"
+        assert get(server.url, "/ws/v1/cluster/info")[0] == 503
+    finally:
+        for s in idle:
+            s.close()
+        server.close()
