@@ -3,7 +3,9 @@
 One replay per module, started as a user starts it: ``rayrm replay`` of the TSF
 micro-benchmark (configs/paper-micro.yaml: 50 nodes, 25 of <1 cpu, 1024 MB> and 25 of
 <2 cpu, 1024 MB>; 4 jobs) at time scale 0.05 with ``kill-nm:n30@60``, the UI on a free
-port, its URL read from the line the command prints.  A watcher thread long-polls the
+port, its URL read from the line the command prints.  ``nm_expiry`` is 60 heartbeats
+(3 wall seconds): n30 is LOST from about 3 s after the kill until it restarts 3 s
+later, long enough for the UI's poll (once a second) to see it.  A watcher thread long-polls the
 API (``after=V``) for every new snapshot and keeps the moments n30 is LOST.
 
 The REST API is read with yarn-api-client (PyPI), unmodified; the page is loaded in
@@ -24,6 +26,7 @@ from pathlib import Path
 
 import browser
 import pytest
+import yaml
 
 from rayrm.rm.ui.rundir import RunDirSource
 from rayrm.rm.ui.server import serve
@@ -54,10 +57,14 @@ class Live:
     """The replay's process, its UI's URL and what the watcher saw."""
 
     def __init__(self, out: Path):
-        self.out = out
+        self.out = out / "run"
+        doc = yaml.safe_load(CONFIG.read_text())
+        doc["run"]["nm_expiry"] = 60
+        config = out / "paper-micro.yaml"
+        config.write_text(yaml.safe_dump(doc))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rayrm.rm.cli.main", "replay", str(CONFIG), "--time-scale", "0.05",
-             "--fault", "kill-nm:n30@60", "--out", str(out), "--ui-port", str(_free_port())],
+            [sys.executable, "-m", "rayrm.rm.cli.main", "replay", str(config), "--time-scale", "0.05",
+             "--fault", "kill-nm:n30@60", "--out", str(self.out), "--ui-port", str(_free_port())],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ))
         self.stdout: list[bytes] = []
         self.url = ""
@@ -161,6 +168,7 @@ def test_a_killed_nodemanager_shows_lost(live):
     seen = live.lost_views[0]
     # killed at t = 60: no container, and its last heartbeat came at most one interval (1 s) after
     assert seen["node"]["numContainers"] == 0 and 55 <= seen["node"]["lastHealthUpdateTraceTime"] <= 61
+    assert seen["metrics"]["traceTime"] >= 60 + 60          # lost only after 60 silent heartbeats
     # the same snapshot's metrics: one lost, 49 active with 1024 MB each
     m = seen["metrics"]
     assert (m["lostNodes"], m["activeNodes"], m["totalMB"]) == (1, 49, 49 * 1024)

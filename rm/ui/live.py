@@ -18,8 +18,9 @@ from rayrm.rm.ui.view import AppView, ClusterView, Fault, History, NodeView, sha
 
 #: history samples kept (then every other one is dropped)
 MAX_SAMPLES = 1200
-#: shortest poll period, wall seconds (a heartbeat interval at a small time scale is shorter)
-MIN_PERIOD = 0.5
+#: shortest poll period, wall seconds (a heartbeat interval at a small time scale is shorter;
+#: the page redraws once a second)
+MIN_PERIOD = 1.0
 
 
 class _Series:

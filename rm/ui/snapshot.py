@@ -4,13 +4,16 @@
 returns plain tuples (cheap to build and to pickle): every node's free vector and
 liveness, every app still running, and the apps that ended since the last snapshot
 (``sent_done`` is the actor's record of those already sent, so an ended app crosses
-once).  Cost: one pass over the nodes and the jobs, a few milliseconds for a
-1,000-node, 4,500-job trace, paid once per poll and never per HTTP request.
+once).  An app's shares are its running count times the shares of one task
+(``share_units``: task share 1/(h_i w_i), dominant share max_r d_ir/total_r), computed
+once per distinct (demand, h, weight).  Cost: one pass over the nodes and the jobs,
+about 5 ms for 1,000 nodes and 4,500 apps all running, paid once per poll and never
+per HTTP request.
 """
 
 from __future__ import annotations
 
-from rayrm.rm.runs.log import app_shares
+from rayrm.rm.runs.log import share_units
 
 #: the positions of an app tuple in ``rm_snapshot``'s ``apps``
 APP_FIELDS = ("app", "status", "submit", "first_start", "finish", "reason", "attempts", "finished",
@@ -29,18 +32,25 @@ def rm_snapshot(state, now: float, sent_done: set, lag: float = 0.0, behind: boo
         nodes.append((n.name, alive, tuple(n.free[:k]), len(n.containers),
                       rec.last_seen if rec is not None else 0.0))
     apps = []
+    units: dict[tuple, tuple] = {}          # (demand, h, weight) -> the shares of one task (share_units)
     for app_id, job in state.log.jobs.items():
         done = job["status"] != "running"
         if done and app_id in sent_done:
             continue
         rec = state.apps.get(app_id)
         live = cluster.apps.get(app_id)
-        shares = app_shares(live, cluster) if live is not None else (0.0, 0.0, 0.0, 0.0)
+        if live is not None:
+            key = (live.demand, live.h, live.weight)
+            unit = units.get(key)
+            if unit is None:
+                unit = units[key] = share_units(live, cluster)
+            n = live.running
+            row = (n, live.pending, n * unit[0], n * unit[1], live.eligible_count)
+        else:
+            row = (0, 0, 0.0, 0.0, -1)
         apps.append((app_id, job["status"], job["submit"], job["first_start"], job["finish"], job["reason"],
-                     rec.attempt if rec is not None else 0,
-                     len(rec.finished_tasks) if rec is not None else 0,
-                     live.running if live is not None else 0, live.pending if live is not None else 0,
-                     shares[0], shares[1], live.eligible_count if live is not None else -1))
+                     rec.attempt if rec is not None else 0, len(rec.finished_tasks) if rec is not None else 0)
+                    + row)
         if done:
             sent_done.add(app_id)
     return {"time": state.trace(now), "wall": now, "start_wall": state.start_wall, "nodes": nodes,
