@@ -3,8 +3,8 @@
 Paths, JSON shapes, field names, types and state names follow Hadoop's "ResourceManager
 REST API's" page: ``/ws/v1/cluster`` (and ``/info``), ``/metrics``, ``/scheduler`` (the
 Fair Scheduler's shape, ``schedulingPolicy`` the rayrm policy), ``/apps`` with
-``states``, ``state``, ``finalStatus``, ``limit``, ``startedTimeBegin``/``End`` and
-``finishedTimeBegin``/``End``, ``/apps/{id}``, ``/apps/{id}/appattempts``, ``/nodes``
+``states``, ``state``, ``finalStatus``, ``user``, ``queue``, ``applicationTypes``,
+``limit``, ``startedTimeBegin``/``End`` and ``finishedTimeBegin``/``End``, ``/apps/{id}``, ``/apps/{id}/appattempts``, ``/nodes``
 with ``states`` and ``/nodes/{id}``.  Errors are YARN's ``RemoteException`` objects.
 
 Resources: memory in MB from the dimension named ``mem*`` (``*gb`` × 1024), vCores from
@@ -253,6 +253,10 @@ def apps(view: ClusterView, params: dict) -> tuple[dict, dict]:
     started = _window(params, "startedTimeBegin", "startedTimeEnd")
     finished = _window(params, "finishedTimeBegin", "finishedTimeEnd")
     offset, limit = _page(params)
+    # every app is user rayrm's, in queue root.default, of type rayrm
+    if params.get("user", "rayrm") != "rayrm" or params.get("queue", "default") not in ("default", "root.default") \
+            or "rayrm" not in params.get("applicationTypes", "rayrm").lower().split(","):
+        return {"apps": None}, _paging(0, offset, 0)
     chosen = []
     for a in view.apps:
         state, final = YARN_APP_STATE[a.status]
