@@ -118,8 +118,10 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body, headers = self.server.respond(url.path, url.query, params)
         except ApiError as e:
-            body, headers = _json(e.body()), {}
-            self._send(e.status, body, "application/json", headers, head=head)
+            self._send(e.status, _json(e.body()), "application/json", head=head)
+            return
+        except Exception as e:  # noqa: BLE001 - a bug answers 500, it does not kill the connection's thread
+            self._send(500, _json(ApiError(500, f"{type(e).__name__}: {e}").body()), "application/json", head=head)
             return
         self._send(200, body, "application/json", headers, head=head)
 
