@@ -42,22 +42,25 @@ PATHS = ["ws/v1/cluster/info", "ws/v1/cluster/metrics", "ws/v1/cluster/scheduler
          "ws/v1/rayrm/apps", "ws/v1/rayrm/nodes", "ws/v1/rayrm/pending"]
 
 
-def load(url: str, rate: float, app: str, node: str) -> None:
-    """``--load``: GET the endpoints in turn, ``rate`` a second on a fixed schedule, until
-    the server goes away; prints the requests answered, refused and failed as JSON."""
+def load(url: str, rate: float, app: str, node: str, wait_up: float = 300.0) -> None:
+    """``--load``: GET the endpoints in turn, ``rate`` a second on a fixed schedule, from
+    when the server first answers (within ``wait_up`` seconds: the replay starts Ray
+    first) until it goes away; prints the requests answered, refused and failed as JSON."""
     paths = [p.format(app=app, node=node) for p in PATHS]
     counts = {"ok": 0, "http_error": 0, "failed": 0}
-    start, k, misses = time.monotonic(), 0, 0
-    while misses < 20:
+    start, k, misses, up = time.monotonic(), 0, 0, False
+    while misses < 20 and (up or time.monotonic() - start < wait_up):
         try:
             urllib.request.urlopen(url + paths[k % len(paths)], timeout=10).read()
             counts["ok"] += 1
-            misses = 0
+            misses, up = 0, True
         except urllib.error.HTTPError:
             counts["http_error"] += 1
+            up = True
         except OSError:
-            counts["failed"] += 1
-            misses += 1
+            if up:
+                counts["failed"] += 1
+                misses += 1
         k += 1
         time.sleep(max(0.0, start + k / rate - time.monotonic()))
     print(json.dumps(counts), flush=True)
