@@ -196,7 +196,7 @@ def test_live_snapshots_become_yarns_node_states_and_totals():
     # at t = 5 (wall 1005 at scale 1): a alive with one <1, 512> container; b silent since
     # 1003 and not alive (LOST: no leave event); c not alive after its leave at 2
     snap = {"time": 5.0, "wall": 1005.0, "start_wall": start, "allocations": 6, "finished": 0, "epoch": 0,
-            "lag": 0.01, "behind": False,
+            "lag": 0.01, "behind": False, "ticks": 40, "ticks_behind": 3,
             "nodes": [("a", True, (1.0, 1536.0), 1, 1004.5), ("b", False, (1.0, 1024.0), 0, 1003.0),
                       ("c", False, (1.0, 1024.0), 0, 1001.0)],
             "apps": [("j", "running", 0.0, 0.0, None, "", 1, 0, 1, 3, 0.5, 0.5, 1),
@@ -213,6 +213,8 @@ def test_live_snapshots_become_yarns_node_states_and_totals():
     assert (m["appsPending"], m["appsRunning"]) == (1, 1)
     assert view.history.running == (1,) and view.history.used == ((0.5, 0.25),)
     assert source.wait(0, 0.0).version == 1
+    # 3 of 40 ticks more than one interval behind: 7.5%, over the 5% a replay may be behind
+    assert (view.pace["behind_fraction"], view.pace["kept_pace"]) == (0.075, False)
 
 
 def test_rayrm_ui_serves_a_finished_simulation(tmp_path):

@@ -314,8 +314,7 @@ class ResourceManager:
     async def ui_snapshot(self) -> dict:
         """The compact view the driver's web UI polls, at most once per heartbeat interval
         (``rayrm.rm.ui.snapshot``); ended apps cross once."""
-        lag, behind = self.pace.current()
-        return rm_snapshot(self.state, time.time(), self.__dict__.setdefault("_ui_sent", set()), lag, behind)
+        return rm_snapshot(self.state, time.time(), self.__dict__.setdefault("_ui_memo", {}), self.pace)
 
     async def export(self) -> dict:
         """The run log and the RM's measurements, for the driver to write out."""

@@ -174,12 +174,13 @@ class LiveSource:
                        tuple(seen))
 
     def _pace(self, snap: dict) -> dict:
-        """The pace as polled: the RM's lag now (its worst sample of the last second) and the
-        share of polls that found it more than one heartbeat interval behind."""
+        """The pace so far, by the replay's rule (summary.json's ``kept_pace``): the share of
+        the RM's monitor ticks more than one heartbeat interval behind, at most 5%; and its
+        lag now (the worst sample of the last second)."""
         interval_wall = self.interval * self.time_scale
-        lags = self._series.lag
-        behind = sum(1 for x in lags if x > interval_wall) / len(lags) if lags else 0.0
+        ticks = int(snap.get("ticks", 0))
+        behind = int(snap.get("ticks_behind", 0)) / ticks if ticks else 0.0
         return {"lag_wall_s": round(float(snap["lag"]), 4), "behind_now": bool(snap["behind"]),
                 "heartbeat_interval_wall_s": interval_wall, "behind_fraction": round(behind, 4),
-                "kept_pace": behind <= 0.05, "rm_restarts": int(snap.get("epoch", 0)),
+                "ticks": ticks, "kept_pace": behind <= 0.05, "rm_restarts": int(snap.get("epoch", 0)),
                 "lag_trace_s": round(float(snap["lag"]) / self.time_scale, 3)}

@@ -1,10 +1,10 @@
 """The RM's compact view for the UI: what the actor hands the driver, at most once per poll.
 
-``rm_snapshot(state, now, sent_done)`` reads the RM's state without changing it and
+``rm_snapshot(state, now, memo, pace)`` reads the RM's state without changing it and
 returns plain tuples (cheap to build and to pickle): every node's free vector and
-liveness, every app still running, and the apps that ended since the last snapshot
-(``sent_done`` is the actor's record of those already sent, so an ended app crosses
-once).  An app's shares are its running count times the shares of one task
+liveness, every app still running, the apps that ended since the last snapshot (``memo``
+is the actor's record of those already sent, so an ended app crosses once) and the
+pace so far.  An app's shares are its running count times the shares of one task
 (``share_units``: task share 1/(h_i w_i), dominant share max_r d_ir/total_r), computed
 once per distinct (demand, h, weight).  Cost: one pass over the nodes and the jobs,
 about 5 ms for 1,000 nodes and 4,500 apps all running, paid once per poll and never
@@ -20,8 +20,19 @@ APP_FIELDS = ("app", "status", "submit", "first_start", "finish", "reason", "att
               "running", "pending", "task_share", "dominant_share", "eligible")
 
 
-def rm_snapshot(state, now: float, sent_done: set, lag: float = 0.0, behind: bool = False) -> dict:
-    """The RM's state at wall time ``now`` (see the module docstring)."""
+def rm_snapshot(state, now: float, memo: dict, pace=None) -> dict:
+    """The RM's state at wall time ``now`` (see the module docstring).
+
+    ``memo`` is the caller's between snapshots: the ended apps already sent, and the RM's
+    pace ticks counted so far.  ``pace`` (the actor's ``PaceMeter``): its lag now, and the
+    ticks more than one heartbeat interval behind, counted over the new samples only.
+    """
+    sent_done = memo.setdefault("sent", set())
+    lag, behind = pace.current() if pace is not None else (0.0, False)
+    if pace is not None:
+        fresh = pace.samples[memo.get("ticks", 0):]
+        memo["ticks"] = memo.get("ticks", 0) + len(fresh)
+        memo["over"] = memo.get("over", 0) + sum(1 for _, x in fresh if x > pace.interval)
     cluster = state.scheduler.cluster
     k = len(cluster.dims)
     records = state.nodes
@@ -55,4 +66,5 @@ def rm_snapshot(state, now: float, sent_done: set, lag: float = 0.0, behind: boo
             sent_done.add(app_id)
     return {"time": state.trace(now), "wall": now, "start_wall": state.start_wall, "nodes": nodes,
             "apps": apps, "allocations": state.allocations, "finished": state.finished,
-            "epoch": state.epoch, "lag": lag, "behind": behind}
+            "epoch": state.epoch, "lag": lag, "behind": behind, "ticks": memo.get("ticks", 0),
+            "ticks_behind": memo.get("over", 0)}

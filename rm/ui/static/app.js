@@ -86,7 +86,7 @@ function header(o) {
   $("time").textContent = `t = ${fmt(o.traceTime, 1)} s (trace)`;
   const p = o.pace || {};
   let text = "";
-  if (typeof p.lag_wall_s === "number") text = `pace: ${p.kept_pace ? "keeping pace" : "BEHIND"} · RM lag ${fmt(1000 * p.lag_wall_s)} ms (${fmt(p.lag_trace_s, 2)} s trace) · behind ${fmt(100 * (p.behind_fraction || 0), 1)}% of polls`;
+  if (typeof p.lag_wall_s === "number") text = `pace: ${p.kept_pace ? "keeping pace" : "BEHIND"} · RM lag ${fmt(1000 * p.lag_wall_s)} ms (${fmt(p.lag_trace_s, 2)} s trace) · behind ${fmt(100 * (p.behind_fraction || 0), 1)}% of the RM's ticks`;
   else if (p.kept_pace !== undefined) text = `pace: ${p.kept_pace ? "kept pace" : "fell behind"} · lag p99 ${fmt(1000 * ((p.lag_wall_s || {}).p99 || 0))} ms`;
   $("pace").textContent = text;
   $("pace").className = p.kept_pace === false ? "behind" : "";
