@@ -261,3 +261,30 @@ def test_clients_that_hold_every_connection_get_the_next_one_refused_not_stalled
         for s in idle:
             s.close()
         server.close()
+
+
+def test_the_rms_snapshot_of_the_protocol_harness_and_its_pace_ticks():
+    """``rm_snapshot`` over tests/harness.py's RM state (n1 <2 cpu, 2048 MB>, n2 <1 cpu,
+    1024 MB>; app a of 4 tasks <1 cpu, 512 MB>): after one step 3 tasks run (2 on n1, 1 on
+    n2), 1 waits; h_a = 2 + 1 = 3, so its task share is 3/3 = 1.0 and its dominant share
+    3 x max(1/3, 512/3072) = 1.0.  The pace meter's ticks are counted once each."""
+    from harness import Harness
+
+    from rayrm.rm.runtime.pace import PaceMeter
+    from rayrm.rm.ui.snapshot import APP_FIELDS, rm_snapshot
+
+    h = Harness()
+    h.step()
+    pace = PaceMeter(0.1)
+    for late in (0.0, 0.5, 0.0):                   # one tick of three more than 0.1 s behind
+        pace.tick(h.now, late)
+    memo: dict = {}
+    snap = rm_snapshot(h.rm, h.now, memo, pace)
+    app = dict(zip(APP_FIELDS, snap["apps"][0]))
+    assert (app["running"], app["pending"], app["task_share"], app["dominant_share"]) == (3, 1, 1.0, 1.0)
+    assert {n: (alive, free, k) for n, alive, free, k, _ in snap["nodes"]} == \
+        {"n1": (True, (0.0, 1024.0), 2), "n2": (True, (0.0, 512.0), 1)}
+    assert (snap["ticks"], snap["ticks_behind"]) == (3, 1)
+    pace.tick(h.now, 0.0)
+    again = rm_snapshot(h.rm, h.now, memo, pace)
+    assert (again["ticks"], again["ticks_behind"]) == (4, 1)
