@@ -2,7 +2,7 @@
 
 Layers import only downwards::
 
-    core -> runs -> {sim, service, traces} -> offline -> {nodes, apps} -> runtime -> cli
+    core -> runs -> {sim, service, traces} -> offline -> {nodes, apps, ui} -> runtime -> cli
 
 Every import of a rayrm module counts, function-level ones included: a function-level
 import is allowed only to keep a heavy library (ray, matplotlib, scipy, pandas, pyarrow)
@@ -33,7 +33,7 @@ LAYERS = {
     "rayrm.rm.runs": 1,
     "rayrm.rm.sim": 2, "rayrm.rm.service": 2, "rayrm.traces": 2, "rayrm.configs": 2,
     "rayrm.rm.offline": 3,
-    "rayrm.nodes": 4, "rayrm.apps": 4,
+    "rayrm.nodes": 4, "rayrm.apps": 4, "rayrm.rm.ui": 4,
     "rayrm.rm.runtime": 5,
     "rayrm.rm.cli": 6,
 }

@@ -27,6 +27,7 @@ COMMANDS = [
     ("report", "plots and tables for run directories"),
     ("check", "verify a run directory's invariants"),
     ("policies", "list the built-in policies and the installed policy plugins"),
+    ("ui", "the web UI and YARN's REST API over a run directory"),
 ]
 
 

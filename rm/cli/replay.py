@@ -54,6 +54,30 @@ def add_arguments(parser) -> None:
                              "the config's run.am_hosts, else one per such node)")
     parser.add_argument("--out", metavar="DIR", help="run directory (default: runs/<config>-<policy>-ray)")
     parser.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    add_ui_arguments(parser, "while the replay runs; 0: no UI")
+
+
+def add_ui_arguments(parser, what: str) -> None:
+    """``--ui-port`` and ``--ui-host`` (the web UI and YARN's REST API, docs/ui.md)."""
+    parser.add_argument("--ui-port", type=int, default=8088, metavar="PORT",
+                        help=f"serve the web UI and YARN's REST API on PORT, or the next free one ({what}; "
+                             "default 8088)")
+    parser.add_argument("--ui-host", default="127.0.0.1", metavar="HOST",
+                        help="address to bind (default 127.0.0.1); any other needs the cluster's auth token "
+                             "(RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)")
+
+
+def ui_settings(args, allow_off: bool = True):
+    """The ``UISettings`` the flags ask for, or None (``--ui-port 0``)."""
+    from rayrm.rm.core.errors import InputError  # noqa: PLC0415
+    from rayrm.rm.ui.auth import token_for  # noqa: PLC0415
+    from rayrm.rm.ui.server import UISettings  # noqa: PLC0415
+
+    if not 0 <= args.ui_port <= 65535:
+        raise InputError(f"--ui-port must be a port number (0-65535), got {args.ui_port}")
+    if args.ui_port == 0 and allow_off:
+        return None
+    return UISettings(args.ui_host, args.ui_port, token_for(args.ui_host))
 
 
 def run(args) -> int:
@@ -75,12 +99,15 @@ def run(args) -> int:
     policy = args.policy or cfg.policy
     if policy != "ray-native":
         make_policy(policy)        # a bad name or plugin is an error before Ray starts
+    ui = ui_settings(args) if policy != "ray-native" else None
     out = args.out or str(Path("runs") / f"{cfg.name}-{policy_slug(policy)}-ray")
     summary = replay(cfg, policy=policy, out=out, time_scale=args.time_scale, address=args.address,
                      executor=args.executor, payload=args.payload, twin=args.twin, seed=args.seed,
                      progress=False if args.no_progress else None, faults=args.fault, until=args.until,
-                     am_hosts=args.am_hosts)
+                     am_hosts=args.am_hosts, ui=ui)
     print(format_summary(summary, out))
+    if ui is not None:
+        print(f"  explore it in the web UI: rayrm ui {out}")
     if summary.get("policy_error"):
         raise InputError(f"{summary['policy_error']} (the replay stopped; what ran: {out})")
     reason = summary.get("interrupt_reason", "")

@@ -59,6 +59,7 @@ from rayrm.rm.service.store import SNAPSHOT_SECONDS, StateStore, replay_records
 from rayrm.rm.runtime.pace import PaceMeter
 from rayrm.rm.service.liveness import Liveness
 from rayrm.rm.service.state import ResourceManagerState
+from rayrm.rm.ui.snapshot import rm_snapshot
 
 #: Ray restarts of the RM actor (each recovers from the snapshot and journal).
 RM_MAX_RESTARTS = 5
@@ -143,6 +144,7 @@ class ResourceManager:
         self._last_snapshot = time.time()
         self.calls = 0
         self.policy_error: str | None = None           # set when the policy failed: the RM halts
+        self.ui_memo: dict = {}                        # what ui_snapshot has sent (rm_snapshot)
         self.liveness = Liveness()
         self.pace = PaceMeter(self.interval_wall)
         self.snapshots: list[tuple[int, float]] = []     # (bytes, seconds) of each snapshot written
@@ -397,6 +399,11 @@ class ResourceManager:
         lag, behind = self.pace.current()
         return self.state.progress(time.time()) | {"calls": self.calls, "lag": round(lag, 3), "behind": behind,
                                                    "policy_error": self.policy_error}
+
+    async def ui_snapshot(self) -> dict:
+        """The compact view the driver's web UI polls, at most once per heartbeat interval
+        (``rayrm.rm.ui.snapshot``); ended apps cross once."""
+        return rm_snapshot(self.state, time.time(), self.ui_memo, self.pace)
 
     async def export(self) -> dict:
         """The run log and the RM's measurements, for the driver to write out."""

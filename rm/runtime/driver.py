@@ -53,6 +53,7 @@ from rayrm.rm.runtime.session import connect
 from rayrm.rm.runtime.summary import replay_figures, twin_comparison
 from rayrm.rm.runtime.supervisor import (AM_HOST_RESTARTS, NM_HOST_RESTARTS, FaultInjector, StopSignal, Supervisor,
                                          merge_outcomes, rm_call)
+from rayrm.rm.runtime.webui import start_live_ui
 from rayrm.rm.service.protocol import NAMESPACE, RM_NAME
 from rayrm.rm.service.store import StateStore
 
@@ -66,8 +67,11 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
            time_scale: float | None = None, address: str | None = None, *, executor: str = "auto",
            payload: str | None = None, twin: bool = False, seed: int | None = None,
            progress: bool | None = None, faults=(), kill_ray_node=None, until: float | None = None,
-           am_hosts: int | None = None) -> dict:
+           am_hosts: int | None = None, ui=None) -> dict:
     """Replay ``config`` on Ray under ``policy``; see the module docstring.
+
+    ``ui``: a ``rayrm.rm.ui.server.UISettings`` to serve the web UI and YARN's REST API
+    while the replay runs (``rayrm.rm.runtime.webui``); None: no UI.
 
     ``faults`` are fault specs (``rayrm.rm.core.faults``) injected besides the config's own;
     ``kill_ray_node(node_id)`` replaces how kill-ray-node takes a Ray node down
@@ -100,7 +104,7 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
                              seed=run_seed, progress=progress, twin=twin)
     run = ReplayRun(cfg, policy_name, policy_for_run(policy_name, cfg.run), scale, executor, kind, run_seed,
                     out, progress, fault_list, kill_ray_node, until, am_hosts)
-    summary = _in_ray_session(run, address)
+    summary = _in_ray_session(run, address, ui)
     warning = pace_warning(summary.get("pace") or {}, scale)
     if warning and progress is not False:
         print(f"rayrm replay: {warning}", file=sys.stderr, flush=True)
@@ -138,18 +142,22 @@ class ReplayRun:
         return self.cfg.run.heartbeat_interval * self.scale
 
 
-def _in_ray_session(run: ReplayRun, address: str | None) -> dict:
-    """Connect to Ray, run the stages, and always kill the actors, restore the signal
-    handlers and shut down a Ray this replay started."""
+def _in_ray_session(run: ReplayRun, address: str | None, ui=None) -> dict:
+    """Connect to Ray, serve the web UI (``ui``), run the stages, and always kill the
+    actors, stop the UI, restore the signal handlers and shut down a Ray this replay started."""
     started = connect(address)
     run.stop = StopSignal()              # after ray.init, which installs its own SIGTERM handler
+    web = None
     try:
+        web = start_live_ui(run.cfg, run.policy_name, run.scale, run.faults, ui) if ui is not None else None
         session = _Session()
         try:
             return _run(run, session)
         finally:
             session.close()
     finally:
+        if web is not None:
+            web.close()
         run.stop.restore()
         if started:
             import ray  # noqa: PLC0415
