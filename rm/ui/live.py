@@ -61,7 +61,7 @@ class LiveSource:
     def __init__(self, cfg, policy: str, time_scale: float, fetch, faults=(), period: float | None = None):
         self.dims = tuple(cfg.dims)
         self.policy, self.time_scale = policy, float(time_scale)
-        self.interval = float(cfg.run["heartbeat_interval"])
+        self.interval = cfg.run.heartbeat_interval
         self.period = max(period if period is not None else self.interval * self.time_scale, MIN_PERIOD)
         self._fetch = fetch
         joining = [e.spec for e in cfg.node_events if e.spec is not None]
