@@ -44,8 +44,9 @@ def add_arguments(parser) -> None:
                              "and the range the simulator itself gives under this replay's launch latency")
     parser.add_argument("--fault", action="append", default=[], metavar="SPEC",
                         help="inject a fault at trace time T (repeatable): kill-nm:NODE@T, kill-nm-host:I@T, "
-                             "kill-am:APP@T, kill-am-host:I@T, kill-rm@T, kill-ray-node:I@T, stall-rm:SECONDS@T "
-                             "(see rm/core/faults.py)")
+                             "kill-am:APP@T, kill-am-host:I@T, kill-rm@T, kill-ray-node:I@T, stall-rm:SECONDS@T, "
+                             "partition-nm-host:I@T+D, partition-am-host:I@T+D, slow-nm-host:I@T+D:MS, "
+                             "slow-am-host:I@T+D:MS, drop:P@T+D (see rm/core/faults.py)")
     parser.add_argument("--until", type=float, metavar="T",
                         help="stop at trace time T and write what ran (jobs not done are 'unfinished')")
     parser.add_argument("--am-hosts", type=int, metavar="N",

@@ -55,7 +55,7 @@ from rayrm.rm.service.protocol import (NAMESPACE, AllocateRequest, AllocateRespo
                                       NodeRegistration)
 from rayrm.rm.service.store import SNAPSHOT_SECONDS, StateStore, replay_records
 from rayrm.rm.runtime.pace import PaceMeter
-from rayrm.rm.service.liveness import Liveness
+from rayrm.rm.service.liveness import HOST_FACTOR, Liveness
 from rayrm.rm.service.state import ResourceManagerState
 
 #: Ray restarts of the RM actor (each recovers from the snapshot and journal).
@@ -114,7 +114,7 @@ class ResourceManager:
     def __init__(self, *, dims, nodes, policy, policy_name: str, time_scale: float,
                  heartbeat_interval: float, nm_expiry: int, am_expiry: int = 10, max_attempts: int = 2,
                  state_dir: str | None = None, secret: bytes = b"", name: str = "",
-                 seed: int | None = None, metrics: bool = True):
+                 seed: int | None = None, metrics: bool = True, host_silence: float = HOST_FACTOR):
         self.interval_wall = heartbeat_interval * time_scale
         self.expiry_wall = expiry(nm_expiry, self.interval_wall, MIN_EXPIRY_WALL)
         self.am_expiry_wall = expiry(am_expiry, self.interval_wall, MIN_EXPIRY_WALL)
@@ -125,7 +125,7 @@ class ResourceManager:
         self._am_hosts: dict = {}                        # AM host id -> its actor handle
         self._last_snapshot = time.time()
         self.calls = 0
-        self.liveness = Liveness()
+        self.liveness = Liveness(host_silence)
         self.pace = PaceMeter(self.interval_wall)
         self.snapshots: list[tuple[int, float]] = []     # (bytes, seconds) of each snapshot written
         self.snapshot_blocked: list[float] = []          # seconds the loop spent starting each

@@ -43,14 +43,14 @@ from pathlib import Path
 from rayrm.nodes.placement import alive_ray_nodes
 from rayrm.rm.core.config import MIN_EXPIRY_WALL, PAYLOADS, ExperimentConfig, load_config
 from rayrm.rm.core.errors import InputError
-from rayrm.rm.core.faults import Fault, am_host_of, check_cluster, config_faults
+from rayrm.rm.core.faults import Fault, am_host_of, check_cluster, check_times, config_faults, earliest_end
 from rayrm.rm.core.policies import policy_for_run
 from rayrm.rm.runtime.pace import pace_warning
 from rayrm.rm.runtime.plan import Plan, am_host_nodes, plan_replay
 from rayrm.rm.runtime.session import connect
 from rayrm.rm.runtime.summary import replay_figures, twin_comparison
 from rayrm.rm.runtime.supervisor import (AM_HOST_RESTARTS, NM_HOST_RESTARTS, FaultInjector, StopSignal, Supervisor,
-                                         merge_outcomes, rm_call)
+                                         link_losses, merge_outcomes, rm_call)
 from rayrm.rm.service.protocol import NAMESPACE, RM_NAME
 from rayrm.rm.service.store import StateStore
 
@@ -82,6 +82,8 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
     fault_list = config_faults(cfg, faults)
     if until is not None and not until > 0:
         raise InputError(f"--until must be a positive number of trace seconds, got {until}")
+    for warning in check_times(fault_list, until, earliest_end(cfg)) if fault_list else ():
+        print(f"rayrm replay: warning: {warning}", file=sys.stderr, flush=True)
     if twin and out is None:
         raise InputError("--twin needs --out (the twin's run directory goes under it)")
     run_seed = cfg.seed if seed is None else int(seed)
@@ -246,7 +248,8 @@ def start_stage(run: ReplayRun, placed: Placement, session: "_Session") -> Actor
         dims=cfg.dims, nodes=session.pin(cfg.nodes), policy=run.policy, policy_name=run.policy_name,
         time_scale=run.scale, heartbeat_interval=cfg.run.heartbeat_interval, nm_expiry=cfg.run.nm_expiry,
         am_expiry=cfg.run.am_expiry, max_attempts=cfg.run.max_attempts,
-        state_dir=str(state_dir), secret=secret, name=cfg.name, seed=run.seed))
+        state_dir=str(state_dir), secret=secret, name=cfg.name, seed=run.seed,
+        host_silence=cfg.run.host_silence))
     hosts, host_of_node = _start_nm_hosts(run, plan, session, secret)
     jobs, ams, am_of_app = _start_am_hosts(run, placed.am_nodes, hosts, session)
     actors = Actors(rm, hosts, host_of_node, ams, am_of_app, jobs, state_dir)
@@ -401,7 +404,8 @@ def summarize_stage(run: ReplayRun, placed: Placement, supervised: Supervised, e
                            "nm_host_restarts": supervisor.host_restarts,
                            "am_host_restarts": supervisor.am_host_restarts,
                            "nm_hosts_lost": sorted(supervisor.dead_hosts),
-                           "am_crashes": supervised.outcome.get("crashes", 0)}
+                           "am_crashes": supervised.outcome.get("crashes", 0),
+                           "link_lost": link_losses(supervised.outcome, host_stats)}
     log = exported["log"]
     if run.out is not None:
         return log.write(run.out, wall_seconds=supervised.wall_seconds, **extra)

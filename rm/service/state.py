@@ -147,12 +147,18 @@ class ResourceManagerState:
         """Deliver what arrived since ``allocate`` answered the same request (the long poll).
 
         A request already answered with containers or statuses (a retry raced the
-        first) gets that answer again, never a second delivery.
+        first, or the first answer was lost) gets that answer again, never a second
+        delivery.
         """
         cached = answered(self.responses, caller, request_id)
         if cached is not NOT_ANSWERED and any(r.allocated or r.completed for r in cached):
             return cached
-        return self.apps.poll(now, requests, idle)
+        out = self.apps.poll(now, requests, idle)
+        if cached is not NOT_ANSWERED and any(r.allocated or r.completed for r in out):
+            # what the poll delivers is the request's answer: a retry whose first answer was
+            # lost on the way gets these containers again, not a second, empty delivery
+            self.responses[caller] = (request_id, out)
+        return out
 
     @idempotent
     def finish_apps(self, now: float, caller: str, request_id: int, items: list[tuple[str, int]]) -> list[str]:
