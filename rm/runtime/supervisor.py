@@ -129,9 +129,13 @@ class FaultInjector:
         else:
             hid = f"{family}-{f.index}"
             targets = {hid: (self.hosts if family == "nm" else self.am_hosts)[hid]}
-        nodes = sorted(n for n, h in self.host_of_node.items() if h in targets) if family == "nm" else []
-        self._log(f, extra=f"{' '.join(sorted(targets))}{': ' + ' '.join(nodes) if nodes else ''}; "
-                           f"until wall +{end - now:.3f}s")
+        if family == "nm":
+            behind = sorted(n for n, h in self.host_of_node.items() if h in targets)
+        else:                                    # the apps whose AMs the host runs
+            ids = {h._actor_id for h in targets.values()}
+            behind = sorted(a for a, h in self.am.items() if h._actor_id in ids) if family == "am" else []
+        # detail "(until wall +Ds; HOST: NMs or apps)": recovery.affected_nodes reads the list
+        self._log(f, extra=f"until wall +{end - now:.3f}s; {' '.join(sorted(targets))}: {' '.join(behind)}")
         ray.get([h.link_fault.remote(fault) for h in targets.values()], timeout=BUDGET)
 
 
