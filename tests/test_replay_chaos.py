@@ -64,6 +64,8 @@ def test_an_am_host_partitioned_past_the_expiry_gets_new_attempts_and_its_old_ca
     registered = events(run, "am_registered")
     assert sorted(registered.app) == ["j1", "j2"]
     assert registered.detail.str.startswith("attempt 2:").all() and (registered.time >= 44).all()
+    fenced = events(run, "fenced")                # the old attempts' calls, once the link healed
+    assert sorted(fenced.app) == ["j1", "j2"] and (fenced.time >= 44).all()
 
 
 def test_a_slow_nm_host_whose_calls_take_longer_than_the_expiry_is_lost_and_comes_back(local_ray, tmp_path):

@@ -13,6 +13,7 @@ Ctrl-C and SIGTERM (exit status 130 / 143).
 
 from __future__ import annotations
 
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -47,6 +48,10 @@ def add_arguments(parser) -> None:
                              "kill-am:APP@T, kill-am-host:I@T, kill-rm@T, kill-ray-node:I@T, stall-rm:SECONDS@T, "
                              "partition-nm-host:I@T+D, partition-am-host:I@T+D, slow-nm-host:I@T+D:MS, "
                              "slow-am-host:I@T+D:MS, drop:P@T+D (see rm/core/faults.py)")
+    parser.add_argument("--chaos", metavar="SEED[:RATE]",
+                        help="add a seeded nemesis's schedule of faults of every kind, about RATE per trace "
+                             "hour (default: one per 300 trace s, at least 3); printed at start and written to "
+                             "summary.json as --fault specs (see rm/core/chaos.py)")
     parser.add_argument("--until", type=float, metavar="T",
                         help="stop at trace time T and write what ran (jobs not done are 'unfinished')")
     parser.add_argument("--am-hosts", type=int, metavar="N",
@@ -60,6 +65,7 @@ def run(args) -> int:
     from rayrm.rm.core.config import load_config  # noqa: PLC0415
     from rayrm.rm.core.errors import InputError  # noqa: PLC0415
     from rayrm.rm.runtime.driver import replay  # noqa: PLC0415
+    from rayrm.rm.runtime.supervisor import STUCK  # noqa: PLC0415
 
     if args.config:
         path = Path(args.config)
@@ -75,9 +81,12 @@ def run(args) -> int:
     summary = replay(cfg, policy=policy, out=out, time_scale=args.time_scale, address=args.address,
                      executor=args.executor, payload=args.payload, twin=args.twin, seed=args.seed,
                      progress=False if args.no_progress else None, faults=args.fault, until=args.until,
-                     am_hosts=args.am_hosts)
+                     am_hosts=args.am_hosts, chaos=args.chaos)
     print(format_summary(summary, out))
     reason = summary.get("interrupt_reason", "")
+    if reason.startswith(STUCK):
+        print(f"rayrm replay: {reason}; the run directory {out} has what ran", file=sys.stderr)
+        return 1
     return 130 if reason.startswith("SIGINT") else 143 if reason.startswith("SIGTERM") else 0
 
 

@@ -37,12 +37,13 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rayrm.nodes.placement import alive_ray_nodes
 from rayrm.rm.core.config import MIN_EXPIRY_WALL, PAYLOADS, ExperimentConfig, load_config
 from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.chaos import ChaosSpec, draw_schedule, parse_chaos, shape_of
 from rayrm.rm.core.faults import Fault, am_host_of, check_cluster, check_times, config_faults, earliest_end
 from rayrm.rm.core.policies import policy_for_run
 from rayrm.rm.runtime.pace import pace_warning
@@ -62,10 +63,11 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
            time_scale: float | None = None, address: str | None = None, *, executor: str = "auto",
            payload: str | None = None, twin: bool = False, seed: int | None = None,
            progress: bool | None = None, faults=(), kill_ray_node=None, until: float | None = None,
-           am_hosts: int | None = None) -> dict:
+           am_hosts: int | None = None, chaos: str | None = None) -> dict:
     """Replay ``config`` on Ray under ``policy``; see the module docstring.
 
     ``faults`` are fault specs (``rayrm.rm.core.faults``) injected besides the config's own;
+    ``chaos`` (``SEED[:RATE]``) adds a schedule the nemesis draws (``rayrm.rm.core.chaos``);
     ``kill_ray_node(node_id)`` replaces how kill-ray-node takes a Ray node down
     (default: kill its raylet), e.g. ``ray.cluster_utils.Cluster.remove_node``.
 
@@ -86,18 +88,19 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
         print(f"rayrm replay: warning: {warning}", file=sys.stderr, flush=True)
     if twin and out is None:
         raise InputError("--twin needs --out (the twin's run directory goes under it)")
+    chaos_spec = parse_chaos(chaos) if chaos is not None else None
     run_seed = cfg.seed if seed is None else int(seed)
     kind = payload or cfg.run.payload
     if kind not in PAYLOADS:
         raise InputError(f"unknown payload '{kind}' (choose from {', '.join(PAYLOADS)})", field="run.payload")
     if policy_name == "ray-native":
-        if fault_list:
+        if fault_list or chaos_spec:
             raise InputError("faults need rayrm's ResourceManager; the ray-native baseline has none")
         from rayrm.rm.runtime.native import replay_native  # noqa: PLC0415
         return replay_native(cfg, out=out, time_scale=scale, address=address, payload=kind,
                              seed=run_seed, progress=progress, twin=twin)
     run = ReplayRun(cfg, policy_name, policy_for_run(policy_name, cfg.run), scale, executor, kind, run_seed,
-                    out, progress, fault_list, kill_ray_node, until, am_hosts)
+                    out, progress, fault_list, kill_ray_node, until, am_hosts, chaos=chaos_spec)
     summary = _in_ray_session(run, address)
     warning = pace_warning(summary.get("pace") or {}, scale)
     if warning and progress is not False:
@@ -129,6 +132,8 @@ class ReplayRun:
     until: float | None = None
     am_hosts: int | None = None
     stop: StopSignal | None = None
+    chaos: ChaosSpec | None = None
+    drawn: list[Fault] = field(default_factory=list)    # the nemesis's schedule
 
     @property
     def interval_wall(self) -> float:
@@ -211,6 +216,13 @@ def plan_stage(run: ReplayRun) -> Placement:
               if f.kind == "kill-ray-node" and f.index < len(ray_nodes)}
     am_nodes = am_host_nodes([r for r in ray_nodes if r.node_id not in doomed] or ray_nodes[:1],
                              run.am_hosts if run.am_hosts is not None else (run.cfg.run.am_hosts or None))
+    if run.chaos is not None:
+        shape = shape_of(run.cfg, run.scale, len(plan.hosted), len(am_nodes), len(ray_nodes), run.until)
+        run.drawn = draw_schedule(run.chaos, shape)
+        run.faults = sorted(run.faults + run.drawn, key=lambda f: f.time)
+        if run.progress is not False:
+            print(f"rayrm replay: chaos {run.chaos.seed}: {len(run.drawn)} faults: "
+                  f"{' '.join('--fault ' + f.text for f in run.drawn)}", file=sys.stderr, flush=True)
     check_cluster(run.faults, len(ray_nodes), len(plan.hosted), len(am_nodes))
     return Placement(plan, ray_nodes, am_nodes)
 
@@ -406,6 +418,9 @@ def summarize_stage(run: ReplayRun, placed: Placement, supervised: Supervised, e
                            "nm_hosts_lost": sorted(supervisor.dead_hosts),
                            "am_crashes": supervised.outcome.get("crashes", 0),
                            "link_lost": link_losses(supervised.outcome, host_stats)}
+    if run.chaos is not None:
+        extra["chaos"] = {"seed": run.chaos.seed, "rate": run.chaos.rate,
+                          "faults": [f.text for f in run.drawn]}
     log = exported["log"]
     if run.out is not None:
         return log.write(run.out, wall_seconds=supervised.wall_seconds, **extra)

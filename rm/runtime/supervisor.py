@@ -30,6 +30,8 @@ from rayrm.rm.service.client import BUDGET, MAX_DELAY
 NM_HOST_RESTARTS = 3          # Ray restarts of one NodeManager host actor
 AM_HOST_RESTARTS = 3          # Ray restarts of one ApplicationMaster host actor
 RESUME_RETRY = 0.2            # wall seconds before asking a restarting NM host to resume again
+#: how a replay that cannot go on is ended (its interrupt reason starts so; the CLI exits 1)
+STUCK = "the replay made no progress"
 PLAIN_EVERY = 10.0            # wall seconds between progress lines when stderr is not a terminal
 
 
@@ -351,8 +353,9 @@ class Supervisor:
                     print(file=sys.stderr)
                 return merge_outcomes(outcomes)
             if now - last_change > self.stall_after:
-                raise RuntimeError(f"the replay made no progress for {self.stall_after:.0f}s "
-                                   f"(finished {p['finished']}/{self.total}, pending {p['pending']})")
+                # it cannot go on: end it as an interrupt does, so the run directory says why
+                self.stop.set(f"{STUCK} for {self.stall_after:.0f}s (finished {p['finished']}/{self.total}, "
+                              f"running {p['running']}, pending {p['pending']})")
 
     def _am_host_down(self, hid: str, error) -> object:
         """An AM host died: the RM fails its attempts (uncounted) and launches new ones, and
