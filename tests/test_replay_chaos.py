@@ -13,6 +13,8 @@ is still right: 30 tasks finished, none twice, ``rayrm check`` clean.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 ray = pytest.importorskip("ray")
@@ -54,6 +56,13 @@ def test_an_nm_host_partitioned_past_the_expiry_is_lost_and_its_late_finishes_ar
     assert (t.status == "lost").sum() >= len(ignored)          # each ignored one was an attempt lost
     assert sorted(events(run, "node_join").query("time > 44").node) == ["a1", "a2", "b1", "b2"]
     assert summary["faults"]["link_lost"]["request"] >= 1
+    # what it cost (faults.json): the four NMs down from their loss (20 < t < 44) to 44, of
+    # a run of about 80 trace s, so availability about 1 - 20/80 = 0.75; the work lost is
+    # the attempts that had run from t <= 4 until their NM was lost
+    (cost,) = json.loads((tmp_path / "faults.json").read_text())["faults"]
+    assert cost["kind"] == "partition-nm-host" and 15 < cost["detected"] < 40
+    assert cost["work_lost"] > 0 and cost["lost_attempts"] == (t.status == "lost").sum()
+    assert 0.5 < summary["faults"]["availability"] < 0.95
 
 
 def test_an_am_host_partitioned_past_the_expiry_gets_new_attempts_and_its_old_calls_are_refused(

@@ -48,6 +48,7 @@ from rayrm.rm.core.faults import Fault, am_host_of, check_cluster, check_times, 
 from rayrm.rm.core.policies import policy_for_run
 from rayrm.rm.runtime.pace import pace_warning
 from rayrm.rm.runtime.plan import Plan, am_host_nodes, plan_replay
+from rayrm.rm.runs.recovery import write_costs
 from rayrm.rm.runtime.session import connect
 from rayrm.rm.runtime.summary import replay_figures, twin_comparison
 from rayrm.rm.runtime.supervisor import (AM_HOST_RESTARTS, NM_HOST_RESTARTS, FaultInjector, StopSignal, Supervisor,
@@ -423,7 +424,8 @@ def summarize_stage(run: ReplayRun, placed: Placement, supervised: Supervised, e
                           "faults": [f.text for f in run.drawn]}
     log = exported["log"]
     if run.out is not None:
-        return log.write(run.out, wall_seconds=supervised.wall_seconds, **extra)
+        summary = log.write(run.out, wall_seconds=supervised.wall_seconds, **extra)
+        return write_costs(run.out, summary) if run.faults else summary
     return log.summary(wall_seconds=supervised.wall_seconds, **extra)
 
 
