@@ -124,3 +124,24 @@ def test_a_retried_allocate_whose_long_polled_answer_was_lost_gets_the_same_cont
     again = c.call("am", Call.ALLOCATE, reqs, again=True)
     assert [a.container for a in again[0].allocated] == [given.container]
     assert c.rm.containers.table[given.container].state != RUNNING     # delivered, not started yet
+
+
+def test_check_counts_attempts_started_or_finished_on_a_node_the_rm_held_lost():
+    import pandas as pd
+
+    from rayrm.rm.runs.check import CheckResult
+    from rayrm.rm.runs.check_faults import check_lost_nodes
+    # n2 held lost from 10 to 30; n1 never lost
+    events = pd.DataFrame({"time": [0.0, 0.0, 10.0, 30.0], "kind": ["node_join", "node_join", "node_lost", "node_join"],
+                           "node": ["n1", "n2", "n2", "n2"]})
+    tasks = pd.DataFrame({
+        "app": ["a"] * 5, "task": [0, 1, 2, 3, 4], "attempt": [0] * 5,
+        "node": ["n2", "n2", "n2", "n1", "n2"],
+        "start": [5.0, 12.0, 5.0, 12.0, 31.0], "finish": [10.0, 14.0, 15.0, 14.0, 33.0],
+        "status": ["lost", "finished", "finished", "finished", "finished"]})
+    result = CheckResult("t")
+    check_lost_nodes(events, tasks, result)
+    # task 1 started at 12 inside (10, 30); task 2 ran 5..15 across the loss at 10 and was
+    # counted finished; task 0 ended lost at the loss, 3 is on n1 and 4 after the rejoin
+    assert (result.started_on_lost, result.finished_on_lost) == (1, 1)
+    assert not result.ok
