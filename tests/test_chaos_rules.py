@@ -15,7 +15,7 @@ from harness import Harness, kinds
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.fault_rules import LinkFault, link_passage
 from rayrm.rm.core.faults import check_cluster, check_times, parse_fault
-from rayrm.rm.service.protocol import (COMPLETE, FINISHED, RUNNING, AllocateRequest, Call, ContainerStatus,
+from rayrm.rm.service.protocol import (COMPLETE, FINISHED, LOST, RUNNING, AllocateRequest, Call, ContainerStatus,
                                       NodeRegistration)
 
 
@@ -145,3 +145,27 @@ def test_check_counts_attempts_started_or_finished_on_a_node_the_rm_held_lost():
     # counted finished; task 0 ended lost at the loss, 3 is on n1 and 4 after the rejoin
     assert (result.started_on_lost, result.finished_on_lost) == (1, 1)
     assert not result.ok
+
+
+def test_a_container_delivered_and_never_reported_running_is_lost_to_its_am_which_asks_again():
+    c = Harness()
+    c.step()                                   # t=1: 3 containers delivered, not yet reported running
+    delivered = sorted(c.running)
+    assert sorted(x.container for x in c.rm.containers.acquired()) == delivered
+    # their NM crashed while the RM was down: the RM expires the allocations
+    assert c.apply(Call.EXPIRE_ALLOCATIONS, delivered, "test") == delivered
+    assert [e[5] for e in kinds(c.rm, "allocation_expired")] == delivered
+    tasks = sorted(task for _, task, _, _ in c.running.values())
+    c.running.clear()                          # they never ran
+    # the AM's next allocate hears them lost (the AM maps a container to its task itself)
+    c.now += 1
+    heard = c.allocate(1 + len(tasks))
+    assert sorted(st.container for st in heard.completed) == delivered
+    assert {st.exit for st in heard.completed} == {LOST}
+    c.unplaced["a"] = tasks + c.unplaced["a"]
+    for a in heard.allocated:                  # what that call delivered starts now
+        c.running[a.container] = ("a", c.unplaced["a"].pop(0), a.node, c.now)
+    c.run(until=20)
+    # the AM heard them lost and asked again: all 4 tasks finish, each once
+    assert c.finished["a"] == {0, 1, 2, 3} and c.rm.records.finished == 4
+    assert c.rm.records.duplicate_finishes == 0

@@ -35,6 +35,11 @@ started — or, once ``max_attempts`` attempts failed, the app fails and its con
 killed.  An attempt lost with its AM host is not held against ``max_attempts`` (as in
 YARN, an AM container lost with its node does not count).
 
+**A container delivered and never reported running** for ``ALLOCATION_EXPIRIES`` NM
+expiries (counted from its allocation or the RM's last recovery, whichever is later) is
+released and reported lost to its AM (fate *reported*), which asks again; an NM that
+reports it running later is told to kill it.
+
 **A restarted RM** (``Resync``).  The RM rebuilds its state and tells every NM and every
 registered AM attempt to RESYNC: each registers again.  Its liveness clocks start again at
 the resync (its own downtime is nobody's silence); a lost NM or a failed attempt stops
@@ -67,6 +72,11 @@ from typing import Callable
 NOT_REPORTED = "not reported by its NM when it registered again"
 #: a crashed NM restarts (empty) and registers again this many NM expiries after its crash
 NM_RESTART_EXPIRIES = 2
+#: a container delivered to its AM and not reported running for this many NM expiries is
+#: released and reported lost to its AM, which asks again (YARN's ContainerAllocationExpirer):
+#: its launch, or the NM that ran it, was lost where the RM could not see (an NM that crashed
+#: while the RM was down)
+ALLOCATION_EXPIRIES = 3
 
 
 def expiry(beats: int, interval: float, floor: float) -> float:

@@ -26,8 +26,11 @@ kill-rm        the restarted RM has rebuilt its state     every live NM and AM h
 A partition or a slow NM host is measured as an NM fault (the NMs behind it), a partition
 or a slow AM host as an AM host's (its apps' attempts), a lossy link is not (what it lost
 is in summary.json ``faults.link_lost``).  ``work_lost`` is the work the fault threw away,
-in task-seconds: Σ (finish − start) over the task attempts that ended ``lost`` from the
-fault until it was detected, on its NMs (NM faults) or of its apps (AM faults).
+in task-seconds: Σ (stop − start) over the task attempts that ended ``lost`` from the
+fault until its NMs registered again, on its NMs (an AM fault loses none), where stop
+is the fault's time for a kill (the work dies with it) and the attempt's end otherwise (it
+ran on behind a partition or a slow link until the RM gave it up).  Faults that overlap
+on the same NMs each count the attempts lost there in their windows.
 ``availability`` over a run is the share of node-seconds usable:
 
     A = Σ_m alive_m / Σ_m (end − join_m)
@@ -67,7 +70,7 @@ def recovery_times(path: str | Path) -> list[dict]:
         spec = f.detail.split(" ")[0]
         kind = spec.split("@")[0].split(":")[0]
         after = ev[ev.time >= f.time]
-        lost = 0
+        lost, work = 0, 0.0                        # an AM fault loses no task attempt
         if kind == "kill-am":
             detected = _first(after, "am_expired", app=f.app)
             recovered = _first(after, "am_registered", app=f.app)
@@ -117,7 +120,7 @@ def recovery_times(path: str | Path) -> list[dict]:
             until = tasks.node.map(back).fillna(math.inf)
             hit = tasks[(tasks.status == "lost") & tasks.node.isin(nodes) & (tasks.finish >= f.time)
                         & (tasks.finish <= until)]
-            lost = len(hit)
+            lost, work = len(hit), work_lost(hit, kind, float(f.time))
             recovered = detected
             for t in hit.itertuples(index=False):
                 nxt = tasks[(tasks.app == t.app) & (tasks.task == t.task) & (tasks.attempt > t.attempt)]
@@ -128,27 +131,19 @@ def recovery_times(path: str | Path) -> list[dict]:
                 if recovered is not None and start > recovered[0]:
                     recovered = (start, _wall_at(ev, start))
         out.append({"kind": kind, "fault": spec, "time": float(f.time), "lost_attempts": lost,
-                    "work_lost": work_lost(tasks, f, kind, detected),
+                    "work_lost": work,
                     "detected": _since(detected, f.time), "recovered": _since(recovered, f.time),
                     "detected_wall": _since(detected, f.wall_time, 1),
                     "recovered_wall": _since(recovered, f.wall_time, 1)})
     return out
 
 
-def work_lost(tasks, f, kind: str, detected) -> float:
-    """Task-seconds of the attempts a fault lost: those that ended ``lost`` on its NMs (NM
-    faults) or of its apps (AM faults), from the fault until it was detected (or the end)."""
-    end = detected[0] if detected is not None else math.inf
-    hit = tasks[(tasks.status == "lost") & (tasks.finish >= f.time) & (tasks.finish <= end + 1e-9)]
-    nodes = affected_nodes(kind, f.node, f.detail)
-    if kind in ("kill-am", "kill-am-host", "partition-am-host", "slow-am-host"):
-        apps = [f.app] if kind == "kill-am" else nodes
-        hit = hit[hit.app.isin(apps)]
-    elif nodes:
-        hit = hit[hit.node.isin(nodes)]
-    else:
-        hit = hit.iloc[:0]
-    return round(float((hit.finish - hit.start).clip(lower=0).sum()), 3)
+def work_lost(hit, kind: str, at: float) -> float:
+    """Task-seconds of the attempts ``hit`` a fault at ``at`` lost (module docstring)."""
+    # a kill stops the work at the fault; behind a partition or a slow link it runs on, and
+    # is thrown away, until the RM declares the attempt lost
+    stop = hit.finish.clip(upper=at) if kind.startswith("kill") else hit.finish
+    return round(float((stop - hit.start).clip(lower=0).sum()), 3)
 
 
 def availability(path: str | Path) -> float | None:

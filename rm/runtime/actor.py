@@ -49,7 +49,7 @@ import time
 import ray
 
 from rayrm.rm.core.config import MIN_EXPIRY_WALL
-from rayrm.rm.core.fault_rules import expiry
+from rayrm.rm.core.fault_rules import ALLOCATION_EXPIRIES, expiry
 from rayrm.rm.service.protocol import (NAMESPACE, AllocateRequest, AllocateResponse,
                                       AppRegistered, AppRegistration, Call, NodeHeartbeat, NodeHeartbeatResponse,
                                       NodeRegistration)
@@ -126,6 +126,7 @@ class ResourceManager:
         self._last_snapshot = time.time()
         self.calls = 0
         self.liveness = Liveness(host_silence)
+        self._allocation_scan = 0.0                      # when acquired containers were last looked at
         self.pace = PaceMeter(self.interval_wall)
         self.snapshots: list[tuple[int, float]] = []     # (bytes, seconds) of each snapshot written
         self.snapshot_blocked: list[float] = []          # seconds the loop spent starting each
@@ -330,6 +331,16 @@ class ResourceManager:
             now = self._now()
             self.state.expire_apps(now, self.am_expiry_wall, silent)
             self._journal(Call.EXPIRE_APPS, now, (self.am_expiry_wall, silent))
+        if at - self._allocation_scan >= self.expiry_wall:       # once per expiry: reads every container
+            self._allocation_scan = at
+            limit, since = ALLOCATION_EXPIRIES * self.expiry_wall, self.state.resync.since
+            stale = [c.container for c in self.state.containers.acquired()
+                     if self.liveness.heard(max(c.allocated, since), at) > limit]
+            if stale:
+                now = self._now()
+                detail = f"not reported running for {ALLOCATION_EXPIRIES} NM expiries ({limit:.3f}s)"
+                self.state.expire_allocations(now, stale, detail)
+                self._journal(Call.EXPIRE_ALLOCATIONS, now, (stale, detail))
 
     async def stall(self, seconds: float) -> None:
         """The ``stall-rm`` fault: block the RM's loop for ``seconds`` (a long GC pause, a slow disk)."""

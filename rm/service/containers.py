@@ -64,6 +64,11 @@ class Containers:
         ids = self.by_app.get(app, ()) if app is not None else self.by_node.get(node, ())
         return [self.table[i] for i in sorted(ids)]
 
+    def acquired(self) -> list[ContainerRecord]:
+        """The containers delivered to their AMs and not reported running (ACQUIRED)."""
+        table = self.table
+        return [table[i] for ids in self.by_app.values() for i in ids if table[i].state == ACQUIRED]
+
     def _release(self, c: ContainerRecord) -> None:
         if c.container in self.scheduler.cluster.containers:
             self.scheduler.release(c.container)

@@ -59,7 +59,7 @@ from rayrm.rm.service.liveness import Heard
 from rayrm.rm.service.nodes import NodeManagers
 from rayrm.rm.service.protocol import (Allocation, AllocateRequest, AllocateResponse, AppRegistered, AppRegistration,
                                       Call, NodeHeartbeat, NodeHeartbeatResponse, NodeRegistration, container_token)
-from rayrm.rm.service.records import NOT_ANSWERED, ContainerRecord, NodeRecord, answered, idempotent
+from rayrm.rm.service.records import ACQUIRED, NOT_ANSWERED, ContainerRecord, NodeRecord, answered, idempotent
 from rayrm.rm.service.runrecords import RunRecords
 
 
@@ -204,6 +204,19 @@ class ResourceManagerState:
         self._after(now)
         return gone
 
+    def expire_allocations(self, now: float, ids: list[int], detail: str = "") -> list[int]:
+        """Containers delivered and never reported running (``fault_rules.ALLOCATION_EXPIRIES``,
+        the actor decides which) are reported lost to their AMs; returns those still ACQUIRED."""
+        out = []
+        for cid in ids:
+            c = self.containers.table.get(cid)
+            if c is not None and c.state == ACQUIRED:
+                self.records.event(now, "allocation_expired", app=c.app, container=cid, node=c.node, detail=detail)
+                self.containers.lose(now, c, f"allocation expired: {detail}")
+                out.append(cid)
+        self._after(now)
+        return out
+
     @idempotent
     def fault(self, now: float, caller: str, request_id: int, spec: str, node: str = "",
               app: str = "") -> None:
@@ -324,6 +337,7 @@ _DISPATCH = {
     Call.START_CLOCK: ResourceManagerState.start_clock,
     Call.EXPIRE_NODES: ResourceManagerState.expire_nodes,
     Call.EXPIRE_APPS: ResourceManagerState.expire_apps,
+    Call.EXPIRE_ALLOCATIONS: ResourceManagerState.expire_allocations,
     Call.RECOVERED: ResourceManagerState.recovered,
 }
 assert set(_DISPATCH) == set(Call), "every Call has a state method"
