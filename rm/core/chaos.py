@@ -27,8 +27,10 @@ import math
 import random
 from dataclasses import dataclass
 
+from rayrm.rm.core.config import MIN_EXPIRY_WALL
 from rayrm.rm.core.errors import InputError
-from rayrm.rm.core.faults import Fault, parse_fault
+from rayrm.rm.core.fault_rules import expiry
+from rayrm.rm.core.faults import Fault, am_host_of, earliest_end, parse_fault
 
 DEFAULT_SPACING = 300.0       # trace seconds per fault by default
 MIN_FAULTS = 3
@@ -181,9 +183,6 @@ def shape_of(cfg, time_scale: float, nm_hosts: int, am_hosts: int, ray_nodes: in
              until: float | None = None) -> ChaosShape:
     """The ChaosShape of a replay of config ``cfg``: its horizon is ``until`` or the trace's
     earliest end (``faults.earliest_end``); the expiries as the replay's RM computes them."""
-    from rayrm.rm.core.config import MIN_EXPIRY_WALL  # noqa: PLC0415 - config imports faults
-    from rayrm.rm.core.fault_rules import expiry  # noqa: PLC0415
-    from rayrm.rm.core.faults import am_host_of, earliest_end  # noqa: PLC0415
     run = cfg.run
     floor = MIN_EXPIRY_WALL / time_scale
     return ChaosShape(horizon=until if until is not None else earliest_end(cfg),
