@@ -31,7 +31,7 @@ NM_HOST_RESTARTS = 3          # Ray restarts of one NodeManager host actor
 AM_HOST_RESTARTS = 3          # Ray restarts of one ApplicationMaster host actor
 RESUME_RETRY = 0.2            # wall seconds before asking a restarting NM host to resume again
 #: how a replay that cannot go on is ended (its interrupt reason starts so; the CLI exits 1)
-STUCK = "the replay made no progress"
+STUCK = "the replay cannot go on"
 PLAIN_EVERY = 10.0            # wall seconds between progress lines when stderr is not a terminal
 
 
@@ -354,8 +354,8 @@ class Supervisor:
                 return merge_outcomes(outcomes)
             if now - last_change > self.stall_after:
                 # it cannot go on: end it as an interrupt does, so the run directory says why
-                self.stop.set(f"{STUCK} for {self.stall_after:.0f}s (finished {p['finished']}/{self.total}, "
-                              f"running {p['running']}, pending {p['pending']})")
+                self.stop.set(f"{STUCK}: no progress for {self.stall_after:.0f}s (finished {p['finished']}/"
+                              f"{self.total}, running {p['running']}, pending {p['pending']})")
 
     def _am_host_down(self, hid: str, error) -> object:
         """An AM host died: the RM fails its attempts (uncounted) and launches new ones, and
@@ -375,6 +375,8 @@ class Supervisor:
         self._resume_since.pop(hid, None)
         print(f"\nrayrm replay: NodeManager host {hid} not restarted, its NMs stay lost ({why})",
               file=sys.stderr, flush=True)
+        if self.dead_hosts >= set(self.hosts):
+            self.stop.set(f"{STUCK}: every NodeManager host is lost for good")
 
     def _host_down(self, hid: str, ref, resuming: dict) -> None:
         """A lifeline returned: the host was stopped, its heartbeat loop failed, or it died."""
