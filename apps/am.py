@@ -308,7 +308,10 @@ class ApplicationMasterHost:
         return True
 
     async def launch_attempts(self, items: list[tuple[str, int]]) -> None:
-        """The RM starts attempt ``attempt`` of each app (YARN's AMLauncher); idempotent."""
+        """The RM starts attempt ``attempt`` of each app (YARN's AMLauncher); idempotent.
+        Across a partitioned link it arrives once the link heals; it replaces an attempt
+        the RM fenced meanwhile."""
+        await self.rm.link.wait_healed()
         for app, attempt in items:
             am = self.ams.get(app)
             if am is None or am.state in TERMINAL or am.attempt >= attempt:
@@ -319,12 +322,17 @@ class ApplicationMasterHost:
 
     async def end_apps(self, apps: list[str]) -> None:
         """The RM failed these apps (no attempts left): their AMs stop for good."""
+        await self.rm.link.wait_healed()
         for app in apps:
             am = self.ams.get(app)
             if am is not None and am.state not in TERMINAL:
                 am.state, am.reason = "failed", "the RM failed the application"
         if self._wake is not None:
             self._wake.set()
+
+    async def link_fault(self, fault) -> None:
+        """A partition, slow or lossy link to the RM from now on (``fault_rules.LinkFault``)."""
+        self.rm.link.add(fault)
 
     async def outcome_now(self) -> dict:
         """``outcome()`` while ``run`` still goes on (the driver interrupted the replay)."""
@@ -336,7 +344,8 @@ class ApplicationMasterHost:
                          "tasks": am.job.spec.num_tasks, "attempts": am.attempts,
                          "duplicates": am.duplicates, "reason": am.reason}
                 for am in self.ams.values()}
-        return {"apps": apps, "calls": self.rm.calls, "crashes": self.crashes, "delivery": list(self.delivery)}
+        return {"apps": apps, "calls": self.rm.calls, "crashes": self.crashes, "delivery": list(self.delivery),
+                "link_lost": dict(self.rm.link.lost)}
 
     async def ready(self) -> bool:
         """Before t = 0: one call to every NM host and the RM, so no first call pays for a connection."""

@@ -430,7 +430,12 @@ class NodeManagerHost:
 
     async def measurements(self) -> dict:
         return {"host": self.host_id, "ray_node": self.ray_node, "nms": len(self.nms), "error": self.error,
-                **self.stats, "rtt": list(self.rtt), "lag": list(self.lag)}
+                **self.stats, "link_lost": dict(self.rm.link.lost), "rtt": list(self.rtt), "lag": list(self.lag)}
+
+    async def link_fault(self, fault) -> None:
+        """A partition, slow or lossy link to the RM from now on (``fault_rules.LinkFault``);
+        the containers run on whatever the link does."""
+        self.rm.link.add(fault)
 
     async def kill_nm(self, node: str, restart_after: float | None = None) -> bool:
         """Crash one logical NM: it stops heartbeating and its containers are killed.

@@ -24,7 +24,8 @@ from rayrm.rm.cli.main import main  # noqa: E402
 from rayrm.rm.core.policies import PolicyError  # noqa: E402
 from rayrm.rm.runs.check import check_run  # noqa: E402
 from rayrm.rm.runs.reader import RunDir  # noqa: E402
-from rayrm.rm.runtime.driver import RM_RESOURCE, replay  # noqa: E402
+from rayrm.rm.runtime.driver import replay  # noqa: E402
+from rayrm.rm.runtime.shipping import RM_RESOURCE  # noqa: E402
 from rayrm.rm.runtime.session import SYSTEM_CONFIG  # noqa: E402
 
 STORE = 80 * 1024 * 1024

@@ -13,6 +13,7 @@ Ctrl-C and SIGTERM (exit status 130 / 143).
 
 from __future__ import annotations
 
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -45,8 +46,13 @@ def add_arguments(parser) -> None:
                              "and the range the simulator itself gives under this replay's launch latency")
     parser.add_argument("--fault", action="append", default=[], metavar="SPEC",
                         help="inject a fault at trace time T (repeatable): kill-nm:NODE@T, kill-nm-host:I@T, "
-                             "kill-am:APP@T, kill-am-host:I@T, kill-rm@T, kill-ray-node:I@T, stall-rm:SECONDS@T "
-                             "(see rm/core/faults.py)")
+                             "kill-am:APP@T, kill-am-host:I@T, kill-rm@T, kill-ray-node:I@T, stall-rm:SECONDS@T, "
+                             "partition-nm-host:I@T+D, partition-am-host:I@T+D, slow-nm-host:I@T+D:MS, "
+                             "slow-am-host:I@T+D:MS, drop:P@T+D (see rm/core/faults.py)")
+    parser.add_argument("--chaos", metavar="SEED[:RATE]",
+                        help="add a seeded nemesis's schedule of faults of every kind, about RATE per trace "
+                             "hour (default: one per 300 trace s, at least 3); printed at start and written to "
+                             "summary.json as --fault specs (see rm/core/chaos.py)")
     parser.add_argument("--until", type=float, metavar="T",
                         help="stop at trace time T and write what ran (jobs not done are 'unfinished')")
     parser.add_argument("--am-hosts", type=int, metavar="N",
@@ -86,6 +92,7 @@ def run(args) -> int:
     from rayrm.rm.core.policies.plugins import policy_slug  # noqa: PLC0415
     from rayrm.rm.core.policies import make_policy  # noqa: PLC0415
     from rayrm.rm.runtime.driver import replay  # noqa: PLC0415
+    from rayrm.rm.runtime.supervisor import STUCK  # noqa: PLC0415
 
     if args.config:
         path = Path(args.config)
@@ -104,13 +111,16 @@ def run(args) -> int:
     summary = replay(cfg, policy=policy, out=out, time_scale=args.time_scale, address=args.address,
                      executor=args.executor, payload=args.payload, twin=args.twin, seed=args.seed,
                      progress=False if args.no_progress else None, faults=args.fault, until=args.until,
-                     am_hosts=args.am_hosts, ui=ui)
+                     am_hosts=args.am_hosts, ui=ui, chaos=args.chaos)
     print(format_summary(summary, out))
     if ui is not None:
         print(f"  explore it in the web UI: rayrm ui {out}")
     if summary.get("policy_error"):
         raise InputError(f"{summary['policy_error']} (the replay stopped; what ran: {out})")
     reason = summary.get("interrupt_reason", "")
+    if reason.startswith(STUCK):
+        print(f"rayrm replay: {reason}; the run directory {out} has what ran", file=sys.stderr)
+        return 1
     return 130 if reason.startswith("SIGINT") else 143 if reason.startswith("SIGTERM") else 0
 
 

@@ -107,6 +107,10 @@ class RunSettings:
     * ``rm_restart`` (1.0) — heartbeats the simulator's RM is down after ``kill-rm``.
     * ``am_hosts`` (0) — ApplicationMaster host actors the apps are dealt to; 0: one per Ray
       node with CPUs in a replay, one in the simulator.
+    * ``host_silence`` (30) — expiries a replay's RM hears nothing at all from an NM or AM
+      host (it hung, or its link is cut) before it loses the host's NMs and AMs: a host on an
+      overloaded machine is slow to send, not dead (rm/service/liveness.py).  At 1 a host
+      partitioned for longer than the expiry is lost, as in YARN.
     """
 
     seed: int = 1
@@ -119,6 +123,7 @@ class RunSettings:
     slots_per_node: int = 14
     rm_restart: float = 1.0
     am_hosts: int = 0
+    host_silence: float = 30.0
 
     @classmethod
     def parse(cls, doc: Any, where: str = "run") -> "RunSettings":
@@ -145,6 +150,7 @@ class RunSettings:
             slots_per_node=_integer(values["slots_per_node"], f"{where}.slots_per_node", minimum=1),
             rm_restart=_number(values["rm_restart"], f"{where}.rm_restart", non_negative=True),
             am_hosts=_integer(values["am_hosts"], f"{where}.am_hosts", minimum=0),
+            host_silence=_number(values["host_silence"], f"{where}.host_silence", positive=True),
         )
 
 

@@ -35,10 +35,28 @@ started — or, once ``max_attempts`` attempts failed, the app fails and its con
 killed.  An attempt lost with its AM host is not held against ``max_attempts`` (as in
 YARN, an AM container lost with its node does not count).
 
+**A container delivered and never reported running** for ``ALLOCATION_EXPIRIES`` NM
+expiries (counted from its allocation or the RM's last recovery, whichever is later) is
+released and reported lost to its AM (fate *reported*), which asks again; an NM that
+reports it running later is told to kill it.
+
 **A restarted RM** (``Resync``).  The RM rebuilds its state and tells every NM and every
 registered AM attempt to RESYNC: each registers again.  Its liveness clocks start again at
 the resync (its own downtime is nobody's silence); a lost NM or a failed attempt stops
 being waited for; ``rm_resynced`` is logged once nobody is waited for.
+
+**A partitioned, slow or lossy link** (``LinkFault``, ``link_passage``).  A host whose link
+to the RM is cut keeps running — its NMs' containers run on and finish — but no call of
+its reaches the RM and no answer reaches it: the RM hears silence, and past the expiry
+the host's NMs are LOST and its AM attempts fail as above.  The host repeats each call
+with the same request id until the link heals (the RM answers a repeated id as it did
+the first time).  On healing an NM the RM declared lost is told to RESYNC and registers
+again (*rejoin*); it reports what it runs and what finished meanwhile, and
+``on_late_status`` says what each means: a container the RM gave up that still runs is
+killed, and one that finished is ignored and logged (``ignored_finish``), never counted
+as its task's finish — the task was asked for again when its node was lost.  An old
+attempt's calls are refused (fenced).  A slow link adds its delay to every call; a lossy
+one loses each call, or its answer, with probability P.
 
 **Fencing** is the service's alone (the simulator has no stale callers): a call from an
 attempt that is not the app's current one, or for a node another host runs, is refused.
@@ -54,6 +72,11 @@ from typing import Callable
 NOT_REPORTED = "not reported by its NM when it registered again"
 #: a crashed NM restarts (empty) and registers again this many NM expiries after its crash
 NM_RESTART_EXPIRIES = 2
+#: a container delivered to its AM and not reported running for this many NM expiries is
+#: released and reported lost to its AM, which asks again (YARN's ContainerAllocationExpirer):
+#: its launch, or the NM that ran it, was lost where the RM could not see (an NM that crashed
+#: while the RM was down)
+ALLOCATION_EXPIRIES = 3
 
 
 def expiry(beats: int, interval: float, floor: float) -> float:
@@ -199,3 +222,73 @@ class Resync:
         self.waiting = None
         return (f"epoch {self.epoch}: every NM and AM registered again "
                 f"{self.seconds(now - self.since)} after recovery")
+
+
+# ----- links: partitions, slow and lossy links ------------------------------------------------
+
+@dataclass(frozen=True)
+class LinkFault:
+    """A fault on the link between one host and the RM from ``start`` to ``end`` (the
+    driver's clock): ``partition`` (nothing passes), ``slow`` (each call ``delay`` seconds
+    longer) or ``drop`` (each call or its answer lost with probability ``p``)."""
+
+    kind: str
+    start: float
+    end: float
+    delay: float = 0.0
+    p: float = 0.0
+
+    def active(self, now: float) -> bool:
+        return self.start <= now < self.end
+
+
+@dataclass(frozen=True)
+class Passage:
+    """What the link does to one call sent at ``now``: it is held ``delay`` seconds, then
+    ``lost`` ("request": never reaches the RM; "answer": applied, its answer lost; "": not
+    lost); a lost call is sent again no sooner than ``retry_at``."""
+
+    delay: float = 0.0
+    lost: str = ""
+    retry_at: float = 0.0
+
+
+def link_passage(faults, now: float, draw: float, leg_draw: float) -> Passage:
+    """The passage of a call sent at ``now`` through ``faults`` (LinkFaults).
+
+    A partition loses it until it heals (retry_at = its end); slow links add their
+    delays, Σ delay; drop links lose it with probability 1 − Π(1 − p) (``draw`` uniform in
+    [0, 1)), the request or the answer alike (``leg_draw`` < 1/2: the answer)."""
+    active = [f for f in faults if f.active(now)]
+    cut = [f.end for f in active if f.kind == "partition"]
+    if cut:
+        return Passage(0.0, "request", max(cut))
+    delay = sum(f.delay for f in active if f.kind == "slow")
+    keep = 1.0
+    for f in active:
+        if f.kind == "drop":
+            keep *= 1.0 - f.p
+    if draw < 1.0 - keep:
+        return Passage(delay, "answer" if leg_draw < 0.5 else "request", now + delay)
+    return Passage(delay)
+
+
+def partition_outlasts(duration: float, expiry_: float) -> bool:
+    """Whether a partition of ``duration`` makes the RM lose what is behind it: it hears
+    silence for the whole partition, so when duration > the expiry."""
+    return duration > expiry_
+
+
+class LateStatus(enum.Enum):
+    """What a status for a container the RM already gave up (lost, released) means."""
+
+    KILL = "cleanup"                    # it still runs: the NM is told to kill it
+    IGNORED = "ignored_finish"          # it finished: logged, never counted as its task's finish
+    ACK = "ack"                         # it ended otherwise: acknowledged, nothing else
+
+
+def on_late_status(running: bool, finished: bool) -> LateStatus:
+    """A reported status of a container the RM gave up (``on_late_status`` in the module doc)."""
+    if running:
+        return LateStatus.KILL
+    return LateStatus.IGNORED if finished else LateStatus.ACK

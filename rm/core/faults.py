@@ -25,8 +25,19 @@
                            GC pause, a slow disk); calls queue meanwhile.  The RM counts
                            only silence it could have heard, so no NM is lost and no AM
                            expires because of it (rm/service/liveness.py)
+    partition-nm-host:I@T+D  NM host nm-I stays up, its containers run on, but for D trace
+                           seconds no call of its reaches the RM and no answer reaches it;
+                           past the expiry its NMs are LOST (their tasks asked for again); on
+                           healing they register again and kill what the RM gave up
+    partition-am-host:I@T+D  the same for AM host am-I: past the AM expiry its attempts are
+                           fenced and new ones start; the old attempts' calls are refused
+    slow-nm-host:I@T+D:MS  every call of NM host nm-I takes MS wall milliseconds longer
+    slow-am-host:I@T+D:MS  the same for AM host am-I
+    drop:P@T+D             each call of any host to the RM is lost with probability P (the
+                           call or its answer); the host repeats it with the same request id
 
-T is in trace seconds (a number >= 0).  ``parse_fault`` checks the form;
+T and D are in trace seconds (T >= 0, D > 0).  What a partition, a slow or a lossy link
+means is ``rayrm.rm.core.fault_rules`` (``LinkFault``).  ``parse_fault`` checks the form;
 ``check_targets`` that NODE and APP exist in the config; the replay checks
 Ray-node and host indexes against the cluster it runs on.  Errors are one-line
 ``InputError``s.
@@ -42,9 +53,19 @@ from rayrm.rm.core.errors import InputError
 
 #: kind -> what its target names (None: no target)
 KINDS = {"kill-nm": "NODE", "kill-nm-host": "INDEX", "kill-am": "APP", "kill-rm": None,
-         "kill-ray-node": "INDEX", "stall-rm": "SECONDS", "kill-am-host": "INDEX"}
-EXAMPLE = "e.g. kill-nm:n30@60, kill-am:job2@50, kill-rm@100, kill-ray-node:1@30"
-_FORM = re.compile(r"^(?P<kind>[a-z-]+)(?::(?P<target>[^@]*))?@(?P<time>.*)$")
+         "kill-ray-node": "INDEX", "stall-rm": "SECONDS", "kill-am-host": "INDEX",
+         "partition-nm-host": "INDEX", "partition-am-host": "INDEX", "slow-nm-host": "INDEX",
+         "slow-am-host": "INDEX", "drop": "P"}
+#: kinds that last D trace seconds (``@T+D``), and those that also take ``:MS``
+LASTING = ("partition-nm-host", "partition-am-host", "slow-nm-host", "slow-am-host", "drop")
+SLOW = ("slow-nm-host", "slow-am-host")
+#: the kinds on an NM host's and on an AM host's index
+NM_HOST_KINDS = ("kill-nm-host", "partition-nm-host", "slow-nm-host")
+AM_HOST_KINDS = ("kill-am-host", "partition-am-host", "slow-am-host")
+EXAMPLE = ("e.g. kill-nm:n30@60, kill-am:job2@50, kill-rm@100, kill-ray-node:1@30, "
+           "partition-nm-host:0@40+30, slow-am-host:0@10+20:50, drop:0.1@0+60")
+_FORM = re.compile(r"^(?P<kind>[a-z-]+)(?::(?P<target>[^@]*))?@(?P<time>[^+]*)"
+                   r"(?:\+(?P<dur>[^:]*))?(?::(?P<ms>.*))?$")
 
 
 def _positive_number(text: str) -> bool:
@@ -62,6 +83,8 @@ class Fault:
     target: str
     time: float
     text: str
+    duration: float = 0.0     # trace seconds a partition, slow or lossy link lasts
+    ms: float = 0.0           # wall milliseconds a slow link adds to each call
 
     @property
     def index(self) -> int:
@@ -70,6 +93,41 @@ class Fault:
     @property
     def seconds(self) -> float:
         return float(self.target)
+
+    @property
+    def end(self) -> float:
+        """When the fault is over (its time for an instant one)."""
+        return self.time + self.duration
+
+
+def _number(spec: str, what: str, text: str | None) -> float:
+    if text is None or not text.strip():
+        raise InputError(f"fault {spec!r}: missing {what}")
+    try:
+        x = float(text)
+    except ValueError:
+        raise InputError(f"fault {spec!r}: {what} must be a number, got {text!r}") from None
+    if not math.isfinite(x):
+        raise InputError(f"fault {spec!r}: {what} must be a finite number, got {text!r}")
+    return x
+
+
+def _lasting(spec: str, kind: str, m) -> tuple[float, float]:
+    """The duration D (and MS of a slow link) of a lasting fault; errors say what is wrong."""
+    form = f"{kind}:I@T+D:MS" if kind in SLOW else ("drop:P@T+D" if kind == "drop" else f"{kind}:I@T+D")
+    if m["dur"] is None:
+        raise InputError(f"fault {spec!r}: {kind} needs a duration (write {form})")
+    d = _number(spec, "the duration after '+' (trace seconds)", m["dur"])
+    if d <= 0:
+        raise InputError(f"fault {spec!r}: the duration must be > 0 trace seconds, got {m['dur']!r}")
+    if kind not in SLOW:
+        if m["ms"] is not None:
+            raise InputError(f"fault {spec!r}: {kind} takes no ':MS' (write {form})")
+        return d, 0.0
+    ms = _number(spec, "the delay after the last ':' (wall milliseconds)", m["ms"])
+    if ms <= 0:
+        raise InputError(f"fault {spec!r}: the delay must be > 0 wall milliseconds, got {m['ms']!r}")
+    return d, ms
 
 
 def parse_fault(text: str) -> Fault:
@@ -90,6 +148,12 @@ def parse_fault(text: str) -> Fault:
         raise InputError(f"fault {spec!r}: the {kind} index must be a whole number >= 0, got {target!r}")
     if want == "SECONDS" and not _positive_number(target):
         raise InputError(f"fault {spec!r}: {kind} needs a positive number of wall seconds, got {target!r}")
+    if want == "P" and not 0 <= _number(spec, "the probability P", target) <= 1:
+        raise InputError(f"fault {spec!r}: the probability must be in [0, 1], got {target!r}")
+    duration, ms = _lasting(spec, kind, m) if kind in LASTING else (0.0, 0.0)
+    if kind not in LASTING and (m["dur"] is not None or m["ms"] is not None):
+        raise InputError(f"fault {spec!r}: {kind} is instant and takes no '+D' (write {kind}"
+                         f"{':' + want if want else ''}@T)")
     try:
         t = float(when)
     except ValueError:
@@ -97,7 +161,7 @@ def parse_fault(text: str) -> Fault:
                          f"got {when!r}") from None
     if not math.isfinite(t) or t < 0:
         raise InputError(f"fault {spec!r}: the time must be >= 0 trace seconds, got {when!r}")
-    return Fault(kind, target, t, spec)
+    return Fault(kind, target, t, spec, duration, ms)
 
 
 def check_targets(faults: list[Fault], nodes: set[str], apps: set[str]) -> None:
@@ -136,10 +200,10 @@ def check_cluster(faults: list[Fault], ray_nodes: int, nm_hosts: int, am_hosts: 
                                  f"and the AMs); pick 1..{ray_nodes - 1}")
             if f.index >= ray_nodes:
                 raise InputError(f"fault {f.text!r}: the Ray cluster has {ray_nodes} nodes (0..{ray_nodes - 1})")
-        if f.kind == "kill-am-host" and f.index >= am_hosts:
+        if f.kind in AM_HOST_KINDS and f.index >= am_hosts:
             many = f"s (0..{am_hosts - 1})" if am_hosts > 1 else " (0)"
             raise InputError(f"fault {f.text!r}: the replay has {am_hosts} ApplicationMaster host{many}")
-        if f.kind == "kill-nm-host" and f.index >= nm_hosts:
+        if f.kind in NM_HOST_KINDS and f.index >= nm_hosts:
             many = f"s (0..{nm_hosts - 1})" if nm_hosts > 1 else " (0)"
             raise InputError(f"fault {f.text!r}: the replay has {nm_hosts} NodeManager host{many}")
 
@@ -163,3 +227,25 @@ def config_faults(config, extra=()) -> list[Fault]:
     apps = {j.job_id for j in config.jobs}
     both = parse_faults(list(config.faults), nodes, apps) + parse_faults(list(extra), nodes, apps)
     return sorted(both, key=lambda f: f.time)
+
+
+def earliest_end(config) -> float:
+    """The earliest trace time the config's trace can end: max over jobs of submit + its
+    longest task (drawn with the run's seed), a lower bound of the makespan."""
+    return max((j.app.submit + float(max(j.task_durations(config.seed), default=0.0)) for j in config.jobs),
+               default=0.0)
+
+
+def check_times(faults: list[Fault], until: float | None, earliest: float) -> list[str]:
+    """Faults after the trace's end.  With ``until`` the end is known and a fault at or
+    after it is an InputError; else the makespan is known only once the trace has run, and
+    a fault after ``earliest`` (the trace cannot end sooner) gets a warning, returned."""
+    warnings = []
+    for f in faults:
+        if until is not None and f.time >= until:
+            raise InputError(f"fault {f.text!r}: at trace time {f.time:g}, at or after the end of the run "
+                             f"(--until {until:g})")
+        if until is None and f.time > earliest:
+            warnings.append(f"fault {f.text!r} may come after the trace's end: it can end as early as "
+                            f"trace time {earliest:g}, and its makespan is known only once it has run")
+    return warnings

@@ -26,6 +26,8 @@ docs/design.md's three invariants, for the simulator and the Ray replay alike:
    new attempt after a failure — and still finishes exactly once; the report counts
    attempts by status and the tasks that needed more than one (``reruns``), which
    are not violations.
+4. and 5. **Nothing runs or finishes on a node the RM held lost** (a killed or partitioned
+   NM): ``rayrm.rm.runs.check_faults``.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import pandas as pd
 
 from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.errors import InputError
+from rayrm.rm.runs.check_faults import check_lost_nodes
 from rayrm.rm.runs.reader import RunDir
 
 REL_TOL = 1e-9
@@ -59,6 +62,8 @@ class CheckResult:
     tasks_missing: int = 0
     finished_twice: int = 0
     unexpected_attempts: int = 0
+    started_on_lost: int = 0
+    finished_on_lost: int = 0
     interrupted: str = ""              # a partial run: why it stopped ('' for a whole run)
     jobs_unfinished: int = 0           # jobs it left unfinished (not required to be complete)
     attempts_by_status: dict[str, int] = field(default_factory=dict)
@@ -66,7 +71,7 @@ class CheckResult:
     examples: dict[str, list[str]] = field(default_factory=dict)
 
     VIOLATIONS = ("over_allocations", "constraint_violations", "tasks_missing", "finished_twice",
-                  "unexpected_attempts")
+                  "unexpected_attempts", "started_on_lost", "finished_on_lost")
 
     @property
     def ok(self) -> bool:
@@ -96,7 +101,8 @@ class CheckResult:
                  f"  constraint violations  {self.constraint_violations}",
                  f"  tasks missing          {self.tasks_missing}",
                  f"  finished twice         {self.finished_twice}",
-                 f"  unexpected attempts    {self.unexpected_attempts}"]
+                 f"  unexpected attempts    {self.unexpected_attempts}",
+                 f"  on a node held lost    {self.started_on_lost} started, {self.finished_on_lost} finished"]
         for kind, found in self.examples.items():
             lines += [f"  e.g. {kind.replace('_', ' ')}: {text}" for text in found]
         lines.append("  OK" if self.ok else "  VIOLATED")
@@ -136,6 +142,7 @@ def check_run(path: str | Path) -> CheckResult:
                         required=accepted[accepted["status"] != "unfinished"] if result.interrupted else accepted)
     _check_constraints(run, jobs, tasks, codes, apps, result)
     _check_capacity(nodes, jobs, tasks, codes, apps, dims, result)
+    check_lost_nodes(run.events, tasks, result)
     return result
 
 

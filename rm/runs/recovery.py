@@ -23,6 +23,21 @@ kill-rm        the restarted RM has rebuilt its state     every live NM and AM h
                                                           do not count
 ============== ========================================== =============================================
 
+A partition or a slow NM host is measured as an NM fault (the NMs behind it), a partition
+or a slow AM host as an AM host's (its apps' attempts), a lossy link is not (what it lost
+is in summary.json ``faults.link_lost``).  ``work_lost`` is the work the fault threw away,
+in task-seconds: Σ (stop − start) over the task attempts that ended ``lost`` from the
+fault until its NMs registered again, on its NMs (an AM fault loses none), where stop
+is the fault's time for a kill (the work dies with it) and the attempt's end otherwise (it
+ran on behind a partition or a slow link until the RM gave it up).  Faults that overlap
+on the same NMs each count the attempts lost there in their windows.
+``availability`` over a run is the share of node-seconds usable:
+
+    A = Σ_m alive_m / Σ_m (end − join_m)
+
+alive_m the time NM m was registered (node_join to node_lost) before the run's end (its
+last task's finish), join_m its first join.
+
 A fault whose recovery is not in the log (the run ended first) has ``None``.
 """
 
@@ -55,10 +70,20 @@ def recovery_times(path: str | Path) -> list[dict]:
         spec = f.detail.split(" ")[0]
         kind = spec.split("@")[0].split(":")[0]
         after = ev[ev.time >= f.time]
-        lost = 0
+        lost, work = 0, 0.0                        # an AM fault loses no task attempt
         if kind == "kill-am":
             detected = _first(after, "am_expired", app=f.app)
             recovered = _first(after, "am_registered", app=f.app)
+        elif kind in ("partition-am-host", "slow-am-host"):
+            # detected: the first of its apps' attempts failed; recovered: each registered again
+            apps = affected_nodes(kind, f.node, f.detail)
+            expired = after[(after.kind == "am_expired") & after.app.isin(apps)]
+            detected = _row(expired.iloc[0]) if len(expired) else None
+            back = [after[(after.kind == "am_registered") & (after.app == a)] for a in expired.app.unique()]
+            recovered = max((_row(b.iloc[0]) for b in back if len(b)), default=detected) \
+                if all(len(b) for b in back) else None
+        elif kind == "drop":
+            detected = recovered = None            # nothing is lost for good: retried calls
         elif kind == "kill-am-host":
             # detected: the RM failed the host's attempts; recovered: the last of them has
             # registered its new attempt (on the restarted host)
@@ -95,7 +120,7 @@ def recovery_times(path: str | Path) -> list[dict]:
             until = tasks.node.map(back).fillna(math.inf)
             hit = tasks[(tasks.status == "lost") & tasks.node.isin(nodes) & (tasks.finish >= f.time)
                         & (tasks.finish <= until)]
-            lost = len(hit)
+            lost, work = len(hit), work_lost(hit, kind, float(f.time))
             recovered = detected
             for t in hit.itertuples(index=False):
                 nxt = tasks[(tasks.app == t.app) & (tasks.task == t.task) & (tasks.attempt > t.attempt)]
@@ -106,10 +131,45 @@ def recovery_times(path: str | Path) -> list[dict]:
                 if recovered is not None and start > recovered[0]:
                     recovered = (start, _wall_at(ev, start))
         out.append({"kind": kind, "fault": spec, "time": float(f.time), "lost_attempts": lost,
+                    "work_lost": work,
                     "detected": _since(detected, f.time), "recovered": _since(recovered, f.time),
                     "detected_wall": _since(detected, f.wall_time, 1),
                     "recovered_wall": _since(recovered, f.wall_time, 1)})
     return out
+
+
+def work_lost(hit, kind: str, at: float) -> float:
+    """Task-seconds of the attempts ``hit`` a fault at ``at`` lost (module docstring)."""
+    # a kill stops the work at the fault; behind a partition or a slow link it runs on, and
+    # is thrown away, until the RM declares the attempt lost
+    stop = hit.finish.clip(upper=at) if kind.startswith("kill") else hit.finish
+    return round(float((stop - hit.start).clip(lower=0).sum()), 3)
+
+
+def availability(path: str | Path) -> float | None:
+    """A = Σ alive node-seconds / Σ node-seconds from each node's first join to the run's
+    end (module docstring); None for a run without tasks."""
+    run = RunDir(path)
+    ev, tasks = run.events, run.tasks
+    if not len(tasks):
+        return None
+    end = float(tasks.finish.max())
+    alive = total = 0.0
+    for node, rows in ev[ev.kind.isin(["node_join", "node_lost"])].groupby("node"):
+        since, first = None, None
+        for r in rows.sort_values("time", kind="stable").itertuples(index=False):
+            t = min(float(r.time), end)
+            if r.kind == "node_join" and since is None:
+                since = t
+                first = t if first is None else first
+            elif r.kind == "node_lost" and since is not None:
+                alive += t - since
+                since = None
+        if since is not None:
+            alive += end - since
+        if first is not None:
+            total += end - first
+    return round(alive / total, 4) if total > 0 else None
 
 
 def _first(ev, kind: str, app: str | None = None):
@@ -145,3 +205,20 @@ def format_times(rows: list[dict]) -> str:
         lines.append(f"{r['fault']:<28} {r['time']:7.1f} {cell(r['detected']):>9} {cell(r['recovered']):>10} "
                      f"{wall:>17} {r['lost_attempts']:5d}")
     return "\n".join(lines)
+
+
+def write_costs(path: str | Path, summary: dict) -> dict:
+    """What the faults of the run in ``path`` cost: ``faults.json`` (per fault, the rows of
+    ``recovery_times``) and, in summary.json's ``faults``, the availability, the worst
+    recovery (trace s) and the work lost (task-seconds).  Returns the summary."""
+    import json  # noqa: PLC0415
+    rows = recovery_times(path)
+    avail = availability(path)
+    (Path(path) / "faults.json").write_text(json.dumps({"faults": rows, "availability": avail}, indent=2) + "\n")
+    faults = summary.setdefault("faults", {})
+    faults["availability"] = avail
+    faults["worst_recovery"] = max((r["recovered"] for r in rows if r["recovered"] is not None), default=None)
+    faults["work_lost"] = round(sum(r["work_lost"] for r in rows), 3)
+    faults["unrecovered"] = [r["fault"] for r in rows if r["detected"] is not None and r["recovered"] is None]
+    (Path(path) / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary

@@ -125,6 +125,10 @@ def build_report(paths, window: tuple[float, float] | None = None, tolerance: fl
                              "apps": table.head(MAX_SHARE_ROWS).to_dict(orient="index")}
     rep.tables["runs"] = summary
     rep.tables["time_averaged_shares"] = shares
+    costs = {label: json.loads((run.path / "faults.json").read_text())
+             for run, label in zip(runs, rep.labels) if (run.path / "faults.json").exists()}
+    if costs:
+        rep.tables["faults"] = costs
     _compare(rep)
     return rep
 
@@ -184,6 +188,22 @@ def _table(header: list[str], rows: list[list]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+def _fault_tables(costs: dict) -> list[str]:
+    """What each fault of a replay cost (its faults.json, rm/runs/recovery.py): a table per run."""
+    parts = []
+    for label, c in costs.items():
+        avail = "-" if c.get("availability") is None else f"{c['availability']:.1%}"
+        parts.append(f"<h2>Faults, {html.escape(label)}</h2><p>availability (share of node-seconds "
+                     f"usable) {avail}; times are trace seconds after the fault (wall seconds).</p>")
+        parts.append(_table(["fault", "at", "detected", "recovered", "detected (wall)", "recovered (wall)",
+                             "attempts lost", "work lost (task-s)"],
+                            [["-" if v is None else v for v in (
+                                r["fault"], r["time"], r["detected"], r["recovered"], r["detected_wall"],
+                                r["recovered_wall"], r["lost_attempts"], r.get("work_lost", 0.0))]
+                             for r in c.get("faults", [])]))
+    return parts
+
+
 def render_html(rep: Report, images: list[tuple[str, str]]) -> str:
     """index.html: the tables, then the plots (``images``: (title, file name))."""
     t = rep.tables
@@ -228,6 +248,7 @@ def render_html(rep: Report, images: list[tuple[str, str]]) -> str:
         more = f" (20 of {sh['apps_total']} apps, largest task share first)" if sh["apps_total"] > 20 else ""
         parts.append(f"<h2>Time-averaged shares, {html.escape(label)}, t in [{t0:g}, {t1:g}]{more}</h2>")
         parts.append(_table(["app", *SHARE_KINDS], [[a, *(v[k] for k in SHARE_KINDS)] for a, v in apps]))
+    parts += _fault_tables(t.get("faults", {}))
     parts.append("<h2>Plots</h2>")
     parts += [f"<figure><img src='{html.escape(f)}'><figcaption>{html.escape(title)}</figcaption></figure>"
               for title, f in images]

@@ -50,14 +50,14 @@ import time
 import ray
 
 from rayrm.rm.core.config import MIN_EXPIRY_WALL
-from rayrm.rm.core.fault_rules import expiry
+from rayrm.rm.core.fault_rules import ALLOCATION_EXPIRIES, expiry
 from rayrm.rm.core.policies import PolicyError
 from rayrm.rm.service.protocol import (NAMESPACE, AllocateRequest, AllocateResponse,
                                       AppRegistered, AppRegistration, Call, NodeHeartbeat, NodeHeartbeatResponse,
                                       NodeRegistration)
 from rayrm.rm.service.store import SNAPSHOT_SECONDS, StateStore, replay_records
 from rayrm.rm.runtime.pace import PaceMeter
-from rayrm.rm.service.liveness import Liveness
+from rayrm.rm.service.liveness import HOST_FACTOR, Liveness
 from rayrm.rm.service.state import ResourceManagerState
 from rayrm.rm.ui.snapshot import rm_snapshot
 
@@ -132,7 +132,7 @@ class ResourceManager:
     def __init__(self, *, dims, nodes, policy, policy_name: str, time_scale: float,
                  heartbeat_interval: float, nm_expiry: int, am_expiry: int = 10, max_attempts: int = 2,
                  state_dir: str | None = None, secret: bytes = b"", name: str = "",
-                 seed: int | None = None, metrics: bool = True):
+                 seed: int | None = None, metrics: bool = True, host_silence: float = HOST_FACTOR):
         self.interval_wall = heartbeat_interval * time_scale
         self.expiry_wall = expiry(nm_expiry, self.interval_wall, MIN_EXPIRY_WALL)
         self.am_expiry_wall = expiry(am_expiry, self.interval_wall, MIN_EXPIRY_WALL)
@@ -145,7 +145,8 @@ class ResourceManager:
         self.calls = 0
         self.policy_error: str | None = None           # set when the policy failed: the RM halts
         self.ui_memo: dict = {}                        # what ui_snapshot has sent (rm_snapshot)
-        self.liveness = Liveness()
+        self.liveness = Liveness(host_silence)
+        self._allocation_scan = 0.0                      # when acquired containers were last looked at
         self.pace = PaceMeter(self.interval_wall)
         self.snapshots: list[tuple[int, float]] = []     # (bytes, seconds) of each snapshot written
         self.snapshot_blocked: list[float] = []          # seconds the loop spent starting each
@@ -369,6 +370,16 @@ class ResourceManager:
             now = self._now()
             self.state.expire_apps(now, self.am_expiry_wall, silent)
             self._journal(Call.EXPIRE_APPS, now, (self.am_expiry_wall, silent))
+        if at - self._allocation_scan >= self.expiry_wall:       # once per expiry: reads every container
+            self._allocation_scan = at
+            limit, since = ALLOCATION_EXPIRIES * self.expiry_wall, self.state.resync.since
+            stale = [c.container for c in self.state.containers.acquired()
+                     if self.liveness.heard(max(c.allocated, since), at) > limit]
+            if stale:
+                now = self._now()
+                detail = f"not reported running for {ALLOCATION_EXPIRIES} NM expiries ({limit:.3f}s)"
+                self.state.expire_allocations(now, stale, detail)
+                self._journal(Call.EXPIRE_ALLOCATIONS, now, (stale, detail))
 
     async def stall(self, seconds: float) -> None:
         """The ``stall-rm`` fault: block the RM's loop for ``seconds`` (a long GC pause, a slow disk)."""

@@ -37,28 +37,29 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rayrm.nodes.placement import alive_ray_nodes
 from rayrm.rm.core import fault_rules
 from rayrm.rm.core.config import MIN_EXPIRY_WALL, PAYLOADS, ExperimentConfig, load_config
 from rayrm.rm.core.errors import InputError
-from rayrm.rm.core.faults import Fault, am_host_of, check_cluster, config_faults
+from rayrm.rm.core.chaos import ChaosSpec, draw_schedule, parse_chaos, shape_of
+from rayrm.rm.core.faults import Fault, am_host_of, check_cluster, check_times, config_faults, earliest_end
 from rayrm.rm.core.policies import policy_for_run
-from rayrm.rm.core.policies.plugins import policy_source, ship_paths
+from rayrm.rm.core.policies.plugins import policy_source
 from rayrm.rm.runtime.pace import pace_warning
 from rayrm.rm.runtime.plan import Plan, am_host_nodes, plan_replay
+from rayrm.rm.runs.recovery import write_costs
 from rayrm.rm.runtime.session import connect
+from rayrm.rm.runtime.shipping import rm_node, rm_runtime_env
 from rayrm.rm.runtime.summary import replay_figures, twin_comparison
 from rayrm.rm.runtime.supervisor import (AM_HOST_RESTARTS, NM_HOST_RESTARTS, FaultInjector, StopSignal, Supervisor,
-                                         merge_outcomes, rm_call)
+                                         link_losses, merge_outcomes, rm_call)
 from rayrm.rm.runtime.webui import start_live_ui
 from rayrm.rm.service.protocol import NAMESPACE, RM_NAME
 from rayrm.rm.service.store import StateStore
 
-#: a Ray node offering this custom resource (``ray start --resources '{"rayrm_rm": 1}'``) hosts the RM
-RM_RESOURCE = "rayrm_rm"
 START_LEAD = 0.3          # wall seconds between the last preparation and t = 0
 INTERRUPT_EXPORT_WAIT = 3.0   # wall seconds an interrupted replay waits for the RM's run log
 
@@ -67,13 +68,14 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
            time_scale: float | None = None, address: str | None = None, *, executor: str = "auto",
            payload: str | None = None, twin: bool = False, seed: int | None = None,
            progress: bool | None = None, faults=(), kill_ray_node=None, until: float | None = None,
-           am_hosts: int | None = None, ui=None) -> dict:
+           am_hosts: int | None = None, ui=None, chaos: str | None = None) -> dict:
     """Replay ``config`` on Ray under ``policy``; see the module docstring.
 
     ``ui``: a ``rayrm.rm.ui.server.UISettings`` to serve the web UI and YARN's REST API
     while the replay runs (``rayrm.rm.runtime.webui``); None: no UI.
 
     ``faults`` are fault specs (``rayrm.rm.core.faults``) injected besides the config's own;
+    ``chaos`` (``SEED[:RATE]``) adds a schedule the nemesis draws (``rayrm.rm.core.chaos``);
     ``kill_ray_node(node_id)`` replaces how kill-ray-node takes a Ray node down
     (default: kill its raylet), e.g. ``ray.cluster_utils.Cluster.remove_node``.
 
@@ -90,20 +92,23 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
     fault_list = config_faults(cfg, faults)
     if until is not None and not until > 0:
         raise InputError(f"--until must be a positive number of trace seconds, got {until}")
+    for warning in check_times(fault_list, until, earliest_end(cfg)) if fault_list else ():
+        print(f"rayrm replay: warning: {warning}", file=sys.stderr, flush=True)
     if twin and out is None:
         raise InputError("--twin needs --out (the twin's run directory goes under it)")
+    chaos_spec = parse_chaos(chaos) if chaos is not None else None
     run_seed = cfg.seed if seed is None else int(seed)
     kind = payload or cfg.run.payload
     if kind not in PAYLOADS:
         raise InputError(f"unknown payload '{kind}' (choose from {', '.join(PAYLOADS)})", field="run.payload")
     if policy_name == "ray-native":
-        if fault_list:
+        if fault_list or chaos_spec:
             raise InputError("faults need rayrm's ResourceManager; the ray-native baseline has none")
         from rayrm.rm.runtime.native import replay_native  # noqa: PLC0415
         return replay_native(cfg, out=out, time_scale=scale, address=address, payload=kind,
                              seed=run_seed, progress=progress, twin=twin)
     run = ReplayRun(cfg, policy_name, policy_for_run(policy_name, cfg.run), scale, executor, kind, run_seed,
-                    out, progress, fault_list, kill_ray_node, until, am_hosts)
+                    out, progress, fault_list, kill_ray_node, until, am_hosts, chaos=chaos_spec)
     summary = _in_ray_session(run, address, ui)
     warning = pace_warning(summary.get("pace") or {}, scale)
     if warning and progress is not False:
@@ -135,6 +140,8 @@ class ReplayRun:
     until: float | None = None
     am_hosts: int | None = None
     stop: StopSignal | None = None
+    chaos: ChaosSpec | None = None
+    drawn: list[Fault] = field(default_factory=list)    # the nemesis's schedule
 
     @property
     def interval_wall(self) -> float:
@@ -221,6 +228,13 @@ def plan_stage(run: ReplayRun) -> Placement:
               if f.kind == "kill-ray-node" and f.index < len(ray_nodes)}
     am_nodes = am_host_nodes([r for r in ray_nodes if r.node_id not in doomed] or ray_nodes[:1],
                              run.am_hosts if run.am_hosts is not None else (run.cfg.run.am_hosts or None))
+    if run.chaos is not None:
+        shape = shape_of(run.cfg, run.scale, len(plan.hosted), len(am_nodes), len(ray_nodes), run.until)
+        run.drawn = draw_schedule(run.chaos, shape)
+        run.faults = sorted(run.faults + run.drawn, key=lambda f: f.time)
+        if run.progress is not False:
+            print(f"rayrm replay: chaos {run.chaos.seed}: {len(run.drawn)} faults: "
+                  f"{' '.join('--fault ' + f.text for f in run.drawn)}", file=sys.stderr, flush=True)
     check_cluster(run.faults, len(ray_nodes), len(plan.hosted), len(am_nodes))
     return Placement(plan, ray_nodes, am_nodes)
 
@@ -254,14 +268,14 @@ def start_stage(run: ReplayRun, placed: Placement, session: "_Session") -> Actor
     # back (rm/service/store.py).  A policy from outside rayrm travels with it (py_modules),
     # so any Ray node can import it.
     here = ray.get_runtime_context().get_node_id()
-    rm_node = next((n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get(RM_RESOURCE)), None)
     rm = session.add(ResourceManager.options(
         name=RM_NAME, namespace=NAMESPACE, max_restarts=RM_MAX_RESTARTS,
-        scheduling_strategy=Affinity(rm_node or here, soft=False), **rm_runtime_env(run.policy_name)).remote(
+        scheduling_strategy=Affinity(rm_node() or here, soft=False), **rm_runtime_env(run.policy_name)).remote(
         dims=cfg.dims, nodes=session.pin(cfg.nodes), policy=run.policy, policy_name=run.policy_name,
         time_scale=run.scale, heartbeat_interval=cfg.run.heartbeat_interval, nm_expiry=cfg.run.nm_expiry,
         am_expiry=cfg.run.am_expiry, max_attempts=cfg.run.max_attempts,
-        state_dir=str(state_dir), secret=secret, name=cfg.name, seed=run.seed))
+        state_dir=str(state_dir), secret=secret, name=cfg.name, seed=run.seed,
+        host_silence=cfg.run.host_silence))
     hosts, host_of_node = _start_nm_hosts(run, plan, session, secret)
     jobs, ams, am_of_app = _start_am_hosts(run, placed.am_nodes, hosts, session)
     actors = Actors(rm, hosts, host_of_node, ams, am_of_app, jobs, state_dir)
@@ -269,23 +283,6 @@ def start_stage(run: ReplayRun, placed: Placement, session: "_Session") -> Actor
     ray.get([rm.start_clock.remote(actors.start_wall)]
             + [h.start.remote(actors.start_wall, run.scale) for h in hosts.values()])
     return actors
-
-
-def rm_runtime_env(policy: str) -> dict:
-    """``options`` for the RM actor: ``runtime_env`` shipping a policy from outside rayrm
-    (its file, or its top-level package) to whichever Ray node runs the RM, and to the
-    node a restarted RM lands on.  Ray takes local paths in ``py_modules`` at the job level
-    only, so they are uploaded here (to the cluster's GCS, as ``ray.init`` does for a job)
-    and the actor is given their URIs."""
-    import tempfile  # noqa: PLC0415
-
-    from ray._private.runtime_env.py_modules import upload_py_modules_if_needed  # noqa: PLC0415
-    paths = ship_paths(policy)
-    if not paths:
-        return {}
-    with tempfile.TemporaryDirectory(prefix="rayrm-py-modules-") as scratch:
-        env = upload_py_modules_if_needed({"py_modules": paths}, include_gitignore=True, scratch_dir=scratch)
-    return {"runtime_env": env}
 
 
 def _start_nm_hosts(run: ReplayRun, plan: Plan, session: "_Session", secret: bytes) -> tuple[dict, dict]:
@@ -436,10 +433,15 @@ def summarize_stage(run: ReplayRun, placed: Placement, supervised: Supervised, e
                            "nm_host_restarts": supervisor.host_restarts,
                            "am_host_restarts": supervisor.am_host_restarts,
                            "nm_hosts_lost": sorted(supervisor.dead_hosts),
-                           "am_crashes": supervised.outcome.get("crashes", 0)}
+                           "am_crashes": supervised.outcome.get("crashes", 0),
+                           "link_lost": link_losses(supervised.outcome, host_stats)}
+    if run.chaos is not None:
+        extra["chaos"] = {"seed": run.chaos.seed, "rate": run.chaos.rate,
+                          "faults": [f.text for f in run.drawn]}
     log = exported["log"]
     if run.out is not None:
-        return log.write(run.out, wall_seconds=supervised.wall_seconds, **extra)
+        summary = log.write(run.out, wall_seconds=supervised.wall_seconds, **extra)
+        return write_costs(run.out, summary) if run.faults else summary
     return log.summary(wall_seconds=supervised.wall_seconds, **extra)
 
 

@@ -23,12 +23,15 @@ from __future__ import annotations
 import sys
 import time
 
+from rayrm.rm.core.fault_rules import LinkFault
 from rayrm.rm.core.faults import Fault
 from rayrm.rm.service.client import BUDGET, MAX_DELAY
 
 NM_HOST_RESTARTS = 3          # Ray restarts of one NodeManager host actor
 AM_HOST_RESTARTS = 3          # Ray restarts of one ApplicationMaster host actor
 RESUME_RETRY = 0.2            # wall seconds before asking a restarting NM host to resume again
+#: how a replay that cannot go on is ended (its interrupt reason starts so; the CLI exits 1)
+STUCK = "the replay cannot go on"
 PLAIN_EVERY = 10.0            # wall seconds between progress lines when stderr is not a terminal
 
 
@@ -107,10 +110,40 @@ class FaultInjector:
         elif f.kind == "stall-rm":
             self._log(f, extra=f"{f.seconds:g} wall seconds")
             self.rm.stall.remote(f.seconds)              # not awaited: it holds the RM's loop
+        elif f.kind in LINK_KINDS:
+            self._link(f)
         elif f.kind == "kill-ray-node":
             target = self.ray_nodes[f.index]
             self._log(f, extra=f"ray node {target.node_id[:12]}: {' '.join(self.nms_on.get(target.node_id, []))}")
             self.kill_ray_node(target.node_id)
+
+
+    def _link(self, f: Fault) -> None:
+        """A partition, slow or lossy link: the hosts behind it get a ``LinkFault`` on the wall
+        clock, from now for D × time_scale seconds (every host for ``drop``)."""
+        import ray  # noqa: PLC0415
+        now = time.time()
+        end = now + f.duration * self.scale
+        kind, family = LINK_KINDS[f.kind]
+        fault = LinkFault(kind, now, end, delay=f.ms / 1000.0, p=float(f.target) if kind == "drop" else 0.0)
+        if family == "all":
+            targets = {**self.hosts, **self.am_hosts}
+        else:
+            hid = f"{family}-{f.index}"
+            targets = {hid: (self.hosts if family == "nm" else self.am_hosts)[hid]}
+        if family == "nm":
+            behind = sorted(n for n, h in self.host_of_node.items() if h in targets)
+        else:                                    # the apps whose AMs the host runs
+            ids = {h._actor_id for h in targets.values()}
+            behind = sorted(a for a, h in self.am.items() if h._actor_id in ids) if family == "am" else []
+        # detail "(until wall +Ds; HOST: NMs or apps)": recovery.affected_nodes reads the list
+        self._log(f, extra=f"until wall +{end - now:.3f}s; {' '.join(sorted(targets))}: {' '.join(behind)}")
+        ray.get([h.link_fault.remote(fault) for h in targets.values()], timeout=BUDGET)
+
+
+#: link fault kind -> (LinkFault kind, the hosts it is on: nm, am or all)
+LINK_KINDS = {"partition-nm-host": ("partition", "nm"), "partition-am-host": ("partition", "am"),
+              "slow-nm-host": ("slow", "nm"), "slow-am-host": ("slow", "am"), "drop": ("drop", "all")}
 
 
 def kill_raylet(node_id: str) -> None:
@@ -176,8 +209,10 @@ def progress_line(label: str, p: dict, total: int) -> str:
 
 def merge_outcomes(outcomes: list[dict]) -> dict:
     """The AM hosts' outcomes as one: apps merged, counts and samples summed."""
-    merged = {"apps": {}, "calls": 0, "crashes": 0, "delivery": []}
+    merged = {"apps": {}, "calls": 0, "crashes": 0, "delivery": [], "link_lost": {"request": 0, "answer": 0}}
     for o in outcomes:
+        for leg, n in o.get("link_lost", {}).items():
+            merged["link_lost"][leg] += n
         merged["apps"].update(o.get("apps", {}))
         merged["calls"] += o.get("calls", 0)
         merged["crashes"] += o.get("crashes", 0)
@@ -320,8 +355,9 @@ class Supervisor:
                     print(file=sys.stderr)
                 return merge_outcomes(outcomes)
             if now - last_change > self.stall_after:
-                raise RuntimeError(f"the replay made no progress for {self.stall_after:.0f}s "
-                                   f"(finished {p['finished']}/{self.total}, pending {p['pending']})")
+                # it cannot go on: end it as an interrupt does, so the run directory says why
+                self.stop.set(f"{STUCK}: no progress for {self.stall_after:.0f}s (finished {p['finished']}/"
+                              f"{self.total}, running {p['running']}, pending {p['pending']})")
 
     def _am_host_down(self, hid: str, error) -> object:
         """An AM host died: the RM fails its attempts (uncounted) and launches new ones, and
@@ -341,6 +377,8 @@ class Supervisor:
         self._resume_since.pop(hid, None)
         print(f"\nrayrm replay: NodeManager host {hid} not restarted, its NMs stay lost ({why})",
               file=sys.stderr, flush=True)
+        if self.dead_hosts >= set(self.hosts):
+            self.stop.set(f"{STUCK}: every NodeManager host is lost for good")
 
     def _host_down(self, hid: str, ref, resuming: dict) -> None:
         """A lifeline returned: the host was stopped, its heartbeat loop failed, or it died."""
@@ -375,3 +413,12 @@ class Supervisor:
             except ray.exceptions.RayError:
                 pass
         return out
+
+
+def link_losses(outcome: dict, host_stats: list) -> dict:
+    """Calls ("request") and answers ("answer") the faulty links lost, AM and NM hosts together."""
+    out = dict(outcome.get("link_lost") or {"request": 0, "answer": 0})
+    for s in host_stats:
+        for leg, n in (s.get("link_lost") or {}).items():
+            out[leg] = out.get(leg, 0) + n
+    return out

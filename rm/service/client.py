@@ -10,6 +10,11 @@ journaled it, and applies it once otherwise — backing off from 50 ms to at mos
 ``MAX_DELAY`` so that callers find the restarted RM within a quarter second, for
 up to ``BUDGET`` seconds before giving up.
 
+A host's calls pass its ``Link`` (the partition, slow and lossy link faults of
+``rayrm.rm.core.fault_rules.link_passage``): a call lost on the way, or whose answer is
+lost, is repeated the same way, with the same ``request_id``; while the link is cut the
+host waits for it to heal, and the retry budget runs from then, so every call ends.
+
 Ray is imported when a call is made, not with this module: ``rm.service`` is the
 Ray-free protocol state.
 """
@@ -17,21 +22,93 @@ Ray-free protocol state.
 from __future__ import annotations
 
 import asyncio
+import random
 import time
+import zlib
+
+from rayrm.rm.core.fault_rules import LinkFault, link_passage
 
 MAX_DELAY = 0.25
 BUDGET = 60.0
 
 
-async def call_with_retry(method, *args):
-    """``await method.remote(*args)``, repeated while the actor is unreachable."""
+class CallLost(Exception):
+    """A call, or its answer, lost on a faulty link; ``retry_at``: when to send it again."""
+
+    def __init__(self, retry_at: float):
+        super().__init__(f"lost; retry at {retry_at:.3f}")
+        self.retry_at = retry_at
+
+
+class Link:
+    """The link between one host and the RM: the link faults on it, and what it lost.
+
+    ``faults`` are ``LinkFault``s on the wall clock; the draws of a lossy link come from a
+    generator seeded with the host's name, so a replay's losses depend on the schedule of
+    its calls alone.  ``lost`` counts calls lost ("request") and answers lost ("answer").
+    """
+
+    def __init__(self, name: str = ""):
+        self.faults: list[LinkFault] = []
+        self.rng = random.Random(zlib.crc32(name.encode()))
+        self.lost = {"request": 0, "answer": 0}
+        self.delayed = 0.0
+
+    def add(self, fault: LinkFault) -> None:
+        self.faults = [f for f in self.faults if f.end > time.time()] + [fault]
+
+    def healed_at(self) -> float:
+        """When the last partition on the link ends (0: none)."""
+        return max((f.end for f in self.faults if f.kind == "partition"), default=0.0)
+
+    def cut(self, now: float | None = None) -> float:
+        """When the partition over ``now`` heals, 0 if the link is not cut."""
+        now = time.time() if now is None else now
+        return max((f.end for f in self.faults if f.kind == "partition" and f.active(now)), default=0.0)
+
+    async def wait_healed(self) -> None:
+        """Until the partition over now heals (at once when the link is not cut): a call the
+        RM makes on the host crosses the same link."""
+        healed = self.cut()
+        if healed:
+            await asyncio.sleep(max(0.0, healed - time.time()))
+
+    async def call(self, method, args):
+        """``await method.remote(*args)`` through the link; raises CallLost when it loses it."""
+        if not self.faults:
+            return await method.remote(*args)
+        p = link_passage(self.faults, time.time(), self.rng.random(), self.rng.random())
+        if p.delay > 0:
+            self.delayed += p.delay
+            await asyncio.sleep(p.delay)
+        if p.lost == "request":
+            self.lost["request"] += 1
+            raise CallLost(p.retry_at)
+        answer = await method.remote(*args)
+        back = self.cut()
+        if p.lost == "answer" or back:
+            self.lost["answer"] += 1
+            raise CallLost(max(back, time.time()))
+        return answer
+
+
+async def call_with_retry(method, *args, link: Link | None = None):
+    """``await method.remote(*args)``, repeated while the actor is unreachable or the link
+    loses the call, for at most ``BUDGET`` seconds after the link's last partition heals."""
     import ray  # noqa: PLC0415 - service must not import Ray at import time
-    deadline, delay = time.time() + BUDGET, 0.05
+    start, delay = time.time(), 0.05
     while True:
         try:
-            return await method.remote(*args)
+            if link is None:
+                return await method.remote(*args)
+            return await link.call(method, args)
+        except CallLost as lost:
+            wait = max(0.0, lost.retry_at - time.time())
+            if time.time() + wait > max(start, link.healed_at()) + BUDGET:
+                raise TimeoutError(f"no answer from the RM for {BUDGET:.0f}s after the link healed") from None
+            await asyncio.sleep(wait or delay)
         except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
-            if time.time() > deadline:
+            if time.time() > max(start, link.healed_at() if link else 0.0) + BUDGET:
                 raise
             await asyncio.sleep(delay)
             delay = min(MAX_DELAY, delay * 2)
@@ -46,6 +123,7 @@ class RMClient:
 
     def __init__(self, rm, caller: str):
         self.rm, self.caller = rm, caller
+        self.link = Link(caller)
         # ids start from the clock in microseconds: a host Ray restarted (same caller name)
         # never reuses an id the RM still holds the answer of
         self.request_id = int(time.time() * 1e6)
@@ -56,23 +134,26 @@ class RMClient:
         self.calls += 1
         return self.request_id
 
+    async def _call(self, method, *args):
+        return await call_with_retry(method, self.caller, self._next(), *args, link=self.link)
+
     async def register_nodes(self, regs: list) -> list[str]:
-        return await call_with_retry(self.rm.register_nodes, self.caller, self._next(), regs)
+        return await self._call(self.rm.register_nodes, regs)
 
     async def node_heartbeat(self, beats: list, idle: tuple = (), due: float = 0.0) -> list:
-        return await call_with_retry(self.rm.node_heartbeat, self.caller, self._next(), beats, idle, due,
+        return await self._call(self.rm.node_heartbeat, beats, idle, due,
                                      time.time())
 
     async def register_apps(self, regs: list) -> list:
-        return await call_with_retry(self.rm.register_apps, self.caller, self._next(), regs)
+        return await self._call(self.rm.register_apps, regs)
 
     async def allocate(self, requests: list, wait: float = 0.0, idle: tuple = ()) -> list:
-        return await call_with_retry(self.rm.allocate, self.caller, self._next(), requests, wait, time.time(),
+        return await self._call(self.rm.allocate, requests, wait, time.time(),
                                      idle)
 
     async def finish_apps(self, items: list[tuple[str, int]]) -> list[str]:
-        return await call_with_retry(self.rm.finish_apps, self.caller, self._next(), items)
+        return await self._call(self.rm.finish_apps, items)
 
     async def lose_node(self, node: str, detail: str) -> list[int]:
         """Declare one of this host's NMs LOST now (idempotent by itself: no request id)."""
-        return await call_with_retry(self.rm.lose_node, node, detail)
+        return await call_with_retry(self.rm.lose_node, node, detail, link=self.link)

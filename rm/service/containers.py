@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rayrm.rm.core.fault_rules import Fate, fate_on_node_lost
+from rayrm.rm.core.fault_rules import Fate, LateStatus, fate_on_node_lost, on_late_status
 from rayrm.rm.core.scheduler import OnlineScheduler
 from rayrm.rm.service.protocol import COMPLETE, FINISHED, LOST, RUNNING, ContainerStatus
 from rayrm.rm.service.records import ACQUIRED, ALLOCATED, RELEASED, AppRecord, ContainerRecord, NodeRecord
@@ -38,6 +38,7 @@ class Containers:
     by_app: dict[str, set[int]] = field(default_factory=dict)
     by_node: dict[str, set[int]] = field(default_factory=dict)
     running: int = 0
+    ignored: set[int] = field(default_factory=set)   # late finishes logged (each once)
 
     def add(self, rec: ContainerRecord) -> None:
         """A container just placed (ALLOCATED)."""
@@ -63,6 +64,11 @@ class Containers:
         ids = self.by_app.get(app, ()) if app is not None else self.by_node.get(node, ())
         return [self.table[i] for i in sorted(ids)]
 
+    def acquired(self) -> list[ContainerRecord]:
+        """The containers delivered to their AMs and not reported running (ACQUIRED)."""
+        table = self.table
+        return [table[i] for ids in self.by_app.values() for i in ids if table[i].state == ACQUIRED]
+
     def _release(self, c: ContainerRecord) -> None:
         if c.container in self.scheduler.cluster.containers:
             self.scheduler.release(c.container)
@@ -80,11 +86,18 @@ class Containers:
                 node.cleanup.append(st.container)
             return st.state == COMPLETE
         if c.state in (RELEASED, COMPLETE):
-            # Released before it ran, or already declared lost: it must not run now.
-            if st.state == RUNNING:
+            # Released before it ran, or already declared lost (its NM was partitioned past
+            # the expiry): it must not run now, and its finish is not its task's
+            late = on_late_status(st.state == RUNNING, st.state == COMPLETE and (st.exit or FINISHED) == FINISHED
+                                  and (c.given_up or c.state == RELEASED))
+            if late is LateStatus.KILL:
                 node.cleanup.append(st.container)
-                self.records.event(now, "cleanup", app=c.app, task=st.task, container=c.container,
+                self.records.event(now, late.value, app=c.app, task=st.task, container=c.container,
                                    node=c.node, detail=f"the NM runs a container the RM holds {c.state}")
+            elif late is LateStatus.IGNORED and c.container not in self.ignored:
+                self.ignored.add(c.container)
+                self.records.event(now, late.value, app=c.app, task=st.task, container=c.container,
+                                   node=c.node, detail=f"finished after the RM gave it up ({c.state})")
             return st.state == COMPLETE
         if c.state in (ALLOCATED, ACQUIRED):
             self.launched(c, st)
@@ -142,6 +155,7 @@ class Containers:
         never saw it, reported lost if the AM holds it unstarted, else its attempt ends LOST."""
         app = self.apps.get(c.app)
         fate = fate_on_node_lost(c.state != ALLOCATED, c.state == RUNNING)
+        c.given_up = True
         if fate is Fate.WITHDRAWN:                 # never seen by the AM: withdraw it quietly
             self.set_state(c, RELEASED)
             self._release(c)

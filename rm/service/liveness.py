@@ -30,7 +30,8 @@ since ``last_seen`` is
     heard(now) = (now − last_seen) − (Stall(now) − Stall(last_seen))
 
 and a caller whose host is also silent expires when heard(now) > expiry and its
-host's heard silence exceeds ``HOST_FACTOR`` × expiry: a host that hung (one that
+host's heard silence exceeds ``host_factor`` × expiry (``HOST_FACTOR`` unless the config's
+``run.host_silence`` says otherwise): a host that hung, or whose link is cut (one that
 died is noticed at once anyway: the driver holds a call open on it).  The factor
 is large because an overloaded host is slow to send, not dead.  An attempt the RM
 has launched and that has not registered yet is judged by this rule alone: its
@@ -89,7 +90,8 @@ class Heard:
 class Liveness:
     """The RM's lateness over time, and who has been silent for longer than it (module doc)."""
 
-    def __init__(self):
+    def __init__(self, host_factor: float = HOST_FACTOR):
+        self.host_factor = host_factor
         self._times: list[float] = []      # wall time of each late tick
         self._stall: list[float] = []      # cumulative lateness up to and including it
         self.total = 0.0
@@ -124,7 +126,7 @@ class Liveness:
                 and not getattr(r, "launching", False):
             return True                  # its host went on sending without it
         host_seen = heard.caller_seen.get(r.host, r.last_seen)
-        return self.heard(r.last_seen, now) > expiry and self.heard(host_seen, now) > HOST_FACTOR * expiry
+        return self.heard(r.last_seen, now) > expiry and self.heard(host_seen, now) > self.host_factor * expiry
 
     def silent_nodes(self, state, now: float, expiry: float) -> list[str]:
         """Live NMs silent for longer than ``expiry`` by the rules of the module docstring."""

@@ -73,6 +73,7 @@ class Call(str, enum.Enum):
     START_CLOCK = "start_clock"
     EXPIRE_NODES = "expire_nodes"
     EXPIRE_APPS = "expire_apps"
+    EXPIRE_ALLOCATIONS = "expire_allocations"
     RECOVERED = "recovered"
 
 

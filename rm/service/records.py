@@ -52,6 +52,7 @@ class ContainerRecord:
     task: int = -1
     attempt: int = 0
     launched: float | None = None
+    given_up: bool = False      # declared lost or released: a finish reported later is not its task's
 
 
 @dataclass(slots=True)

@@ -59,7 +59,7 @@ from rayrm.rm.service.liveness import Heard
 from rayrm.rm.service.nodes import NodeManagers
 from rayrm.rm.service.protocol import (Allocation, AllocateRequest, AllocateResponse, AppRegistered, AppRegistration,
                                       Call, NodeHeartbeat, NodeHeartbeatResponse, NodeRegistration, container_token)
-from rayrm.rm.service.records import NOT_ANSWERED, ContainerRecord, NodeRecord, answered, idempotent
+from rayrm.rm.service.records import ACQUIRED, NOT_ANSWERED, ContainerRecord, NodeRecord, answered, idempotent
 from rayrm.rm.service.runrecords import RunRecords
 
 
@@ -147,12 +147,18 @@ class ResourceManagerState:
         """Deliver what arrived since ``allocate`` answered the same request (the long poll).
 
         A request already answered with containers or statuses (a retry raced the
-        first) gets that answer again, never a second delivery.
+        first, or the first answer was lost) gets that answer again, never a second
+        delivery.
         """
         cached = answered(self.responses, caller, request_id)
         if cached is not NOT_ANSWERED and any(r.allocated or r.completed for r in cached):
             return cached
-        return self.apps.poll(now, requests, idle)
+        out = self.apps.poll(now, requests, idle)
+        if cached is not NOT_ANSWERED and any(r.allocated or r.completed for r in out):
+            # what the poll delivers is the request's answer: a retry whose first answer was
+            # lost on the way gets these containers again, not a second, empty delivery
+            self.responses[caller] = (request_id, out)
+        return out
 
     @idempotent
     def finish_apps(self, now: float, caller: str, request_id: int, items: list[tuple[str, int]]) -> list[str]:
@@ -197,6 +203,19 @@ class ResourceManagerState:
         gone = self.apps.expire(now, expiry_wall, names)
         self._after(now)
         return gone
+
+    def expire_allocations(self, now: float, ids: list[int], detail: str = "") -> list[int]:
+        """Containers delivered and never reported running (``fault_rules.ALLOCATION_EXPIRIES``,
+        the actor decides which) are reported lost to their AMs; returns those still ACQUIRED."""
+        out = []
+        for cid in ids:
+            c = self.containers.table.get(cid)
+            if c is not None and c.state == ACQUIRED:
+                self.records.event(now, "allocation_expired", app=c.app, container=cid, node=c.node, detail=detail)
+                self.containers.lose(now, c, f"allocation expired: {detail}")
+                out.append(cid)
+        self._after(now)
+        return out
 
     @idempotent
     def fault(self, now: float, caller: str, request_id: int, spec: str, node: str = "",
@@ -318,6 +337,7 @@ _DISPATCH = {
     Call.START_CLOCK: ResourceManagerState.start_clock,
     Call.EXPIRE_NODES: ResourceManagerState.expire_nodes,
     Call.EXPIRE_APPS: ResourceManagerState.expire_apps,
+    Call.EXPIRE_ALLOCATIONS: ResourceManagerState.expire_allocations,
     Call.RECOVERED: ResourceManagerState.recovered,
 }
 assert set(_DISPATCH) == set(Call), "every Call has a state method"

@@ -44,7 +44,9 @@ the replay's expiries (``fault_rules.expiry``): that many heartbeats, but at lea
   YARN does for an AM lost with its node).  The replay notices the host's death when the
   driver's call on it fails, about E_am later at 1,000 nodes (the fault is logged once).
 * **kill-nm-host:I**, **kill-ray-node:I** name Ray processes and machines, which a
-  simulation does not have: a ``fault_not_simulated`` event says so and the run goes on.
+  simulation does not have; partitions, slow and lossy links (``fault_rules.LinkFault``)
+  are on calls between actors, which it does not make either: a ``fault_not_simulated``
+  event says so and the run goes on.
 
 Records are the replay RM's: events.csv ``fault`` first, then the events above; tasks.csv
 ``lost`` (finish: when the RM declared it) and ``killed``.  Durations in details are trace
@@ -68,6 +70,12 @@ NOT_SIMULATED = {
     "kill-nm-host": "an NM host is a Ray actor and a simulation has none (kill-nm crashes one NM)",
     "kill-ray-node": "a simulation has no Ray nodes (kill-nm crashes one NM)",
     "stall-rm": "the simulated RM takes no time, so a stall of its loop changes nothing it models",
+    "partition-nm-host": "an NM host is a Ray actor and a simulation has none (kill-nm crashes one NM)",
+    "slow-nm-host": "a simulation's calls take no wall time, so a slower one changes nothing it models",
+    "slow-am-host": "a simulation's calls take no wall time, so a slower one changes nothing it models",
+    "drop": "a simulation makes no calls to lose: its RM applies each event once",
+    "partition-am-host": "the simulator has no links between its AMs and its RM (kill-am-host fails "
+                         "a host's attempts)",
 }
 #: RM calls that fail while the RM is down and are retried until it has resynchronised
 RETRIED = ("nm_back", "am_register", "release")

@@ -1,0 +1,100 @@
+"""Chaos: replays under seeded nemesis schedules, one row per seed.
+
+Replays the 200-node trace (``rayrm trace generate google --nodes 200 --jobs 900 --tasks
+36000 --seed 3 --max-duration 3600``) at time scale 0.02 under ``--seeds`` chaos seeds
+(default 20), and with ``--paper`` the paper-scale trace (1,000 nodes, 4,500 jobs, 180,000
+tasks, seed 7) under 3, and prints per seed: the faults by kind, tasks finished, finished
+twice, lost (missing), apps failed, over-allocations, constraint violations, nothing on a
+node held lost, the worst recovery (trace s), availability and wall time.  The goal: on
+every seed 0 twice, 0 missing, 0 over-allocated, no app failed beyond what max_attempts
+forces, and every replay ends (a replay that stops making progress ends with its run
+directory and says why, column ``ended``).
+
+    python benchmarks/bench_chaos.py --seeds 2 --out /tmp/chaos      # two seeds, 200 nodes
+    python benchmarks/bench_chaos.py --seeds 20 --paper              # the whole benchmark
+
+Heavy: run it under the shared lock (``flock /tmp/rayrm-heavy.lock ...``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from rayrm.rm.runs.check import check_run
+
+SHORT = {"partition-nm-host": "pNM", "partition-am-host": "pAM", "slow-nm-host": "sNM", "slow-am-host": "sAM",
+         "drop": "drop", "kill-nm": "kNM", "kill-nm-host": "kNMh", "kill-am": "kAM", "kill-am-host": "kAMh",
+         "kill-rm": "kRM", "kill-ray-node": "kRay", "stall-rm": "stall"}
+
+
+def trace(base: Path, paper: bool) -> Path:
+    """The 200-node trace, or the paper-scale one, written under ``base`` once."""
+    from rayrm.traces.generate import write_google  # noqa: PLC0415
+    path = base / ("paper.yaml" if paper else "google-200.yaml")
+    if not path.exists():
+        if paper:
+            write_google(path, 1000, 4500, 180_000, 7, max_duration=3600)
+        else:
+            write_google(path, 200, 900, 36_000, 3, max_duration=3600)
+    return path
+
+
+def one(config: Path, seed: int, scale: float, out: Path) -> dict:
+    """One replay of ``config`` under chaos ``seed``: its row of the table."""
+    from rayrm.rm.runtime.driver import replay  # noqa: PLC0415
+    t0 = time.time()
+    summary = replay(str(config), out=out, time_scale=scale, chaos=str(seed), progress=False)
+    wall = time.time() - t0
+    check = check_run(out)
+    faults = summary.get("faults", {})
+    kinds = Counter(s.split("@")[0].split(":")[0] for s in summary.get("chaos", {}).get("faults", []))
+    return {"seed": seed, "faults": " ".join(f"{SHORT[k]}{n}" for k, n in sorted(kinds.items())),
+            "finished": summary["tasks"]["finished"], "twice": summary["tasks_finished_twice"],
+            "missing": check.tasks_missing, "failed": summary["jobs"].get("failed", 0),
+            "over": check.over_allocations, "constraint": check.constraint_violations,
+            "on_lost": check.started_on_lost + check.finished_on_lost,
+            "worst": faults.get("worst_recovery"), "avail": faults.get("availability"),
+            "wall": wall, "ended": summary.get("interrupt_reason", "") or "done"}
+
+
+def table(rows: list[dict]) -> str:
+    head = (f"{'seed':>4} {'finished':>8} {'twice':>5} {'missing':>7} {'failed':>6} {'over':>4} {'constr':>6} "
+            f"{'onlost':>6} {'worst s':>7} {'avail':>6} {'wall s':>6}  faults / ended")
+    lines = [head]
+    for r in rows:
+        worst = "-" if r["worst"] is None else f"{r['worst']:.1f}"
+        avail = "-" if r["avail"] is None else f"{r['avail']:.3f}"
+        lines.append(f"{r['seed']:>4} {r['finished']:>8} {r['twice']:>5} {r['missing']:>7} {r['failed']:>6} "
+                     f"{r['over']:>4} {r['constraint']:>6} {r['on_lost']:>6} {worst:>7} {avail:>6} "
+                     f"{r['wall']:>6.0f}  {r['faults']} / {r['ended']}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seeds", type=int, default=20, help="chaos seeds of the 200-node trace (default 20)")
+    ap.add_argument("--first-seed", type=int, default=1)
+    ap.add_argument("--time-scale", type=float, default=0.02)
+    ap.add_argument("--paper", action="store_true", help="also the paper-scale trace under 3 seeds")
+    ap.add_argument("--out", help="keep traces and run directories under this directory")
+    args = ap.parse_args()
+    base = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench-chaos-"))
+    base.mkdir(parents=True, exist_ok=True)
+    for paper, seeds in ((False, args.seeds), (True, 3 if args.paper else 0)):
+        if not seeds:
+            continue
+        config = trace(base, paper)
+        rows = []
+        for seed in range(args.first_seed, args.first_seed + seeds):
+            rows.append(one(config, seed, args.time_scale, base / f"{config.stem}-chaos-{seed}"))
+            print(table(rows[-1:]).splitlines()[-1], flush=True)
+        print(f"\n{config.stem}, time scale {args.time_scale}, {seeds} chaos seeds")
+        print(table(rows), flush=True)
+
+
+if __name__ == "__main__":
+    main()
