@@ -309,22 +309,7 @@ class Supervisor:
                 elif ref in lifelines:
                     self._host_down(lifelines.pop(ref), ref, resuming)
                 elif ref in resuming:
-                    hid = resuming.pop(ref)
-                    try:
-                        ray.get(ref)
-                        lifelines[self.hosts[hid].lifeline.remote()] = hid
-                        self.host_restarts += 1
-                        self._resume_since.pop(hid, None)
-                    except ray.exceptions.ActorUnavailableError:
-                        # Ray is still restarting it (the RM now loses a host's NMs in one
-                        # quick call, so resume can arrive first): ask again shortly
-                        since = self._resume_since.setdefault(hid, time.time())
-                        if time.time() - since < BUDGET:
-                            retry[hid] = time.time() + RESUME_RETRY
-                        else:
-                            self._host_lost(hid, f"still unavailable after {BUDGET:.0f}s")
-                    except ray.exceptions.RayError as e:
-                        self._host_lost(hid, f"{type(e).__name__}: {str(e)[:200]}")
+                    self._resumed(resuming.pop(ref), ref, lifelines, retry)
             if self.injector is not None:
                 self.injector.inject_due()
             now = time.time()
@@ -358,6 +343,25 @@ class Supervisor:
                 # it cannot go on: end it as an interrupt does, so the run directory says why
                 self.stop.set(f"{STUCK}: no progress for {self.stall_after:.0f}s (finished {p['finished']}/"
                               f"{self.total}, running {p['running']}, pending {p['pending']})")
+
+    def _resumed(self, hid: str, ref, lifelines: dict, retry: dict) -> None:
+        """NM host ``hid``'s resume answered: watch its new lifeline, or ask again shortly
+        while Ray is still restarting it (the RM loses a host's NMs in one quick call, so
+        resume can arrive first), or give the host up after ``BUDGET`` seconds."""
+        import ray  # noqa: PLC0415
+        try:
+            ray.get(ref)
+            lifelines[self.hosts[hid].lifeline.remote()] = hid
+            self.host_restarts += 1
+            self._resume_since.pop(hid, None)
+        except ray.exceptions.ActorUnavailableError:
+            since = self._resume_since.setdefault(hid, time.time())
+            if time.time() - since < BUDGET:
+                retry[hid] = time.time() + RESUME_RETRY
+            else:
+                self._host_lost(hid, f"still unavailable after {BUDGET:.0f}s")
+        except ray.exceptions.RayError as e:
+            self._host_lost(hid, f"{type(e).__name__}: {str(e)[:200]}")
 
     def _am_host_down(self, hid: str, error) -> object:
         """An AM host died: the RM fails its attempts (uncounted) and launches new ones, and
