@@ -16,6 +16,7 @@ import subprocess
 import re
 import tempfile
 import threading
+import time
 import urllib.request
 from pathlib import Path
 
@@ -71,8 +72,17 @@ class Browser:
 
     def evaluate(self, expression: str, timeout: float = 30.0):
         """The value of a JavaScript expression (a promise is awaited, up to ``timeout``)."""
-        result = self.call("Runtime.evaluate", {"expression": expression, "awaitPromise": True,
-                                                "returnByValue": True}, timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                result = self.call("Runtime.evaluate", {"expression": expression, "awaitPromise": True,
+                                                        "returnByValue": True}, max(0.1, deadline - time.monotonic()))
+                break
+            except RuntimeError as e:
+                # the page's first load replaced the document the expression ran in: run it
+                # again in the new one
+                if "Execution context was destroyed" not in str(e) or time.monotonic() >= deadline:
+                    raise
         if "exceptionDetails" in result:
             raise RuntimeError(result["exceptionDetails"])
         return result["result"].get("value")

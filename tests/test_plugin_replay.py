@@ -134,7 +134,7 @@ def test_the_replay_command_says_so_in_one_line_and_exits_2(cluster, plugins, tm
     config.write_text(yaml.safe_dump(SMALL))
     out = tmp_path / "run"
     code = main(["replay", str(config), "--policy", f"{BAD}:NanUnit", "--out", str(out),
-                 "--no-progress"])
+                 "--no-progress", "--ui-port", "0"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err == [f"rayrm replay: error: policy badpolicies:NanUnit: unit: returned nan for app "
                                  f"j1: a unit must be a number >= 0 (the replay stopped; what ran: {out})"]
