@@ -47,6 +47,7 @@ import math
 import re
 from pathlib import Path
 
+from rayrm.rm.core.faults import LASTING, parse_fault
 from rayrm.rm.runs.reader import RunDir
 
 _NODES = re.compile(r"\(.*?:\s*([^)]*)\)\s*$")
@@ -66,10 +67,12 @@ def recovery_times(path: str | Path) -> list[dict]:
     run = RunDir(path)
     ev, tasks = run.events, run.tasks
     out = []
-    for f in ev[ev.kind == "fault"].itertuples(index=False):
+    faults = ev[ev.kind == "fault"]
+    for f in faults.itertuples(index=False):
         spec = f.detail.split(" ")[0]
         kind = spec.split("@")[0].split(":")[0]
         after = ev[ev.time >= f.time]
+        detecting = after[after.time < _detect_until(faults, f, spec)]
         lost, work = 0, 0.0                        # an AM fault loses no task attempt
         if kind == "kill-am":
             detected = _first(after, "am_expired", app=f.app)
@@ -77,7 +80,7 @@ def recovery_times(path: str | Path) -> list[dict]:
         elif kind in ("partition-am-host", "slow-am-host"):
             # detected: the first of its apps' attempts failed; recovered: each registered again
             apps = affected_nodes(kind, f.node, f.detail)
-            expired = after[(after.kind == "am_expired") & after.app.isin(apps)]
+            expired = detecting[(detecting.kind == "am_expired") & detecting.app.isin(apps)]
             detected = _row(expired.iloc[0]) if len(expired) else None
             back = [after[(after.kind == "am_registered") & (after.app == a)] for a in expired.app.unique()]
             recovered = max((_row(b.iloc[0]) for b in back if len(b)), default=detected) \
@@ -88,7 +91,7 @@ def recovery_times(path: str | Path) -> list[dict]:
             # detected: the RM failed the host's attempts; recovered: the last of them has
             # registered its new attempt (on the restarted host)
             host = f"AM host am-{spec.split('@')[0].split(':')[1]} died"
-            expired = after[(after.kind == "am_expired") & after.detail.str.contains(host, regex=False)]
+            expired = detecting[(detecting.kind == "am_expired") & detecting.detail.str.contains(host, regex=False)]
             detected = _row(expired.iloc[0]) if len(expired) else None
             recovered = detected
             for app in expired.app.unique():
@@ -110,7 +113,7 @@ def recovery_times(path: str | Path) -> list[dict]:
                 recovered = _row(synced.iloc[0]) if len(synced) else None
         else:
             nodes = affected_nodes(kind, f.node, f.detail)
-            gone = after[(after.kind == "node_lost") & after.node.isin(nodes)]
+            gone = detecting[(detecting.kind == "node_lost") & detecting.node.isin(nodes)]
             detected = _row(gone.iloc[0]) if len(gone) else None
             # the attempts lost with those NMs until each registered again: a later loss of
             # the same node (another fault) is not this fault's
@@ -120,6 +123,7 @@ def recovery_times(path: str | Path) -> list[dict]:
             until = tasks.node.map(back).fillna(math.inf)
             hit = tasks[(tasks.status == "lost") & tasks.node.isin(nodes) & (tasks.finish >= f.time)
                         & (tasks.finish <= until)]
+            hit = hit if len(gone) else hit.iloc[:0]         # nothing lost: nothing of its own
             lost, work = len(hit), work_lost(hit, kind, float(f.time))
             recovered = detected
             for t in hit.itertuples(index=False):
@@ -170,6 +174,17 @@ def availability(path: str | Path) -> float | None:
         if first is not None:
             total += end - first
     return round(alive / total, 4) if total > 0 else None
+
+
+def _detect_until(faults, f, spec: str) -> float:
+    """Until when a loss can be this fault's: before the next fault on the same target (what
+    that one causes is its own), and within a partition or slow link while it lasts (the
+    RM hears the silence then), with 5% + 1 trace s of slack."""
+    same = faults.detail.str.split(" ").str[0].str.split("@").str[0] == spec.split("@")[0]
+    again = faults[(faults.time > f.time) & same]
+    until = float(again.time.min()) if len(again) else math.inf
+    lasting = parse_fault(spec).duration if spec.split("@")[0].split(":")[0] in LASTING else 0.0
+    return min(until, float(f.time) + 1.05 * lasting + 1.0) if lasting else until
 
 
 def _first(ev, kind: str, app: str | None = None):
