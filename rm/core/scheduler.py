@@ -343,17 +343,14 @@ class OnlineScheduler:
             fitting = self._index.fitting(m, node.free)
         else:
             fitting = [e[3] for e in order if e[3].eligible[m] and cluster.fits(e[3], node)]
-        node_key, view, label = self.policy.node_key, node.view, self._label
+        node_key, view = self.policy.node_key, node.view
 
         def order_of(a):
             try:
                 k = node_key(a.view, view, self._view)
             except Exception as e:      # noqa: BLE001 - the policy's code
                 raise self._error("node_key", e) from None
-            if not (type(k) is float or isinstance(k, Real)) or k != k:
-                raise PolicyError(label, "node_key", f"returned {k!r} for app {a.app_id}: "
-                                  "a key must be a number, not NaN")
-            return k, a.submit, a.app_id
+            return self._checked_key(k, "node_key", a), a.submit, a.app_id
 
         while fitting:
             best = min(fitting, key=order_of)
@@ -406,9 +403,12 @@ class OnlineScheduler:
         return u
 
     def _key(self, app: AppState) -> float:
-        k = self._call(self.policy.key, "key", app.view)
+        return self._checked_key(self._call(self.policy.key, "key", app.view), "key", app)
+
+    def _checked_key(self, k, method: str, app: AppState) -> float:
+        """A key or node key as the policy returned it, if it is a number and not NaN."""
         if not (type(k) is float or isinstance(k, Real)) or k != k:
-            raise PolicyError(self._label, "key", f"returned {k!r} for app {app.app_id}: "
+            raise PolicyError(self._label, method, f"returned {k!r} for app {app.app_id}: "
                               "a key must be a number, not NaN")
         return k
 
