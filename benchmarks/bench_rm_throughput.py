@@ -1,0 +1,182 @@
+"""The ResourceManager's own throughput: allocations per second, and its CPU per allocation
+against the simulator's CPU per task on the same workload.
+
+The RM actor is the replay's own, made as a replay makes it (``rayrm.rm.runtime.driver``:
+journal and snapshots on, the replay's heartbeat interval, expiries and policy), and it is
+driven by the replay's own NodeManager and ApplicationMaster hosts, each in its own
+process, speaking the protocol through ``RMClient``.  No container runs: the hosts use the
+``actor`` executor with the ``sleep`` payload, so a container is a timer inside its NM
+host that "finishes" after the task's duration × time scale, without a Ray task or a
+process.  What the machine spends beyond the RM is the hosts' protocol work.
+
+Workloads: the paper-scale Google-like trace (``rayrm trace generate google --nodes 1000
+--jobs 4500 --tasks 180000 --seed 7 --max-duration 7200``) and the same generator at
+10,000 nodes with the same 4,500 jobs and 180,000 tasks (``--nodes 1000,10000``).  The
+generator keeps the offered load at 1 (CPU work / cluster cores × the hour of arrivals),
+so on ten times the nodes the tasks run ten times longer (up to ``--max-duration``):
+the allocations are the same, the NMs heartbeating ten times as many.  ``--config``
+measures a config of one's own instead.
+
+Each (nodes, time scale) pair is one replay, up to trace time ``--until`` (default the
+first 1,800 s of the trace, the busiest part; ``--until 0``: the whole trace), and one
+``rayrm simulate`` of the same config, seed, policy and ``--until`` in a subprocess.
+One row each:
+
+* allocations: containers the RM allocated that ran (the run log's task attempts; without
+  faults, every task of the trace once over a whole run), and per wall second;
+* NM heartbeats handled by the RM per wall second (idle ones included);
+* kept pace: the replay's own verdict (summary.json ``pace.kept_pace``, at most 5% of the
+  RM's monitor ticks more than one heartbeat interval behind) and the share behind;
+* RM CPU ms per allocation: the RM actor's CPU seconds (its own ``getrusage``, summary.json
+  ``rm.cpu_seconds``: start-up, registration and the journal included) / allocations;
+* sim CPU µs per task: the simulator's whole-process CPU (``getrusage(RUSAGE_CHILDREN)``:
+  start-up, trace loading and writing the run directory included) / its task attempts;
+* ratio: RM CPU per allocation / sim CPU per task (the goal is at most 5).
+
+The rows go to ``--out DIR/rows.json`` and the table is printed.  A replay longer than
+~30 s runs under the shared lock::
+
+    flock /tmp/rayrm-heavy.lock timeout 1800 python benchmarks/bench_rm_throughput.py \\
+        [--nodes 1000,10000] [--time-scales 0.02] [--until 1800] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rayrm.rm.core.config import load_config
+from rayrm.rm.runtime.driver import replay
+
+COLUMNS = ("NMs", "tasks", "time scale", "until", "wall s", "allocations", "alloc/s", "NM beats/s",
+           "kept pace (behind)", "RM CPU ms/alloc", "sim CPU us/task", "ratio")
+JOBS, TASKS, SEED = 4500, 180_000, 7
+
+
+def trace(out: Path, nodes: int, max_duration: float) -> Path:
+    """The Google-like trace at ``nodes`` machines with the paper's 4,500 jobs and 180,000
+    tasks, seed 7 (``rayrm trace generate google``), written once under ``out``."""
+    from rayrm.traces.google_workload import write_google  # noqa: PLC0415
+    path = out / f"google-{nodes}.yaml"
+    if not path.exists():
+        write_google(path, nodes, JOBS, TASKS, SEED, max_duration=max_duration)
+    return path
+
+
+def task_attempts(summary: dict) -> int:
+    """Containers that ran (or run at the end): the run log's task attempts of every status."""
+    return int(sum((summary.get("tasks") or {}).values()))
+
+
+def measure_replay(config: Path, policy: str, scale: float, until: float | None, out: Path) -> dict:
+    """One replay of ``config`` with no container run (module docstring); its run directory
+    goes to ``out`` (the RM's journal and snapshots, under ``out/rm-state``, are removed)."""
+    cfg = load_config(config)
+    t0 = time.time()
+    summary = replay(cfg, policy=policy, out=out, time_scale=scale, executor="actor", payload="sleep",
+                     until=until, progress=False)
+    shutil.rmtree(out / "rm-state", ignore_errors=True)
+    if not (summary.get("rm") or {}).get("cpu_seconds"):
+        print(f"warning: the RM's CPU was not measured ({summary.get('interrupt_reason', '')})", file=sys.stderr)
+    wall = summary.get("wall_seconds") or (time.time() - t0)
+    pace, rm = summary.get("pace") or {}, summary.get("rm") or {}
+    return {"nodes": len(cfg.nodes), "trace_tasks": sum(j.app.num_tasks for j in cfg.jobs),
+            "time_scale": scale, "until": until, "wall_s": wall, "allocations": task_attempts(summary),
+            "heartbeats": (summary.get("node_heartbeats") or {}).get("handled", 0),
+            "kept_pace": pace.get("kept_pace"), "behind_fraction": pace.get("behind_fraction"),
+            "rm_cpu_s": rm.get("cpu_seconds", 0.0), "interrupted": bool(summary.get("interrupted")),
+            "tasks_finished_twice": summary.get("tasks_finished_twice", 0)}
+
+
+def measure_sim(config: Path, policy: str, until: float | None, out: Path) -> dict:
+    """``rayrm simulate`` of ``config`` in a subprocess: its CPU seconds (user + system, the
+    whole process) and task attempts."""
+    cmd = [sys.executable, "-m", "rayrm.rm.cli.main", "simulate", str(config), "--policy", policy,
+           "--out", str(out), "--no-progress"]
+    if until:
+        cmd += ["--until", f"{until:g}"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    summary = json.loads((out / "summary.json").read_text())
+    return {"sim_cpu_s": cpu, "sim_tasks": task_attempts(summary)}
+
+
+def figures(r: dict) -> dict:
+    """The derived columns of one row: rates, CPU per allocation and per task, their ratio."""
+    wall = max(r["wall_s"], 1e-9)
+    rm_ms = 1000.0 * r["rm_cpu_s"] / r["allocations"] if r["allocations"] else math.nan
+    sim_us = 1e6 * r["sim_cpu_s"] / r["sim_tasks"] if r["sim_tasks"] else math.nan
+    return {"alloc_per_s": r["allocations"] / wall, "heartbeats_per_s": r["heartbeats"] / wall,
+            "rm_cpu_ms_per_alloc": rm_ms, "sim_cpu_us_per_task": sim_us, "ratio": 1000.0 * rm_ms / sim_us}
+
+
+def cells(r: dict) -> tuple:
+    behind = r["behind_fraction"]
+    pace = f"{r['kept_pace']} ({behind:.1%})" if behind is not None else str(r["kept_pace"])
+    return (str(r["nodes"]), str(r["trace_tasks"]), f"{r['time_scale']:g}",
+            f"{r['until']:g}" if r["until"] else "end", f"{r['wall_s']:.0f}", str(r["allocations"]),
+            f"{r['alloc_per_s']:.0f}", f"{r['heartbeats_per_s']:.0f}", pace,
+            f"{r['rm_cpu_ms_per_alloc']:.3f}", f"{r['sim_cpu_us_per_task']:.1f}", f"{r['ratio']:.1f}")
+
+
+def table(rows: list[dict]) -> str:
+    body = [cells(r) for r in rows]
+    widths = [max(len(c), *(len(b[i]) for b in body)) for i, c in enumerate(COLUMNS)]
+    line = lambda cs: "| " + " | ".join(c.ljust(w) for c, w in zip(cs, widths)) + " |"  # noqa: E731
+    return "\n".join([line(COLUMNS), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, body)])
+
+
+def run(configs: list[Path], scales: list[float], until: float | None, policy: str, out: Path) -> list[dict]:
+    """One row per (config, time scale): the replay, then the simulator on the same workload
+    (once per config and ``until``: it has no time scale)."""
+    rows, sims = [], {}
+    for config in configs:
+        for scale in scales:
+            r = measure_replay(config, policy, scale, until, out / f"replay-{config.stem}-{scale:g}")
+            if config not in sims:
+                sims[config] = measure_sim(config, policy, until, out / f"sim-{config.stem}")
+            r |= sims[config]
+            r |= figures(r)
+            rows.append(r)
+            print(table(rows[-1:]), flush=True)
+            (out / "rows.json").write_text(json.dumps(rows, indent=1) + "\n")
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", default="1000,10000", help="generated traces' node counts (comma-separated)")
+    ap.add_argument("--config", help="measure this config instead of the generated traces")
+    ap.add_argument("--time-scales", default="0.02", help="wall seconds per trace second (comma-separated)")
+    ap.add_argument("--until", type=float, default=1800.0,
+                    help="trace seconds replayed and simulated (0: the whole trace)")
+    ap.add_argument("--max-duration", type=float, default=7200.0, help="generated tasks' longest duration")
+    ap.add_argument("--policy", default="tsf")
+    ap.add_argument("--out", help="traces, the simulator's run directories and rows.json (default: a "
+                                  "temporary directory)")
+    args = ap.parse_args()
+    out = Path(args.out or tempfile.mkdtemp(prefix="rayrm-rm-throughput-"))
+    out.mkdir(parents=True, exist_ok=True)
+    if args.config:
+        configs = [Path(args.config)]
+    else:
+        configs = [trace(out, int(n), args.max_duration) for n in args.nodes.split(",")]
+    scales = [float(x) for x in args.time_scales.split(",")]
+    rows = run(configs, scales, args.until or None, args.policy, out)
+    print()
+    print(table(rows))
+    print(f"\nrows: {out / 'rows.json'}")
+
+
+if __name__ == "__main__":
+    main()
