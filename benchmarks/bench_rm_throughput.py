@@ -27,6 +27,7 @@ One row each:
 * NM heartbeats handled by the RM per wall second (idle ones included);
 * kept pace: the replay's own verdict (summary.json ``pace.kept_pace``, at most 5% of the
   RM's monitor ticks more than one heartbeat interval behind) and the share behind;
+* RM cores: the RM actor's CPU seconds / wall seconds (near 1: the RM is the bottleneck);
 * RM CPU ms per allocation: the RM actor's CPU seconds (its own ``getrusage``, summary.json
   ``rm.cpu_seconds``: start-up, registration and the journal included) / allocations;
 * sim CPU µs per task: the simulator's whole-process CPU (``getrusage(RUSAGE_CHILDREN)``:
@@ -43,6 +44,7 @@ The rows go to ``--out DIR/rows.json`` and the table is printed.  A replay longe
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import resource
@@ -56,8 +58,8 @@ from pathlib import Path
 from rayrm.rm.core.config import load_config
 from rayrm.rm.runtime.driver import replay
 
-COLUMNS = ("NMs", "tasks", "time scale", "until", "wall s", "allocations", "alloc/s", "NM beats/s",
-           "kept pace (behind)", "RM CPU ms/alloc", "sim CPU us/task", "ratio")
+COLUMNS = ("NMs", "tasks", "time scale", "beat ms", "until", "wall s", "allocations", "alloc/s", "NM beats/s",
+           "kept pace (behind)", "RM cores", "RM CPU ms/alloc", "sim CPU us/task", "ratio")
 JOBS, TASKS, SEED = 4500, 180_000, 7
 
 
@@ -76,10 +78,14 @@ def task_attempts(summary: dict) -> int:
     return int(sum((summary.get("tasks") or {}).values()))
 
 
-def measure_replay(config: Path, policy: str, scale: float, until: float | None, out: Path) -> dict:
+def measure_replay(config: Path, policy: str, scale: float, until: float | None, out: Path,
+                   beat: float | None = None) -> dict:
     """One replay of ``config`` with no container run (module docstring); its run directory
-    goes to ``out`` (the RM's journal and snapshots, under ``out/rm-state``, are removed)."""
+    goes to ``out`` (the RM's journal and snapshots, under ``out/rm-state``, are removed).
+    ``beat``: the NM heartbeat interval in trace seconds instead of the config's."""
     cfg = load_config(config)
+    if beat:
+        cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, heartbeat_interval=beat))
     t0 = time.time()
     summary = replay(cfg, policy=policy, out=out, time_scale=scale, executor="actor", payload="sleep",
                      until=until, progress=False)
@@ -89,7 +95,7 @@ def measure_replay(config: Path, policy: str, scale: float, until: float | None,
     wall = summary.get("wall_seconds") or (time.time() - t0)
     pace, rm = summary.get("pace") or {}, summary.get("rm") or {}
     return {"nodes": len(cfg.nodes), "trace_tasks": sum(j.app.num_tasks for j in cfg.jobs),
-            "time_scale": scale, "until": until, "wall_s": wall, "allocations": task_attempts(summary),
+            "time_scale": scale, "beat_wall_ms": 1000 * cfg.run.heartbeat_interval * scale, "until": until, "wall_s": wall, "allocations": task_attempts(summary),
             "heartbeats": (summary.get("node_heartbeats") or {}).get("handled", 0),
             "kept_pace": pace.get("kept_pace"), "behind_fraction": pace.get("behind_fraction"),
             "rm_cpu_s": rm.get("cpu_seconds", 0.0), "interrupted": bool(summary.get("interrupted")),
@@ -117,15 +123,16 @@ def figures(r: dict) -> dict:
     rm_ms = 1000.0 * r["rm_cpu_s"] / r["allocations"] if r["allocations"] else math.nan
     sim_us = 1e6 * r["sim_cpu_s"] / r["sim_tasks"] if r["sim_tasks"] else math.nan
     return {"alloc_per_s": r["allocations"] / wall, "heartbeats_per_s": r["heartbeats"] / wall,
+            "rm_cores": r["rm_cpu_s"] / wall,
             "rm_cpu_ms_per_alloc": rm_ms, "sim_cpu_us_per_task": sim_us, "ratio": 1000.0 * rm_ms / sim_us}
 
 
 def cells(r: dict) -> tuple:
     behind = r["behind_fraction"]
     pace = f"{r['kept_pace']} ({behind:.1%})" if behind is not None else str(r["kept_pace"])
-    return (str(r["nodes"]), str(r["trace_tasks"]), f"{r['time_scale']:g}",
+    return (str(r["nodes"]), str(r["trace_tasks"]), f"{r['time_scale']:g}", f"{r['beat_wall_ms']:g}",
             f"{r['until']:g}" if r["until"] else "end", f"{r['wall_s']:.0f}", str(r["allocations"]),
-            f"{r['alloc_per_s']:.0f}", f"{r['heartbeats_per_s']:.0f}", pace,
+            f"{r['alloc_per_s']:.0f}", f"{r['heartbeats_per_s']:.0f}", pace, f"{r['rm_cores']:.2f}",
             f"{r['rm_cpu_ms_per_alloc']:.3f}", f"{r['sim_cpu_us_per_task']:.1f}", f"{r['ratio']:.1f}")
 
 
@@ -136,13 +143,14 @@ def table(rows: list[dict]) -> str:
     return "\n".join([line(COLUMNS), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, body)])
 
 
-def run(configs: list[Path], scales: list[float], until: float | None, policy: str, out: Path) -> list[dict]:
+def run(configs: list[Path], scales: list[float], until: float | None, policy: str, out: Path,
+        beat: float | None = None) -> list[dict]:
     """One row per (config, time scale): the replay, then the simulator on the same workload
     (once per config and ``until``: it has no time scale)."""
     rows, sims = [], {}
     for config in configs:
         for scale in scales:
-            r = measure_replay(config, policy, scale, until, out / f"replay-{config.stem}-{scale:g}")
+            r = measure_replay(config, policy, scale, until, out / f"replay-{config.stem}-{scale:g}", beat)
             if config not in sims:
                 sims[config] = measure_sim(config, policy, until, out / f"sim-{config.stem}")
             r |= sims[config]
@@ -153,6 +161,17 @@ def run(configs: list[Path], scales: list[float], until: float | None, policy: s
     return rows
 
 
+def positive_list(ap: argparse.ArgumentParser, option: str, text: str, kind=float) -> list:
+    """A comma-separated list of positive numbers; anything else is one line and exit 2."""
+    try:
+        values = [kind(x) for x in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or not all(v > 0 for v in values):
+        ap.error(f"{option} must be positive numbers separated by commas, got {text!r}")
+    return values
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", default="1000,10000", help="generated traces' node counts (comma-separated)")
@@ -160,19 +179,19 @@ def main() -> None:
     ap.add_argument("--time-scales", default="0.02", help="wall seconds per trace second (comma-separated)")
     ap.add_argument("--until", type=float, default=1800.0,
                     help="trace seconds replayed and simulated (0: the whole trace)")
+    ap.add_argument("--heartbeat-interval", type=float,
+                    help="NM heartbeat interval, trace seconds (default: the config's run.heartbeat_interval)")
     ap.add_argument("--max-duration", type=float, default=7200.0, help="generated tasks' longest duration")
     ap.add_argument("--policy", default="tsf")
     ap.add_argument("--out", help="traces, the simulator's run directories and rows.json (default: a "
                                   "temporary directory)")
     args = ap.parse_args()
+    nodes = positive_list(ap, "--nodes", args.nodes, int)
+    scales = positive_list(ap, "--time-scales", args.time_scales)
     out = Path(args.out or tempfile.mkdtemp(prefix="rayrm-rm-throughput-"))
     out.mkdir(parents=True, exist_ok=True)
-    if args.config:
-        configs = [Path(args.config)]
-    else:
-        configs = [trace(out, int(n), args.max_duration) for n in args.nodes.split(",")]
-    scales = [float(x) for x in args.time_scales.split(",")]
-    rows = run(configs, scales, args.until or None, args.policy, out)
+    configs = [Path(args.config)] if args.config else [trace(out, n, args.max_duration) for n in nodes]
+    rows = run(configs, scales, args.until or None, args.policy, out, args.heartbeat_interval)
     print()
     print(table(rows))
     print(f"\nrows: {out / 'rows.json'}")

@@ -29,13 +29,14 @@ def test_the_derived_columns_are_rates_and_cpu_per_unit_of_work():
     got = bench.figures(r)
     # 2,000 allocations / 10 s = 200/s; 500,000 beats / 10 s = 50,000/s;
     # RM 1.6 s / 2,000 = 0.8 ms; sim 0.09 s / 2,000 = 45 µs; 800 µs / 45 µs = 17.78
-    assert got["alloc_per_s"] == 200.0 and got["heartbeats_per_s"] == 50_000.0
+    # RM cores: 1.6 s of CPU over 10 s of wall = 0.16
+    assert got["alloc_per_s"] == 200.0 and got["heartbeats_per_s"] == 50_000.0 and got["rm_cores"] == 0.16
     assert math.isclose(got["rm_cpu_ms_per_alloc"], 0.8) and math.isclose(got["sim_cpu_us_per_task"], 45.0)
     assert math.isclose(got["ratio"], 800 / 45)
-    row = {"nodes": 1000, "trace_tasks": 180_000, "time_scale": 0.02, "until": 1800.0, "kept_pace": True,
-           "behind_fraction": 0.031, **r, **got}
-    assert bench.cells(row) == ("1000", "180000", "0.02", "1800", "10", "2000", "200", "50000",
-                                "True (3.1%)", "0.800", "45.0", "17.8")
+    row = {"nodes": 1000, "trace_tasks": 180_000, "time_scale": 0.02, "beat_wall_ms": 20.0, "until": 1800.0,
+           "kept_pace": True, "behind_fraction": 0.031, **r, **got}
+    assert bench.cells(row) == ("1000", "180000", "0.02", "20", "1800", "10", "2000", "200", "50000",
+                                "True (3.1%)", "0.16", "0.800", "45.0", "17.8")
 
 
 def test_a_tiny_trace_counts_every_task_once_in_the_replay_and_the_simulator(tmp_path):
