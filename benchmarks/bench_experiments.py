@@ -5,13 +5,15 @@ sweep brings back: summary, jobs and tasks tables as bytes) of two workloads —
 ``micro`` (configs/paper-micro.yaml) and ``200`` (``rayrm trace generate google --nodes
 200 --jobs 900 --tasks 36000 --max-duration 3600``) — it prints:
 
-* in-process: seconds per simulation of the same call (``simulate_files``) in this
-  process, the least of ``--runs``;
+* in-process: seconds per simulation of the same calls (``simulate_files``) run one
+  after another in this process: wall of the batch / batch, the least of ``--runs``;
 * throughput with 1 and with 2 workers (simulations per minute: batch / wall of the
-  batch, the best of ``--runs`` batches on one warm local Ray of 2 CPUs) and their
-  ratio (goal ≥ 1.8 on 2 cores);
+  batch, the best of ``--runs`` batches on one local Ray of 2 CPUs whose workers have
+  started and imported rayrm) and their ratio (goal ≥ 1.8 on 2 cores);
 * Ray's overhead per task: (wall of the 1-worker batch / batch) − in-process seconds,
-  and that over the in-process seconds (goal ≤ 5% at 200 nodes);
+  and that over the in-process seconds (goal ≤ 5% at 200 nodes).  Each batch puts its
+  config in the object store afresh, as a sweep does for each cell, so every worker
+  fetches and decodes it once per batch: the batch pays what a cell's simulations pay;
 * peak RSS of a worker (the largest any task reported, ru_maxrss);
 * the machine's own ratio: the same batch in a plain pool of 1 and of 2 forked
   processes (no Ray), the most any runner can get from the cores the machine has
@@ -40,21 +42,26 @@ def workloads() -> dict:
             "200": google_experiment(200, 900, 36000, 1, max_duration=3600)}
 
 
-def in_process(cfg, runs: int) -> float:
-    """Least seconds of one simulation in this process, the call a task makes."""
+def in_process(cfg, n: int, runs: int) -> float:
+    """Seconds per simulation of n calls in a row in this process (the calls the tasks
+    make), wall / n, the least of ``runs``."""
     best = float("inf")
     for _ in range(runs):
-        outcome = call(simulate_files, cfg, "tsf", 1, "compact")
-        assert outcome.ok, outcome.error
-        best = min(best, outcome.seconds)
+        started = time.perf_counter()
+        for _k in range(n):
+            outcome = call(simulate_files, cfg, "tsf", 1, "compact")
+            assert outcome.ok, outcome.error
+        best = min(best, (time.perf_counter() - started) / n)
     return best
 
 
-def batch(runner: Runner, ref, n: int, workers: int) -> tuple[float, float]:
-    """(wall seconds of n simulations with at most ``workers`` at once, largest worker peak RSS MB)."""
+def batch(runner: Runner, cfg, n: int, workers: int) -> tuple[float, float]:
+    """(wall seconds of n simulations with at most ``workers`` at once, largest worker peak
+    RSS MB); the config goes to the object store within the batch."""
     runner.workers = workers
     started = time.perf_counter()
     peak = 0.0
+    ref = runner.share(cfg)
     for outcome in runner.map((k, simulate_files, (ref, "tsf", 1, "compact")) for k in range(n)):
         assert outcome.ok, outcome.error
         peak = max(peak, outcome.peak_rss_mb)
@@ -101,11 +108,10 @@ def main() -> None:
         rows = []
         for name, cfg in cfgs.items():
             n = args.micro_batch if name == "micro" else args.batch
-            ref = runner.share(cfg)
-            batch(runner, ref, 2, 2)                       # warm: both workers up, modules imported
-            inproc = in_process(cfg, args.runs)
-            one = min((batch(runner, ref, n, 1) for _ in range(args.runs)), key=lambda r: r[0])
-            two = min((batch(runner, ref, n, 2) for _ in range(args.runs)), key=lambda r: r[0])
+            batch(runner, cfg, 2, 2)                       # warm: both workers up, modules imported
+            inproc = in_process(cfg, n, args.runs)
+            one = min((batch(runner, cfg, n, 1) for _ in range(args.runs)), key=lambda r: r[0])
+            two = min((batch(runner, cfg, n, 2) for _ in range(args.runs)), key=lambda r: r[0])
             per_task = one[0] / n
             rows.append((name, n, inproc, 60 * n / one[0], 60 * n / two[0], one[0] / two[0],
                          per_task - inproc, (per_task - inproc) / inproc, max(one[1], two[1])))

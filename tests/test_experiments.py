@@ -19,7 +19,8 @@ import yaml
 
 from rayrm.rm.cli.main import main
 from rayrm.rm.core.config import load_config
-from rayrm.rm.runtime.experiments import Runner, simulate_files
+from rayrm.rm.runtime import experiments
+from rayrm.rm.runtime.experiments import Runner, Shared, resolve, simulate_files
 from rayrm.rm.runtime.sweep import read_manifest, run_sweep
 from rayrm.rm.runtime.sweep_spec import load_spec
 
@@ -73,6 +74,33 @@ def test_a_failing_call_is_one_outcome_and_the_others_finish():
     # paper-micro: four jobs, every one finished under both policies
     assert [outcomes[k].value.summary["jobs"] for k in ("good", "good too")] == [{"finished": 4}] * 2
     assert outcomes["good"].node != ""
+
+
+def test_a_shared_object_is_decoded_once_per_process_and_the_last_few_kept():
+    import ray
+
+    first = Shared(ray.put({"jobs": [1, 2, 3]}))
+    # ray.get decodes afresh each time; resolve keeps what it decoded
+    assert ray.get(first.ref) is not ray.get(first.ref)
+    kept = resolve(first)
+    assert kept == {"jobs": [1, 2, 3]} and resolve(first) is kept
+    assert resolve("tsf") == "tsf"
+    for k in range(experiments.KEEP_SHARED):        # KEEP_SHARED newer ones push the first out
+        resolve(Shared(ray.put({"jobs": [k]})))
+    assert resolve(first) is not kept and resolve(first) == kept
+
+
+def test_runs_on_a_config_a_worker_kept_are_the_runs_on_a_fresh_one():
+    cfg = load_config(ROOT / "configs" / "paper-micro.yaml")
+    policies = ["tsf", "drf", "tsf", "drf"]
+    with Runner(workers=1) as runner:
+        ref = runner.share(cfg)
+        calls = [(k, simulate_files, (ref, p, 2, "all")) for k, p in enumerate(policies)]
+        kept = {o.key: o.value for o in runner.map(calls)}
+    for k, p in enumerate(policies):
+        fresh = simulate_files(load_config(ROOT / "configs" / "paper-micro.yaml"), p, 2, "all")
+        assert {n: b for n, b in kept[k].files.items() if n != "summary.json"} == \
+               {n: b for n, b in fresh.files.items() if n != "summary.json"}, (k, p)
 
 
 def _manifest_lines(out: Path) -> int:

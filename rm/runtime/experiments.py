@@ -9,8 +9,12 @@ back in the order they finish.
 No task assumes a shared file system: a simulation writes its run directory to a
 temporary directory on whichever node runs it and returns the files its caller asked
 for as bytes (``simulate_files``), which the caller writes on the launching machine.
-Large inputs (a config of 36,000 tasks) go to Ray's object store once (``Runner.share``)
-and every task reads them from there.
+Large inputs (a config of 36,000 tasks) go to Ray's object store once (``Runner.share``),
+wrapped in a ``Shared`` reference that Ray passes through unresolved; a worker decodes each
+one the first time a task names it and keeps the last few decoded (``resolve``), so the
+tasks of a batch on one config pay for its transfer and unpickling once per worker, not
+once each.  A shared object is read, never changed, by the calls (the simulator changes
+nothing in its config: a run on a config kept from earlier runs is the run on a fresh one).
 
 A call that raises, or whose worker dies, is one failed ``Outcome`` with its error; the
 others go on.  Ray retries a task whose worker or node was lost (``MAX_RETRIES``), so a
@@ -28,6 +32,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +48,8 @@ MAX_RETRIES = 2
 COMPACT_FILES = ("summary.json", "jobs.csv", "tasks.csv", "tasks.parquet")
 MAX_SEEDS = 1000
 TICK_SECONDS = 1.0
+#: shared objects a worker keeps decoded (a sweep hands out its cells one after another)
+KEEP_SHARED = 4
 
 
 def parse_seeds(text: str, field: str = "--seeds") -> list[int]:
@@ -99,6 +106,40 @@ def call(fn: Callable, *args) -> Outcome:
         where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
         error = f"{type(e).__name__}: {e}" + (f" ({Path(where.filename).name}:{where.lineno})" if where else "")
     return Outcome(None, value, error, _where(), time.perf_counter() - started, _peak_rss_mb())
+
+
+@dataclass(frozen=True)
+class Shared:
+    """An object in Ray's object store, by reference.  Nested in a task's arguments, the
+    reference is not resolved by Ray before the task runs: ``resolve`` decodes it in the
+    worker once and keeps it for the worker's later tasks."""
+
+    ref: Any
+
+
+#: the worker's decoded shared objects, object id -> value, least recently used first
+_kept: OrderedDict[str, Any] = OrderedDict()
+
+
+def resolve(arg):
+    """``arg`` itself, or for a ``Shared`` the object it names: decoded from the object
+    store the first time, from this process's last ``KEEP_SHARED`` ones afterwards."""
+    if not isinstance(arg, Shared):
+        return arg
+    key = arg.ref.hex()
+    if key in _kept:
+        _kept.move_to_end(key)
+        return _kept[key]
+    import ray  # noqa: PLC0415 (only a Ray worker holds a Shared)
+    value = _kept[key] = ray.get(arg.ref)
+    while len(_kept) > KEEP_SHARED:
+        _kept.popitem(last=False)
+    return value
+
+
+def task(fn: Callable, *args) -> Outcome:
+    """The body of every Ray task: ``call`` on the arguments, shared ones resolved."""
+    return call(fn, *(resolve(a) for a in args))
 
 
 def _where() -> str:
@@ -188,15 +229,15 @@ class Runner:
         self._started = connect(self.address, num_cpus=None if self.address else (self.workers or os.cpu_count()))
         if self.workers is None:
             self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        self._remote = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(call)
+        self._remote = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(task)
 
     def share(self, obj):
-        """``obj`` in Ray's object store once (a reference the calls' args may hold), or
-        ``obj`` itself inline."""
+        """``obj`` in Ray's object store once (a ``Shared`` the calls' args may hold), or
+        ``obj`` itself inline.  The calls must not change it (see the module docstring)."""
         if self.inline:
             return obj
         import ray  # noqa: PLC0415
-        return ray.put(obj)
+        return Shared(ray.put(obj))
 
     def run_all(self, fn: Callable, arglist: list[tuple], label: str = "runs", stream=None) -> list:
         """``[fn(*args) for args in arglist]``, each a task; an argument object passed to
