@@ -148,6 +148,8 @@ def test_an_am_host_partition_past_the_expiry_fails_the_attempt_and_the_next_reg
     assert events(run, "am_expired") == [(8.0, "j1", "", "attempt 1 silent for 3 trace s")]
     assert events(run, "am_launch") == [(8.0, "j1", "", "attempt 2")]
     assert events(run, "am_registered") == [(26.0, "j1", "", "attempt 2: 1 tasks finished, 0 running")]
+    # at the heal attempt 1's next allocate is refused: attempt 2 replaced it
+    assert events(run, "fenced") == [(25.0, "j1", "", "allocate from attempt 1; the current attempt is 2")]
     assert set(run.jobs.status) == {"finished"}
     assert check_run(run.path).ok
 
@@ -159,7 +161,7 @@ def test_an_am_host_partition_within_the_expiry_only_delays_its_allocations(tmp_
     _, run = sim(tmp_path, config(cluster("a", "b"), AM_JOBS, ["partition-am-host:0@5+10"], am_expiry=3,
                                   am_hosts=2))
     assert [a[5:7] for a in attempts(run) if a[0] == "j1"] == [(0.0, 10.0), (15.0, 25.0), (25.0, 35.0)]
-    assert events(run, "am_expired") == [] and events(run, "am_registered") == []
+    assert events(run, "am_expired") == [] and events(run, "am_registered") == [] and events(run, "fenced") == []
     assert check_run(run.path).ok
 
 

@@ -169,6 +169,11 @@ def after_failed_attempt(attempt: int, uncounted: int, counted: bool, max_attemp
     return AttemptOutcome(attempt + 1, uncounted)
 
 
+def fenced_detail(what: str, attempt: int, current: int) -> str:
+    """Why a call of a stale attempt is refused (``fenced``)."""
+    return f"{what} from attempt {attempt}; the current attempt is {current}"
+
+
 def am_registered_detail(attempt: int, finished: int, running: int) -> str:
     """An attempt registers (or registers again): what it takes over."""
     return f"attempt {attempt}: {finished} tasks finished, {running} running"

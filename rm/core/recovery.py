@@ -52,8 +52,8 @@ from typing import Callable
 
 from rayrm.rm.core.fault_rules import (NM_RESTART_EXPIRIES, AttemptOutcome, LateStatus, Registration, Resync,
                                        after_failed_attempt, am_expired_detail, am_host_lost_detail,
-                                       nm_lost_detail, on_late_status, on_nm_registers, partition_outlasts,
-                                       silent_host_expiry)
+                                       fenced_detail, nm_lost_detail, on_late_status, on_nm_registers,
+                                       partition_outlasts, silent_host_expiry)
 
 
 class Step(enum.Enum):
@@ -140,6 +140,7 @@ class AttemptOutage:
     owed: int = 0             # tasks lost meanwhile, asked for when the next attempt registers
     counted: bool = True      # False: lost with its AM host, not held against max_attempts
     heals: float | None = None   # a cut link: when it heals (a launch reaches the host then)
+    cut_attempt: int = 0      # a cut link: the attempt cut off (its calls are fenced once superseded)
 
 
 @dataclass(frozen=True)
@@ -285,17 +286,21 @@ class Recovery:
         if app in self.down:
             return []
         expiry = silent_host_expiry(self.timing.am_expiry, self.timing.host_silence)
-        down = self.down[app] = AttemptOutage(t, next(self.tokens), expiry, heals=t + duration)
+        down = self.down[app] = AttemptOutage(t, next(self.tokens), expiry, heals=t + duration,
+                                              cut_attempt=self.attempt.get(app, 1))
         steps = [Next(t + expiry, Step.AM_EXPIRE, (app, down, down.token))] if partition_outlasts(duration, expiry) \
             else []
         return steps + [Next(t + duration, Step.AM_HEARD, (app, down))]
 
-    def am_heard(self, app: str, down: AttemptOutage) -> bool:
-        """``Step.AM_HEARD``: whether the cut attempt is heard again (it did not fail meanwhile)."""
-        if self.down.get(app) is not down or down.launching:
-            return False
-        del self.down[app]
-        return True
+    def am_heard(self, app: str, down: AttemptOutage) -> tuple[bool, str]:
+        """``Step.AM_HEARD``: whether the cut attempt is heard again (it did not fail
+        meanwhile), and else the ``fenced`` detail of its first call if a later attempt
+        replaced it ("" when none did: the app ended)."""
+        current = self.attempt.get(app, 1)
+        if self.down.get(app) is down and not down.launching:
+            del self.down[app]
+            return True, ""
+        return False, fenced_detail("allocate", down.cut_attempt, current) if current != down.cut_attempt else ""
 
     def am_expired(self, app: str, down: AttemptOutage, token: int, t: float) -> AttemptFailed | None:
         """``Step.AM_EXPIRE``: the attempt fails; the next is launched or the app fails."""

@@ -290,8 +290,12 @@ class FaultModel:
             self._take_over(app, down, t, changed)
 
     def _am_heard(self, t: float, changed: dict, app: str, down) -> None:
-        if self.rec.am_heard(app, down):
+        """A cut AM heard again: it takes over, or its calls are refused if replaced."""
+        heard, fenced = self.rec.am_heard(app, down)
+        if heard:
             self._take_over(app, down, t, changed)
+        elif fenced and app in self.sim.cluster.apps:
+            self.sim.log.event("fenced", t, app=app, detail=fenced)
 
     def _take_over(self, app: str, down, t: float, changed: dict) -> None:
         if app in self.sim.cluster.apps:
