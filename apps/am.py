@@ -48,7 +48,7 @@ import ray
 from rayrm.rm.core.model import AppSpec
 from rayrm.rm.service.protocol import (FENCED, FINISHED, NAMESPACE, NORMAL, RESYNC, SHUTDOWN, AllocateRequest,
                                       AppRegistered, AppRegistration, ContainerLaunch)
-from rayrm.rm.service.client import RMClient
+from rayrm.rm.service.client import RMClient, call_host
 
 # AM states: waiting (not submitted) -> registering -> active -> done; rejected; failed
 # (the RM gave up); crashed / fenced (waiting for the RM's next attempt) -> launching.
@@ -281,9 +281,9 @@ class ApplicationMasterHost:
             while self._to_launch[h]:
                 batch, self._to_launch[h] = self._to_launch[h], []
                 try:
-                    result = await self.nm_hosts[h].start_containers.remote(batch)
-                except ray.exceptions.RayActorError as e:
-                    result = e                      # a lost NM host: its launches failed
+                    result = await call_host(self.nm_hosts[h].start_containers, batch)
+                except (ray.exceptions.RayActorError, TimeoutError) as e:
+                    result = e                      # a lost or silent NM host: its launches failed
                 except Exception as e:  # noqa: BLE001 - a bug, not a lost NM host: run() raises it
                     self.error = e
                     return

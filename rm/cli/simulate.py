@@ -9,7 +9,8 @@ with ``--format parquet`` (by default above a million tasks; ``rayrm.rm.runs.sch
 On a stderr that is not a terminal, a plain progress line comes every ten seconds.
 ``--fault SPEC`` (repeatable, besides the config's ``faults:``) simulates failures as
 ``rayrm replay`` injects them (``rayrm.rm.sim.faults``); a fault on Ray processes or nodes,
-which a simulation does not have, is recorded and reported on stderr, not simulated.
+which a simulation does not have, or on the wall time and delivery of calls, which it does
+not make, is recorded and reported on stderr, not simulated.
 """
 
 from __future__ import annotations
@@ -33,11 +34,15 @@ def add_arguments(parser) -> None:
                         help="seed of the launch-jitter draws (the durations stay the --seed's)")
     parser.add_argument("--fault", action="append", default=[], metavar="SPEC",
                         help="simulate a fault at trace time T (repeatable): kill-nm:NODE@T, kill-am:APP@T, "
-                             "kill-am-host:I@T, kill-rm@T; kill-nm-host, kill-ray-node and stall-rm are "
+                             "kill-am-host:I@T, kill-rm@T, partition-nm-host:I@T+D, partition-am-host:I@T+D; "
+                             "kill-nm-host, kill-ray-node, stall-rm, slow-nm-host, slow-am-host and drop are "
                              "recorded, not simulated (see rm/sim/faults.py)")
     parser.add_argument("--am-hosts", type=int, metavar="N",
                         help="AM hosts the apps are dealt to, as the replay deals them (kill-am-host; "
                              "default: the config's run.am_hosts, 0 counting as 1: a local Ray's one node)")
+    parser.add_argument("--nm-hosts", type=int, metavar="N",
+                        help="NM hosts the nodes are dealt to, as the replay places them on N equal Ray nodes "
+                             "(partition-nm-host; default: the config's run.nm_hosts, 0 counting as 1)")
     parser.add_argument("--format", choices=("auto", "csv", "parquet"), default="auto",
                         help="tasks, shares and events as CSV or Parquet (default auto: Parquet above "
                              "a million tasks)")
@@ -56,10 +61,12 @@ def run(args) -> int:
 
     started = time.perf_counter()
     cfg = load_config(args.config)
-    if args.am_hosts is not None:
-        if args.am_hosts < 1:
-            raise InputError(f"--am-hosts must be at least 1, got {args.am_hosts}")
-        cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, am_hosts=args.am_hosts))
+    for flag, name in (("--am-hosts", "am_hosts"), ("--nm-hosts", "nm_hosts")):
+        hosts = getattr(args, name)
+        if hosts is not None:
+            if hosts < 1:
+                raise InputError(f"{flag} must be at least 1, got {hosts}")
+            cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, **{name: hosts}))
     policy = args.policy or cfg.policy
     make_policy(policy)            # an unknown name is an InputError before any work
     out = args.out or str(Path("runs") / f"{cfg.name}-{policy_slug(policy)}-sim")

@@ -107,6 +107,8 @@ class RunSettings:
     * ``rm_restart`` (1.0) — heartbeats the simulator's RM is down after ``kill-rm``.
     * ``am_hosts`` (0) — ApplicationMaster host actors the apps are dealt to; 0: one per Ray
       node with CPUs in a replay, one in the simulator.
+    * ``nm_hosts`` (0) — NodeManager hosts the simulator deals the NMs to (``partition-nm-host``);
+      0: one.  A replay runs one per Ray node with NMs.
     * ``host_silence`` (30) — expiries a replay's RM hears nothing at all from an NM or AM
       host (it hung, or its link is cut) before it loses the host's NMs and AMs: a host on an
       overloaded machine is slow to send, not dead (rm/service/liveness.py).  At 1 a host
@@ -123,6 +125,7 @@ class RunSettings:
     slots_per_node: int = 14
     rm_restart: float = 1.0
     am_hosts: int = 0
+    nm_hosts: int = 0
     host_silence: float = 30.0
 
     @classmethod
@@ -150,6 +153,7 @@ class RunSettings:
             slots_per_node=_integer(values["slots_per_node"], f"{where}.slots_per_node", minimum=1),
             rm_restart=_number(values["rm_restart"], f"{where}.rm_restart", non_negative=True),
             am_hosts=_integer(values["am_hosts"], f"{where}.am_hosts", minimum=0),
+            nm_hosts=_integer(values["nm_hosts"], f"{where}.nm_hosts", minimum=0),
             host_silence=_number(values["host_silence"], f"{where}.host_silence", positive=True),
         )
 

@@ -47,9 +47,9 @@ being waited for; ``rm_resynced`` is logged once nobody is waited for.
 
 **A partitioned, slow or lossy link** (``LinkFault``, ``link_passage``).  A host whose link
 to the RM is cut keeps running — its NMs' containers run on and finish — but no call of
-its reaches the RM and no answer reaches it: the RM hears silence, and past the expiry
-the host's NMs are LOST and its AM attempts fail as above.  The host repeats each call
-with the same request id until the link heals (the RM answers a repeated id as it did
+its reaches the RM and no answer reaches it: the RM hears silence, and past the host's
+expiry (``silent_host_expiry``) the host's NMs are LOST and its AM attempts fail as above.
+The host repeats each call with the same request id until the link heals (the RM answers a repeated id as it did
 the first time).  On healing an NM the RM declared lost is told to RESYNC and registers
 again (*rejoin*); it reports what it runs and what finished meanwhile, and
 ``on_late_status`` says what each means: a container the RM gave up that still runs is
@@ -169,6 +169,11 @@ def after_failed_attempt(attempt: int, uncounted: int, counted: bool, max_attemp
     return AttemptOutcome(attempt + 1, uncounted)
 
 
+def fenced_detail(what: str, attempt: int, current: int) -> str:
+    """Why a call of a stale attempt is refused (``fenced``)."""
+    return f"{what} from attempt {attempt}; the current attempt is {current}"
+
+
 def am_registered_detail(attempt: int, finished: int, running: int) -> str:
     """An attempt registers (or registers again): what it takes over."""
     return f"attempt {attempt}: {finished} tasks finished, {running} running"
@@ -273,6 +278,13 @@ def link_passage(faults, now: float, draw: float, leg_draw: float) -> Passage:
     return Passage(delay)
 
 
+def silent_host_expiry(expiry_: float, host_silence: float) -> float:
+    """The silence after which the RM loses what a host runs when the whole host goes
+    silent (it hung, or its link is cut): ``host_silence`` expiries (``run.host_silence``;
+    rm/service/liveness.py), since a host that sends nothing may be slow, not dead."""
+    return host_silence * expiry_
+
+
 def partition_outlasts(duration: float, expiry_: float) -> bool:
     """Whether a partition of ``duration`` makes the RM lose what is behind it: it hears
     silence for the whole partition, so when duration > the expiry."""
@@ -292,3 +304,11 @@ def on_late_status(running: bool, finished: bool) -> LateStatus:
     if running:
         return LateStatus.KILL
     return LateStatus.IGNORED if finished else LateStatus.ACK
+
+
+def late_status_detail(late: LateStatus, state: str) -> str:
+    """The detail of a late status's event (``cleanup`` or ``ignored_finish``) for a
+    container the RM holds in ``state``."""
+    if late is LateStatus.KILL:
+        return f"the NM runs a container the RM holds {state}"
+    return f"finished after the RM gave it up ({state})"

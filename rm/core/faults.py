@@ -200,12 +200,17 @@ def check_cluster(faults: list[Fault], ray_nodes: int, nm_hosts: int, am_hosts: 
                                  f"and the AMs); pick 1..{ray_nodes - 1}")
             if f.index >= ray_nodes:
                 raise InputError(f"fault {f.text!r}: the Ray cluster has {ray_nodes} nodes (0..{ray_nodes - 1})")
-        if f.kind in AM_HOST_KINDS and f.index >= am_hosts:
-            many = f"s (0..{am_hosts - 1})" if am_hosts > 1 else " (0)"
-            raise InputError(f"fault {f.text!r}: the replay has {am_hosts} ApplicationMaster host{many}")
-        if f.kind in NM_HOST_KINDS and f.index >= nm_hosts:
-            many = f"s (0..{nm_hosts - 1})" if nm_hosts > 1 else " (0)"
-            raise InputError(f"fault {f.text!r}: the replay has {nm_hosts} NodeManager host{many}")
+    check_hosts(faults, nm_hosts, am_hosts, "the replay")
+
+
+def check_hosts(faults: list[Fault], nm_hosts: int, am_hosts: int, who: str = "the run") -> None:
+    """Host indexes against ``nm_hosts`` NM hosts and ``am_hosts`` AM hosts (of ``who``)."""
+    for f in faults:
+        for kinds, hosts, what in ((AM_HOST_KINDS, am_hosts, "ApplicationMaster"), (NM_HOST_KINDS, nm_hosts,
+                                                                                     "NodeManager")):
+            if f.kind in kinds and f.index >= hosts:
+                many = f"s (0..{hosts - 1})" if hosts > 1 else " (0)"
+                raise InputError(f"fault {f.text!r}: {who} has {hosts} {what} host{many}")
 
 
 def am_host_of(apps, hosts: int) -> dict[str, int]:
@@ -216,6 +221,18 @@ def am_host_of(apps, hosts: int) -> dict[str, int]:
     n = max(1, int(hosts))
     ordered = sorted(apps, key=lambda a: (a.submit, a.app_id))
     return {a.app_id: k % n for k, a in enumerate(ordered)}
+
+
+def nm_host_of(config, hosts: int) -> dict[str, int]:
+    """Which NM host (0..hosts-1) runs each NM: the config's nodes, then those joining
+    later, the k-th to host k mod ``hosts`` — as ``rayrm.nodes.placement.place_nodes``
+    deals them over that many unlabelled Ray nodes of equal CPUs (the fewest NMs per CPU,
+    ties to the first), the replay's NM host nm-i running the i-th Ray node's NMs."""
+    n = max(1, int(hosts))
+    names = [s.name for s in config.nodes]
+    initial = set(names)
+    names += list(dict.fromkeys(e.node for e in config.node_events if e.spec is not None and e.node not in initial))
+    return {name: k % n for k, name in enumerate(names)}
 
 
 def config_faults(config, extra=()) -> list[Fault]:

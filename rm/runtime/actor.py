@@ -56,6 +56,7 @@ from rayrm.rm.service.protocol import (NAMESPACE, AllocateRequest, AllocateRespo
                                       AppRegistered, AppRegistration, Call, NodeHeartbeat, NodeHeartbeatResponse,
                                       NodeRegistration)
 from rayrm.rm.service.store import SNAPSHOT_SECONDS, StateStore, replay_records
+from rayrm.rm.service.client import call_host
 from rayrm.rm.runtime.pace import PaceMeter
 from rayrm.rm.service.liveness import HOST_FACTOR, Liveness
 from rayrm.rm.service.state import ResourceManagerState
@@ -395,10 +396,11 @@ class ResourceManager:
                 handle = self._am_hosts[host] = ray.get_actor(f"rayrm-{host}", namespace=NAMESPACE)
             starts = [(app, attempt) for app, attempt in items if attempt]
             ends = [app for app, attempt in items if not attempt]
+            # bounded: a host that does not take them within an AM expiry gets them at a later tick
             if starts:
-                await handle.launch_attempts.remote(starts)
+                await call_host(handle.launch_attempts, starts, timeout=self.am_expiry_wall, budget=self.am_expiry_wall)
             if ends:
-                await handle.end_apps.remote(ends)
+                await call_host(handle.end_apps, ends, timeout=self.am_expiry_wall, budget=self.am_expiry_wall)
         except Exception:  # noqa: BLE001 - the host is unreachable now; the next tick retries
             self._am_hosts.pop(host, None)
             await asyncio.sleep(self.am_expiry_wall / 4)

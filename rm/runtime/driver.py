@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rayrm.nodes.placement import alive_ray_nodes
-from rayrm.rm.core import fault_rules
+from rayrm.rm.core import fault_rules, recovery
 from rayrm.rm.core.config import MIN_EXPIRY_WALL, PAYLOADS, ExperimentConfig, load_config
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.chaos import ChaosSpec, draw_schedule, parse_chaos, shape_of
@@ -359,7 +359,7 @@ def supervise_stage(run: ReplayRun, placed: Placement, actors: Actors) -> Superv
         injector = FaultInjector(run.faults, start_wall=actors.start_wall, time_scale=run.scale, rm=actors.rm,
                                  am=actors.am_of_app, am_hosts=actors.ams, hosts=actors.hosts,
                                  host_of_node=actors.host_of_node, ray_nodes=placed.ray_nodes,
-                                 nms_on_ray_node=nms_on, nm_restart_after=fault_rules.NM_RESTART_EXPIRIES * expiry,
+                                 nms_on_ray_node=nms_on, nm_restart_after=recovery.nm_restart_after(expiry),
                                  kill_ray_node=run.kill_ray_node)
     supervisor = Supervisor(actors.rm, actors.hosts, injector, ams=actors.ams, start_wall=actors.start_wall,
                             time_scale=run.scale, total=total, label=run.policy_name, progress=run.progress,

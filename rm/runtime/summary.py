@@ -83,8 +83,9 @@ def twin_comparison(cfg: ExperimentConfig, policy: str, seed: int, out, summary:
     """
     from rayrm.rm.runs.reader import RunDir  # noqa: PLC0415
     from rayrm.rm.sim.sensitivity import completion_spread  # noqa: PLC0415
-    if summary.get("am_hosts"):            # the simulator's kill-am-host deals apps as the replay did
-        cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, am_hosts=int(summary["am_hosts"])))
+    for hosts in ("am_hosts", "nm_hosts"):     # the simulator deals apps and NMs as the replay did
+        if summary.get(hosts):
+            cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, **{hosts: int(summary[hosts])}))
     twin_dir = Path(out) / "twin"
     twin = simulate(cfg, policy=policy, seed=seed, out=twin_dir, progress=False, faults=faults)
     mine = RunDir(Path(out)).jobs.set_index("app")

@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rayrm.rm.core.fault_rules import (Resync, after_failed_attempt, am_expired_detail, am_host_lost_detail,
-                                       am_registered_detail, wall_seconds)
+                                       am_registered_detail, fenced_detail, wall_seconds)
 from rayrm.rm.core.scheduler import OnlineScheduler
 from rayrm.rm.service.containers import Containers
 from rayrm.rm.service.liveness import Heard
@@ -131,8 +131,7 @@ class AppMasters:
         if app.done:
             return None, AllocateResponse(req_app, SHUTDOWN)
         if attempt != app.attempt:
-            self.records.refuse(now, "fenced", app=req_app,
-                                detail=f"{what} from attempt {attempt}; the current attempt is {app.attempt}")
+            self.records.refuse(now, "fenced", app=req_app, detail=fenced_detail(what, attempt, app.attempt))
             return None, AllocateResponse(req_app, FENCED)
         if app.resync or app.launching:
             return None, AllocateResponse(req_app, RESYNC)     # register (again) first

@@ -15,6 +15,12 @@ A host's calls pass its ``Link`` (the partition, slow and lossy link faults of
 lost, is repeated the same way, with the same ``request_id``; while the link is cut the
 host waits for it to heal, and the retry budget runs from then, so every call ends.
 
+Calls to a host actor (an AM's ``start_containers`` on an NM host, the RM's
+``launch_attempts`` on an AM host) go through ``call_host``: each try is bounded by a
+timeout and repeated — the calls are idempotent (a container or attempt already started
+is answered as started) — for at most a budget, then ``TimeoutError``: a host that never
+answers (hung, or behind a cut link) does not hold its caller.
+
 Ray is imported when a call is made, not with this module: ``rm.service`` is the
 Ray-free protocol state.
 """
@@ -30,6 +36,8 @@ from rayrm.rm.core.fault_rules import LinkFault, link_passage
 
 MAX_DELAY = 0.25
 BUDGET = 60.0
+#: wall seconds a try of a call to a host actor may take before it is sent again (``call_host``)
+HOST_CALL_TIMEOUT = 10.0
 
 
 class CallLost(Exception):
@@ -112,6 +120,25 @@ async def call_with_retry(method, *args, link: Link | None = None):
                 raise
             await asyncio.sleep(delay)
             delay = min(MAX_DELAY, delay * 2)
+
+
+async def call_host(method, *args, timeout: float = HOST_CALL_TIMEOUT, budget: float = BUDGET):
+    """``await method.remote(*args)`` on a host actor, each try bounded by ``timeout`` wall
+    seconds and repeated, for at most ``budget`` seconds in all; TimeoutError after that.
+    The calls it makes are idempotent, so a try that was applied late is harmless; a dead
+    host's error (RayActorError) is raised at once, as before."""
+    deadline = time.time() + budget
+    while True:
+        left = deadline - time.time()
+        try:
+            return await asyncio.wait_for(_awaited(method.remote(*args)), min(timeout, max(left, 0.0)))
+        except asyncio.TimeoutError:
+            if time.time() >= deadline:
+                raise TimeoutError(f"no answer from the host for {budget:g}s") from None
+
+
+async def _awaited(ref):
+    return await ref
 
 
 class RMClient:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rayrm.rm.core.fault_rules import Fate, LateStatus, fate_on_node_lost, on_late_status
+from rayrm.rm.core.fault_rules import Fate, LateStatus, fate_on_node_lost, late_status_detail, on_late_status
 from rayrm.rm.core.scheduler import OnlineScheduler
 from rayrm.rm.service.protocol import COMPLETE, FINISHED, LOST, RUNNING, ContainerStatus
 from rayrm.rm.service.records import ACQUIRED, ALLOCATED, RELEASED, AppRecord, ContainerRecord, NodeRecord
@@ -93,11 +93,11 @@ class Containers:
             if late is LateStatus.KILL:
                 node.cleanup.append(st.container)
                 self.records.event(now, late.value, app=c.app, task=st.task, container=c.container,
-                                   node=c.node, detail=f"the NM runs a container the RM holds {c.state}")
+                                   node=c.node, detail=late_status_detail(late, c.state))
             elif late is LateStatus.IGNORED and c.container not in self.ignored:
                 self.ignored.add(c.container)
                 self.records.event(now, late.value, app=c.app, task=st.task, container=c.container,
-                                   node=c.node, detail=f"finished after the RM gave it up ({c.state})")
+                                   node=c.node, detail=late_status_detail(late, c.state))
             return st.state == COMPLETE
         if c.state in (ALLOCATED, ACQUIRED):
             self.launched(c, st)

@@ -48,6 +48,8 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
+from rayrm.rm.core.fault_rules import silent_host_expiry
+
 #: a caller whose host is silent too expires only once the host has been silent this many expiries
 HOST_FACTOR = 30.0
 #: ... and relative to its host only once the host has sent this many heartbeats without it (an
@@ -126,7 +128,8 @@ class Liveness:
                 and not getattr(r, "launching", False):
             return True                  # its host went on sending without it
         host_seen = heard.caller_seen.get(r.host, r.last_seen)
-        return self.heard(r.last_seen, now) > expiry and self.heard(host_seen, now) > self.host_factor * expiry
+        return self.heard(r.last_seen, now) > expiry and \
+            self.heard(host_seen, now) > silent_host_expiry(expiry, self.host_factor)
 
     def silent_nodes(self, state, now: float, expiry: float) -> list[str]:
         """Live NMs silent for longer than ``expiry`` by the rules of the module docstring."""

@@ -177,9 +177,8 @@ class Simulation:
 
     def _loop(self, bar) -> None:
         heap, pop = self.heap, heapq.heappop
-        schedule, release, finish_app = self.scheduler.schedule, self.scheduler.release, self.scheduler.finish_app
+        schedule, complete = self.scheduler.schedule, self.complete
         log = self.log
-        log_end = log.end
         running = self.running
         changed: dict[str, _Job] = {}
         shown = 0
@@ -191,17 +190,8 @@ class Simulation:
                 _, priority, _, payload = pop(heap)
                 if priority == COMPLETE:
                     entry = running.pop(payload, None)
-                    if entry is None:          # the container was lost with its node
-                        continue
-                    job, task, attempt = entry
-                    release(payload)
-                    log_end(job.app_id, task, attempt, "finished", t, None, payload)
-                    job.done += 1
-                    changed[job.app_id] = job
-                    if job.done == job.num_tasks:
-                        finish_app(job.app_id)
-                        log.app_done(job.app_id, t)
-                        job.durations = None    # nothing of the job runs again
+                    if entry is not None:      # else the container was lost with its node
+                        complete(payload, entry, t, t, changed)
                 elif priority == FAULT:
                     self.faults.handle(payload, t, changed)
                 elif t < self.rm_up:                # the RM is down: it learns of these when back
@@ -224,6 +214,20 @@ class Simulation:
         if bar is not None:
             bar.update(log.started - shown, self.now)
         self.finished_tasks = sum(j.done for j in self.jobs.values())
+
+    def complete(self, cid: int, entry: tuple, finish: float, t: float, changed: dict) -> None:
+        """The attempt ``entry`` = (job, task, attempt) of container ``cid`` finished at
+        ``finish`` and the RM hears of it at ``t``: the container is released then, and
+        the job finishes with its last task."""
+        job, task, attempt = entry
+        self.scheduler.release(cid)
+        self.log.end(job.app_id, task, attempt, "finished", finish, None, cid)
+        job.done += 1
+        changed[job.app_id] = job
+        if job.done == job.num_tasks:
+            self.scheduler.finish_app(job.app_id)
+            self.log.app_done(job.app_id, t)
+            job.durations = None    # nothing of the job runs again
 
     def _arrive(self, jobspec, t: float) -> None:
         app = jobspec.app
@@ -306,14 +310,20 @@ class Simulation:
     # ----- what a fault does to the run (rayrm.rm.sim.faults) -------------------------
 
     def crash_node(self, node: str) -> dict | None:
-        """The NM of ``node`` crashed: its running attempts stop (their completions are
-        dropped) and are returned, container id -> (job, task, attempt); None when no live
-        node has that name."""
+        """The NM of ``node`` crashed, or the RM can no longer hear it: its running attempts
+        leave ``running`` (their completions are dropped) and are returned, container id ->
+        (job, task, attempt); None when no live node has that name."""
         index = self.cluster.node_index.get(node)
         if index is None or not self.cluster.nodes[index].alive:
             return None
         running = self.running
         return {cid: running.pop(cid) for cid in sorted(self.cluster.nodes[index].containers) if cid in running}
+
+    def finish_of(self, entry: tuple) -> float:
+        """When the running attempt ``entry`` = (job, task, attempt) finishes: its start plus
+        its task's duration (the time of its completion event)."""
+        job, task, attempt = entry
+        return self.log.tasks[(job.app_id, task, attempt)][5] + job.durations[task]
 
     def end_lost(self, cid: int, entry: tuple, t: float, changed: dict, detail: str, crashed: float,
                  release: bool = False) -> bool:
