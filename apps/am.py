@@ -49,6 +49,13 @@ from rayrm.rm.core.model import AppSpec
 from rayrm.rm.service.protocol import (FENCED, FINISHED, NAMESPACE, NORMAL, RESYNC, SHUTDOWN, AllocateRequest,
                                       AppRegistered, AppRegistration, ContainerLaunch)
 from rayrm.rm.service.client import RMClient
+from rayrm.rm.service.heap import quiet_gc
+
+#: the least wall time between the starts of two allocate calls of one host (at most one
+#: heartbeat interval): the news of that window goes in one answer, so the host's call
+#: rate — and its start_containers calls, one per answer and NM host — is bounded per
+#: host (at most 100 a second), not per allocation
+MIN_ALLOCATE_GAP = 0.010
 
 # AM states: waiting (not submitted) -> registering -> active -> done; rejected; failed
 # (the RM gave up); crashed / fenced (waiting for the RM's next attempt) -> launching.
@@ -124,6 +131,9 @@ class ApplicationMasterHost:
         self._sent_any = False
         self.error: BaseException | None = None
         self._wake: asyncio.Event | None = None
+        self._gap = min(MIN_ALLOCATE_GAP, interval_wall)
+        self._last_allocate = 0.0
+        quiet_gc()
 
     async def run(self, start_wall: float) -> dict:
         """Run every AM to the end; returns per-app outcomes."""
@@ -134,6 +144,9 @@ class ApplicationMasterHost:
         while waiting or opened:
             if self.error is not None:
                 raise self.error
+            hold = self._last_allocate + self._gap - time.time()
+            if hold > 0:                       # the allocate gap (MIN_ALLOCATE_GAP)
+                await asyncio.sleep(hold)
             now = time.time()
             while waiting and self._wall(waiting[0].job.spec.submit) <= now:
                 am = waiting.popleft()
@@ -161,6 +174,7 @@ class ApplicationMasterHost:
             # once it has had an AM, the host heartbeats even with none active: the RM judges
             # an AM's silence against its host's heartbeats (rm/service/liveness.py)
             self._sent_any = True
+            self._last_allocate = time.time()
             await self._heartbeat(active, wait)
         return self.outcome()
 
