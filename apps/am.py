@@ -71,11 +71,12 @@ class AMJob:
 
 
 class _AM:
-    __slots__ = ("job", "attempt", "state", "unplaced", "running", "finished", "releases",
+    __slots__ = ("job", "app", "num_tasks", "attempt", "state", "unplaced", "running", "finished", "releases",
                  "duplicates", "reason", "attempts", "sent_ask")
 
     def __init__(self, job: AMJob, attempt: int = 1, state: str = "waiting"):
         self.job = job
+        self.app, self.num_tasks = job.spec.app_id, job.spec.num_tasks   # read on every call, per AM
         self.attempt = attempt
         self.state = state
         self.unplaced: deque[tuple[int, int]] = deque((t, 0) for t in range(job.spec.num_tasks))
@@ -86,10 +87,6 @@ class _AM:
         self.reason = ""
         self.attempts = 0
         self.sent_ask: int | None = None     # the ask of its last full request the RM answered NORMAL
-
-    @property
-    def app(self) -> str:
-        return self.job.spec.app_id
 
     def adopt(self, answer: AppRegistered) -> None:
         """Take what the RM says the app has: finished tasks, running containers.
@@ -252,8 +249,9 @@ class ApplicationMasterHost:
                                                         seconds, self.payload, token=a.token))
         if launches:
             self._queue_launches(launches)
-        done = [am for am in active if self._current(am) and am.state == "active"
-                and len(am.finished) == am.job.spec.num_tasks]
+        ams = self.ams
+        done = [am for am in active if am.state == "active" and len(am.finished) == am.num_tasks
+                and ams.get(am.app) is am]
         if done:
             actions = await self.rm.finish_apps([(am.app, am.attempt) for am in done])
             for am, action in zip(done, actions):
