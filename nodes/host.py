@@ -52,6 +52,7 @@ backlog (NMs overdue by more than one interval when a batch goes out).
 from __future__ import annotations
 
 import asyncio
+import functools
 import heapq
 import time
 
@@ -350,7 +351,10 @@ class NodeManagerHost:
             nm.containers[launch.container] = (launch, launched, ref)
             nm.new.append(ContainerStatus(launch.container, launch.app, launch.task, launch.attempt,
                                           launch.node, RUNNING, launched))
-            asyncio.get_running_loop().create_task(self._watch(nm, launch, launched, ref))
+            if isinstance(ref, asyncio.Future):          # a timer of this loop: a callback, no task
+                ref.add_done_callback(functools.partial(self._timer_ended, nm, launch, launched))
+            else:
+                asyncio.get_running_loop().create_task(self._watch(nm, launch, launched, ref))
             self.stats["launched"] += 1
             out.append("ok")
         return out
@@ -364,6 +368,17 @@ class NodeManagerHost:
             exit_, finish = KILLED, time.time()
         except ray.exceptions.RayError as e:
             exit_, finish, detail = FAILED, time.time(), type(e).__name__
+        self._ended(nm, launch, launched, start, finish, exit_, detail)
+
+    def _timer_ended(self, nm: NodeManagerState, launch: ContainerLaunch, launched: float, fut) -> None:
+        if fut.cancelled():
+            self._ended(nm, launch, launched, None, time.time(), KILLED, "")
+        else:
+            self._ended(nm, launch, launched, *fut.result(), FINISHED, "")
+
+    def _ended(self, nm: NodeManagerState, launch: ContainerLaunch, launched: float, start, finish,
+               exit_: str, detail: str) -> None:
+        """A container ended: its COMPLETE status waits for the RM's ack, sent out of band."""
         nm.containers.pop(launch.container, None)
         if not nm.alive:
             return
