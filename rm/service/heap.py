@@ -3,9 +3,9 @@
 CPython's cyclic collector runs a full collection of the whole heap each time the objects
 surviving into its oldest generation grow by a quarter.  The RM's heap grows all run long
 (the run log, every container's record), so at paper scale each such pass walks millions
-of objects that are never garbage — the loop stops for up to half a second while it does,
-which every NM and AM call waiting on it pays as latency — and the young generation is
-collected every 700 allocations of a message-building loop.  The actors instead collect
+of objects that are never garbage while the loop waits (every NM and AM call queued on it
+pays it as latency), and the young generation is collected every 700 allocations of a
+message-building loop.  The actors instead collect
 the young generations rarely (every ``YOUNG`` allocations) and the oldest never on their
 own: what they keep is held by the state, and the cyclic garbage they make (asyncio
 futures, exceptions) dies young, where the young collections still reclaim it.  As the
