@@ -49,6 +49,13 @@ from rayrm.rm.core.model import AppSpec
 from rayrm.rm.service.protocol import (FENCED, FINISHED, NAMESPACE, NORMAL, RESYNC, SHUTDOWN, AllocateRequest,
                                       AppRegistered, AppRegistration, ContainerLaunch)
 from rayrm.rm.service.client import RMClient, call_host
+from rayrm.rm.service.heap import quiet_gc
+
+#: the least wall time between the starts of two allocate calls of one host (at most one
+#: heartbeat interval): the news of that window goes in one answer, so the host's call
+#: rate — and its start_containers calls, one per answer and NM host — is bounded per
+#: host (at most 100 a second), not per allocation
+MIN_ALLOCATE_GAP = 0.010
 
 # AM states: waiting (not submitted) -> registering -> active -> done; rejected; failed
 # (the RM gave up); crashed / fenced (waiting for the RM's next attempt) -> launching.
@@ -64,11 +71,12 @@ class AMJob:
 
 
 class _AM:
-    __slots__ = ("job", "attempt", "state", "unplaced", "running", "finished", "releases",
+    __slots__ = ("job", "app", "num_tasks", "attempt", "state", "unplaced", "running", "finished", "releases",
                  "duplicates", "reason", "attempts", "sent_ask")
 
     def __init__(self, job: AMJob, attempt: int = 1, state: str = "waiting"):
         self.job = job
+        self.app, self.num_tasks = job.spec.app_id, job.spec.num_tasks   # read on every call, per AM
         self.attempt = attempt
         self.state = state
         self.unplaced: deque[tuple[int, int]] = deque((t, 0) for t in range(job.spec.num_tasks))
@@ -79,10 +87,6 @@ class _AM:
         self.reason = ""
         self.attempts = 0
         self.sent_ask: int | None = None     # the ask of its last full request the RM answered NORMAL
-
-    @property
-    def app(self) -> str:
-        return self.job.spec.app_id
 
     def adopt(self, answer: AppRegistered) -> None:
         """Take what the RM says the app has: finished tasks, running containers.
@@ -124,6 +128,9 @@ class ApplicationMasterHost:
         self._sent_any = False
         self.error: BaseException | None = None
         self._wake: asyncio.Event | None = None
+        self._gap = min(MIN_ALLOCATE_GAP, interval_wall)
+        self._last_allocate = 0.0
+        quiet_gc()
 
     async def run(self, start_wall: float) -> dict:
         """Run every AM to the end; returns per-app outcomes."""
@@ -134,6 +141,9 @@ class ApplicationMasterHost:
         while waiting or opened:
             if self.error is not None:
                 raise self.error
+            hold = self._last_allocate + self._gap - time.time()
+            if hold > 0:                       # the allocate gap (MIN_ALLOCATE_GAP)
+                await asyncio.sleep(hold)
             now = time.time()
             while waiting and self._wall(waiting[0].job.spec.submit) <= now:
                 am = waiting.popleft()
@@ -161,6 +171,7 @@ class ApplicationMasterHost:
             # once it has had an AM, the host heartbeats even with none active: the RM judges
             # an AM's silence against its host's heartbeats (rm/service/liveness.py)
             self._sent_any = True
+            self._last_allocate = time.time()
             await self._heartbeat(active, wait)
         return self.outcome()
 
@@ -238,8 +249,9 @@ class ApplicationMasterHost:
                                                         seconds, self.payload, token=a.token))
         if launches:
             self._queue_launches(launches)
-        done = [am for am in active if self._current(am) and am.state == "active"
-                and len(am.finished) == am.job.spec.num_tasks]
+        ams = self.ams
+        done = [am for am in active if am.state == "active" and len(am.finished) == am.num_tasks
+                and ams.get(am.app) is am]
         if done:
             actions = await self.rm.finish_apps([(am.app, am.attempt) for am in done])
             for am, action in zip(done, actions):

@@ -6,8 +6,9 @@
   Ray worker process, so the workers are started before t = 0 (``prewarm``) and
   kept alive (``num_workers_soft_limit`` and a long
   ``idle_worker_killing_time_threshold_ms`` in ``_system_config``).
-* ``actor`` — each container is an asyncio task of the NM host actor itself (an
-  async actor on the NM's Ray node): thousands of concurrent containers cost no
+* ``actor`` — each container is a timer of the NM host actor's own event loop (an
+  async actor on the NM's Ray node; one entry of the loop's timer heap resolving a
+  future, no task per container): thousands of concurrent containers cost no
   process, and a container ending reaches the NM without a Ray call in between.
   The ``cpu`` payload instead runs in a thread of a ``ContainerExecutor`` actor on
   the same Ray node, so it cannot starve the NMs' heartbeats (one process: the
@@ -58,10 +59,26 @@ def payload(deadline: float, kind: str) -> tuple[float, float]:
 
 
 async def sleep_until(deadline: float) -> tuple[float, float]:
-    """The ``sleep`` payload as a coroutine (the ``actor`` executor)."""
+    """The ``sleep`` payload as a coroutine (the ``ContainerExecutor`` actor)."""
     start = time.time()
     await asyncio.sleep(max(0.0, deadline - start))
     return start, time.time()
+
+
+def sleep_future(deadline: float) -> asyncio.Future:
+    """The ``sleep`` payload in the NM host's own loop, without a task of its own: a future
+    that one entry of the event loop's timer heap resolves with (start, finish) at
+    ``deadline``.  Cancelling it kills the container (its timer then finds it done)."""
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+    start = time.time()
+    loop.call_later(max(0.0, deadline - start), _wake_up, fut, start)
+    return fut
+
+
+def _wake_up(fut: asyncio.Future, start: float) -> None:
+    if not fut.done():
+        fut.set_result((start, time.time()))
 
 
 @ray.remote(num_cpus=0, max_retries=0)
@@ -96,7 +113,7 @@ def _warm(barrier) -> int:
 class Launcher:
     """Starts container payloads for one NM host (call ``launch`` inside its event loop).
 
-    Returns an awaitable per container — an asyncio task (actor executor, sleep) or an
+    Returns an awaitable per container — an asyncio future (actor executor, sleep) or an
     ObjectRef — that yields (start, finish); ``kill`` cancels it.
     """
 
@@ -108,7 +125,7 @@ class Launcher:
         name = f"container-{container}"
         if self.kind == "actor":
             if kind == "sleep" or self.actor is None:
-                return asyncio.get_running_loop().create_task(sleep_until(deadline), name=name)
+                return sleep_future(deadline)
             return self.actor.run.options(name=name).remote(deadline, kind)
         return run_container.options(scheduling_strategy=self._strategy, name=name).remote(deadline, kind)
 

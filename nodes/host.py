@@ -23,6 +23,14 @@ exists because each call costs the RM and the host a fixed ~0.5 ms of Ray work
 whatever it carries: at time scale 0.02 ten slots were 500 calls a wall second,
 ~0.6 cores on a cluster with nothing running; 5 ms slots make it 200.
 
+The host's calls are bounded per host, not per slot or per completion: two calls start
+at least ``MIN_CALL_GAP`` (10 ms, at most half an interval) apart, and what falls due
+meanwhile — out-of-band completions, slots due before the next call may start — goes in
+the next call, at most 100 a second (at 0.02 a completion then reaches the RM within
+10 ms, half a heartbeat).  Completions are the busy case: at paper scale and time
+scale 0.02 (600 containers ending a wall second) out-of-band beats alone made a call
+per round trip.
+
 Failures.  ``start_containers`` refuses a launch whose container token
 (rm/service/protocol.py) is not the RM's for that container, app and node — an AM can
 start only what the RM granted its own app — and reports the refusal in the NM's
@@ -44,6 +52,7 @@ backlog (NMs overdue by more than one interval when a batch goes out).
 from __future__ import annotations
 
 import asyncio
+import functools
 import heapq
 import time
 
@@ -53,12 +62,16 @@ from rayrm.nodes.executors import Launcher
 from rayrm.nodes.nm import NodeManagerState
 from rayrm.rm.core.model import NodeSpec
 from rayrm.rm.service.client import RMClient
+from rayrm.rm.service.heap import quiet_gc
 from rayrm.rm.service.protocol import (COMPLETE, FAILED, FINISHED, KILLED, NAMESPACE, NORMAL, RESYNC, RUNNING,
                                       ContainerLaunch, ContainerStatus, NodeHeartbeat, token_valid)
 
 # The narrowest heartbeat slot, wall seconds (see the module docstring): a call per
 # slot costs a fixed amount of Ray work, so slots are not made narrower than this.
 MIN_BATCH_WINDOW = 0.005
+# The least wall time between the starts of two node_heartbeat calls of one host, regular
+# or out of band (at most half an interval): see the module docstring.
+MIN_CALL_GAP = 0.010
 
 
 def slot_count(n: int, interval: float, window: float | None = None) -> int:
@@ -99,6 +112,8 @@ class NodeManagerHost:
         self._make_slots(list(self.nms), now)
         self.launcher = Launcher(executor, ray_node, container_actor)
         self._oob: set[str] = set()
+        self.gap = min(MIN_CALL_GAP, interval_wall / 2)
+        self._last_call = 0.0
         self._wake: asyncio.Event | None = None
         self._loop_task: asyncio.Task | None = None
         self._stopped = False
@@ -113,6 +128,7 @@ class NodeManagerHost:
         self.rtt: list[float] = []
         self.error = ""
         self.lag: list[float] = []
+        quiet_gc()
 
     # ----- registration and the heartbeat loop ---------------------------------
 
@@ -170,8 +186,9 @@ class NodeManagerHost:
         while not self._stopped:
             heap = self._heap                              # resume() may rebuild it
             now = time.time()
-            wait = (heap[0][0] - now) if heap else self.interval
-            if wait > 0 and not self._oob:
+            wait = 0.0 if self._oob else (heap[0][0] - now) if heap else self.interval
+            wait = max(wait, self._last_call + self.gap - now)
+            if wait > 0:
                 self._wake.clear()
                 try:
                     await asyncio.wait_for(self._wake.wait(), timeout=wait)
@@ -179,9 +196,11 @@ class NodeManagerHost:
                     pass
                 if self._stopped:
                     return
+                if time.time() < self._last_call + self.gap:
+                    continue                               # woken early: the gap still holds
             now = time.time()
             due_slots: dict[int, float] = {}
-            while heap and heap[0][0] <= now + self.window:
+            while heap and heap[0][0] <= now + max(self.window, self.gap):
                 t, sid = heapq.heappop(heap)
                 if self._slot_due[sid] == t:               # else a stale entry
                     due_slots[sid] = t
@@ -201,6 +220,7 @@ class NodeManagerHost:
             self.stats["backlog_max"] = max(self.stats["backlog_max"], backlog)
             self.stats["backlog_sum"] += backlog
             if names:
+                self._last_call = now
                 await self._beat(names, n_due, due_slots)
             for sid, t in due_slots.items():
                 nxt = t + self.interval
@@ -331,7 +351,10 @@ class NodeManagerHost:
             nm.containers[launch.container] = (launch, launched, ref)
             nm.new.append(ContainerStatus(launch.container, launch.app, launch.task, launch.attempt,
                                           launch.node, RUNNING, launched))
-            asyncio.get_running_loop().create_task(self._watch(nm, launch, launched, ref))
+            if isinstance(ref, asyncio.Future):          # a timer of this loop: a callback, no task
+                ref.add_done_callback(functools.partial(self._timer_ended, nm, launch, launched))
+            else:
+                asyncio.get_running_loop().create_task(self._watch(nm, launch, launched, ref))
             self.stats["launched"] += 1
             out.append("ok")
         return out
@@ -345,6 +368,17 @@ class NodeManagerHost:
             exit_, finish = KILLED, time.time()
         except ray.exceptions.RayError as e:
             exit_, finish, detail = FAILED, time.time(), type(e).__name__
+        self._ended(nm, launch, launched, start, finish, exit_, detail)
+
+    def _timer_ended(self, nm: NodeManagerState, launch: ContainerLaunch, launched: float, fut) -> None:
+        if fut.cancelled():
+            self._ended(nm, launch, launched, None, time.time(), KILLED, "")
+        else:
+            self._ended(nm, launch, launched, *fut.result(), FINISHED, "")
+
+    def _ended(self, nm: NodeManagerState, launch: ContainerLaunch, launched: float, start, finish,
+               exit_: str, detail: str) -> None:
+        """A container ended: its COMPLETE status waits for the RM's ack, sent out of band."""
         nm.containers.pop(launch.container, None)
         if not nm.alive:
             return

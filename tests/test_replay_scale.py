@@ -168,3 +168,23 @@ def test_replaying_the_journal_never_scans_every_container(tmp_path):
     state.containers.table = _NoScan(state.containers.table)
     assert replay_records(state, records) == len(records)      # _NoScan raises on a scan
     assert dict(state.containers.table) == dict(h.rm.containers.table)
+
+
+def test_the_am_expiry_scan_sees_apps_registered_since_and_drops_those_done():
+    from harness import Harness
+
+    from rayrm.rm.core.model import AppSpec, Resources
+    from rayrm.rm.service.liveness import HOST_FACTOR, Liveness
+    from rayrm.rm.service.protocol import AppRegistration, Call
+
+    h, live, expiry = Harness(), Liveness(), 10.0    # app a's AM host "am" was last heard at t = 0
+    # a host silent for more than HOST_FACTOR x expiry = 300 s leaves its AMs silent: a at 405
+    assert HOST_FACTOR * expiry == 300.0
+    h.now = 400.0
+    h.call("am2", Call.REGISTER_APPS, [AppRegistration(AppSpec("b", Resources.parse("cpu:1;memory_mb:512"), 1))])
+    assert live.silent_apps(h.rm, 405.0, expiry) == ["a"]           # b: heard 5 s ago
+    # b, registered after the first scan, is read by the next: its host silent 800 - 400 = 400 s
+    assert live.silent_apps(h.rm, 800.0, expiry) == ["a", "b"]
+    h.now = 800.0
+    assert h.call("am", Call.FINISH_APPS, [("a", 1)]) == ["normal"]  # a ends (done for good)
+    assert live.silent_apps(h.rm, 801.0, expiry) == ["b"]

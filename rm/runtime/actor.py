@@ -58,6 +58,7 @@ from rayrm.rm.service.protocol import (NAMESPACE, AllocateRequest, AllocateRespo
 from rayrm.rm.service.store import SNAPSHOT_SECONDS, StateStore, replay_records
 from rayrm.rm.service.client import call_host
 from rayrm.rm.runtime.pace import PaceMeter
+from rayrm.rm.service.heap import quiet_gc
 from rayrm.rm.service.liveness import HOST_FACTOR, Liveness
 from rayrm.rm.service.state import ResourceManagerState
 from rayrm.rm.ui.snapshot import rm_snapshot
@@ -174,6 +175,7 @@ class ResourceManager:
             if self.store is not None:
                 self.store.snapshot(self.state)
         self._metrics = _Metrics(policy_name, self.state) if metrics else None
+        quiet_gc()
 
     # ----- the protocol --------------------------------------------------------
 

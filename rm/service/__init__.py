@@ -2,7 +2,7 @@
 and calls (``protocol``), per-node/app/container records (``records``), the state
 (``state``) and its parts — the NMs (``nodes``), the apps (``apps``), the containers
 (``containers``), what the RM heard from each host (``liveness``), the run's records
-(``runrecords``) — its durable store (``store``) and the client the NM and AM hosts call
+(``runrecords``) — its durable store (``store``), its actors' garbage collector (``heap``) and the client the NM and AM hosts call
 it through (``client``; Ray is imported only when a call is made).
 
 Imports ``core`` and ``runs``.

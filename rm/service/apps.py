@@ -164,14 +164,20 @@ class AppMasters:
             app.last_ask = req.ask
             self._set_ask(app, req.ask - len(app.undelivered))
             out.append(self._deliver(app))
+        # Idle AMs are most of every call: the common case — the current attempt, its ask
+        # unchanged — is ``_current``, ``Heard.carried`` and ``_set_ask`` inlined, the ask
+        # touched only when it differs (an allocation withdrawn meanwhile).
+        table, pending, calls = self.table, self.scheduler.cluster.apps, self.liveness.host_calls.get(caller, 0)
         for app_id, attempt in idle:
-            app, refusal = self._current(now, app_id, attempt, "allocate")
-            if app is None:
-                out.append(refusal)
+            app = table.get(app_id)
+            if app is None or app.done or attempt != app.attempt or app.resync or app.launching:
+                out.append(self._current(now, app_id, attempt, "allocate")[1])
                 continue
             app.host, app.last_seen = caller, now
-            self.liveness.carried(app, caller, sent)
-            self._set_ask(app, app.last_ask - len(app.undelivered))
+            if sent:
+                app.last_sent, app.last_call = sent, calls
+            if max(0, app.last_ask - len(app.undelivered)) != pending[app_id].pending:
+                self._set_ask(app, app.last_ask - len(app.undelivered))
             if app.undelivered or app.completed:
                 out.append(self._deliver(app))
         return out

@@ -46,6 +46,7 @@ what they return (``expire_nodes`` / ``expire_apps`` with the names, journaled a
 from __future__ import annotations
 
 import bisect
+import itertools
 from dataclasses import dataclass, field
 
 from rayrm.rm.core.fault_rules import silent_host_expiry
@@ -98,6 +99,8 @@ class Liveness:
         self._stall: list[float] = []      # cumulative lateness up to and including it
         self.total = 0.0
         self.last_lag = 0.0
+        # the apps not known to be done, in the apps table's order (see ``silent_apps``)
+        self._apps: tuple[dict | None, int, list[str]] = (None, 0, [])
 
     def tick(self, now: float, planned: float) -> float:
         """The monitor woke at ``now`` for a tick due at ``planned``; returns its lateness."""
@@ -133,8 +136,23 @@ class Liveness:
 
     def silent_nodes(self, state, now: float, expiry: float) -> list[str]:
         """Live NMs silent for longer than ``expiry`` by the rules of the module docstring."""
-        return [n for n, r in state.nodes.table.items() if r.alive and self._silent(r, state, now, expiry)]
+        # ``_silent``'s first test inlined: most NMs were heard within the expiry
+        return [n for n, r in state.nodes.table.items()
+                if r.alive and now - r.last_seen > expiry and self._silent(r, state, now, expiry)]
 
     def silent_apps(self, state, now: float, expiry: float) -> list[str]:
-        """Current AM attempts silent for longer than ``expiry`` (module docstring)."""
-        return [a for a, r in state.apps.table.items() if not r.done and self._silent(r, state, now, expiry)]
+        """Current AM attempts silent for longer than ``expiry`` (module docstring).
+
+        Only the apps not done are read: the apps table only grows, in insertion order, and
+        an app once done stays done, so the open ones are kept from scan to scan (the
+        table's new entries added, those done since dropped) — not all 4,500 of the paper's
+        trace ten times per expiry."""
+        table = state.apps.table
+        known, seen, open_ = self._apps
+        if known is not table:
+            seen, open_ = 0, []
+        if len(table) > seen:
+            open_ += itertools.islice(table, seen, None)
+        open_ = [a for a in open_ if not table[a].done]
+        self._apps = (table, len(table), open_)
+        return [a for a in open_ if now - table[a].last_seen > expiry and self._silent(table[a], state, now, expiry)]
