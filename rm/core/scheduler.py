@@ -41,6 +41,7 @@ from rayrm.rm.core.model import EPS, AppSpec, Container, NodeSpec
 from rayrm.rm.core.pending import PendingIndex
 from rayrm.rm.core.policies import Policy, PolicyError, make_policy
 from rayrm.rm.core.policies.base import policy_label
+from rayrm.rm.core.shares import served_key
 from rayrm.rm.core.views import NodeView
 
 # Below this many pending apps a plain walk beats the vector "could anything fit" test.
@@ -377,7 +378,7 @@ class OnlineScheduler:
     # ----- the sorted order ----------------------------------------------------
 
     def _set_key(self, app: AppState) -> None:
-        app.key = key = app.running * app.unit if self._unit_key else self._key(app)
+        app.key = key = served_key(app.running, app.unit) if self._unit_key else self._key(app)
         app.entry = (key, app.submit, app.app_id, app)
 
     # ----- calling the policy ----------------------------------------------------

@@ -25,6 +25,15 @@ def task_share(n: float, h: float, weight: float) -> float:
     return n / (h * weight)
 
 
+def served_key(n: float, unit: float) -> float:
+    """n u: the key of an app running n tasks of unit share u, lowest served first.  An app
+    that no node present can hold has u = inf (h_i = 0); its key is inf even at n = 0
+    (where n u would be NaN), so it waits behind every app that can run until a node it
+    may use joins and its unit is computed again."""
+    key = n * unit
+    return key if key == key else float("inf")
+
+
 def dominant_share(demand: Sequence[float], total: Sequence[float]) -> float:
     """max_r d_r / total_r over the resources the cluster has: one task's dominant share
     (DRF; drfh-paper eq. 2); 0 for a task that demands nothing."""

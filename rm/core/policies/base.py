@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rayrm.rm.core.errors import InputError
-from rayrm.rm.core.shares import dominant_share
+from rayrm.rm.core.shares import dominant_share, served_key
 
 if TYPE_CHECKING:
     from rayrm.rm.core.model import NodeSpec
@@ -54,8 +54,8 @@ class Policy:
 
     def key(self, app: "AppView") -> float:
         """The app's key, lowest served first; by default n_i * u_i, which the scheduler
-        computes inline when this method is not overridden."""
-        return app.running * app.unit
+        computes inline when this method is not overridden (``shares.served_key``)."""
+        return served_key(app.running, app.unit)
 
     def node_key(self, app: "AppView", node: "NodeView", cluster: "ClusterView") -> float:
         """Key of ``app`` for an offer of ``node`` (only for per-node policies)."""
