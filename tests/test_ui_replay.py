@@ -187,10 +187,11 @@ def test_the_page_updates_itself_and_draws_the_rms_numbers(live, tmp_path):
             if (!done()) new MutationObserver(done).observe(document.body, {{attributes: true}});
         }})"""
         page.evaluate(wait_for.format(cond="Number(document.body.dataset.updates) >= 2"), timeout=WAIT)
-        first = page.evaluate("Number(document.querySelector('#counts path[data-name=running]').dataset.points)")
+        # the chart redraws its paths in place: between two draws a path may be briefly absent
+        first = page.evaluate("Number(document.querySelector('#counts path[data-name=running]')?.dataset.points ?? 0)")
         # the same page, not reloaded, draws later snapshots too
         page.evaluate(wait_for.format(
-            cond=f"Number(document.querySelector('#counts path[data-name=running]').dataset.points) > {first}"),
+            cond=f"Number(document.querySelector('#counts path[data-name=running]')?.dataset.points ?? 0) > {first}"),
             timeout=WAIT)
         drawn = page.evaluate("""(() => {
             const p = (sel) => Object.assign({}, document.querySelector(sel).dataset);
