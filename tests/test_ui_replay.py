@@ -184,9 +184,11 @@ def test_the_page_updates_itself_and_draws_the_rms_numbers(live, tmp_path):
     try:
         wait_for = """new Promise((resolve) => {{
             const done = () => {{ if ({cond}) {{ resolve(true); return true; }} return false; }};
-            if (!done()) new MutationObserver(done).observe(document.body, {{attributes: true}});
+            // a document the first load replaced may have no body yet: watch the whole tree
+            if (!done()) new MutationObserver(done).observe(document.documentElement,
+                                                            {{attributes: true, childList: true, subtree: true}});
         }})"""
-        page.evaluate(wait_for.format(cond="Number(document.body.dataset.updates) >= 2"), timeout=WAIT)
+        page.evaluate(wait_for.format(cond="Number(document.body?.dataset.updates ?? 0) >= 2"), timeout=WAIT)
         # the chart redraws its paths in place: between two draws a path may be briefly absent
         first = page.evaluate("Number(document.querySelector('#counts path[data-name=running]')?.dataset.points ?? 0)")
         # the same page, not reloaded, draws later snapshots too
