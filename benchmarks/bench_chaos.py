@@ -12,6 +12,7 @@ directory and says why, column ``ended``).
 
     python benchmarks/bench_chaos.py --seeds 2 --out /tmp/chaos      # two seeds, 200 nodes
     python benchmarks/bench_chaos.py --seeds 20 --paper              # the whole benchmark
+    python benchmarks/bench_chaos.py --from-runs /tmp/chaos            # the tables of runs kept
 
 Heavy: run it under the shared lock (``flock /tmp/rayrm-heavy.lock ...``).
 """
@@ -19,6 +20,7 @@ Heavy: run it under the shared lock (``flock /tmp/rayrm-heavy.lock ...``).
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from collections import Counter
@@ -47,8 +49,14 @@ def one(config: Path, seed: int, scale: float, out: Path) -> dict:
     """One replay of ``config`` under chaos ``seed``: its row of the table."""
     from rayrm.rm.runtime.driver import replay  # noqa: PLC0415
     t0 = time.time()
-    summary = replay(str(config), out=out, time_scale=scale, chaos=str(seed), progress=False)
-    wall = time.time() - t0
+    replay(str(config), out=out, time_scale=scale, chaos=str(seed), progress=False)
+    return row(out, seed, time.time() - t0)
+
+
+def row(out: Path, seed: int, wall: float | None = None) -> dict:
+    """The table's row of the run directory ``out`` (chaos ``seed``): its summary and ``rayrm
+    check``; ``wall`` defaults to the replay's own ``wall_seconds``."""
+    summary = json.loads((out / "summary.json").read_text())
     check = check_run(out)
     faults = summary.get("faults", {})
     kinds = Counter(s.split("@")[0].split(":")[0] for s in summary.get("chaos", {}).get("faults", []))
@@ -58,7 +66,20 @@ def one(config: Path, seed: int, scale: float, out: Path) -> dict:
             "over": check.over_allocations, "constraint": check.constraint_violations,
             "on_lost": check.started_on_lost + check.finished_on_lost,
             "worst": faults.get("worst_recovery"), "avail": faults.get("availability"),
-            "wall": wall, "ended": summary.get("interrupt_reason", "") or "done"}
+            "wall": summary.get("wall_seconds", 0.0) if wall is None else wall,
+            "ended": summary.get("interrupt_reason", "") or "done"}
+
+
+def from_runs(base: Path) -> None:
+    """Print the tables of the run directories ``base/<trace>-chaos-<seed>`` already written
+    (seeds run one at a time, e.g. one per turn of the shared lock)."""
+    for stem in ("google-200", "paper"):
+        runs = sorted(base.glob(f"{stem}-chaos-*"), key=lambda p: int(p.name.rsplit("-", 1)[1]))
+        runs = [p for p in runs if (p / "summary.json").exists()]
+        if runs:
+            rows = [row(p, int(p.name.rsplit("-", 1)[1])) for p in runs]
+            print(f"{stem}, {len(rows)} chaos seeds (from {base})")
+            print(table(rows), flush=True)
 
 
 def table(rows: list[dict]) -> str:
@@ -81,7 +102,12 @@ def main() -> None:
     ap.add_argument("--time-scale", type=float, default=0.02)
     ap.add_argument("--paper", action="store_true", help="also the paper-scale trace under 3 seeds")
     ap.add_argument("--out", help="keep traces and run directories under this directory")
+    ap.add_argument("--from-runs", metavar="DIR", help="replay nothing: print the tables of the run "
+                    "directories already under DIR (written by earlier --out runs)")
     args = ap.parse_args()
+    if args.from_runs:
+        from_runs(Path(args.from_runs))
+        return
     base = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench-chaos-"))
     base.mkdir(parents=True, exist_ok=True)
     for paper, seeds in ((False, args.seeds), (True, 3 if args.paper else 0)):
