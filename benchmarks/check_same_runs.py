@@ -147,6 +147,10 @@ def _summary(path: Path) -> str:
     doc = json.loads(path.read_text())
     for key in MACHINE_FIELDS:
         doc.pop(key, None)
+    source = doc.get("policy_source")
+    if isinstance(source, dict) and source.get("kind") == "built-in" and "file" in source:
+        # where the tree is checked out; its bytes are ``source_sha256``
+        source["file"] = source["file"].rsplit("/rayrm/", 1)[-1]
     return json.dumps(doc, indent=1, sort_keys=True)
 
 
