@@ -189,7 +189,7 @@ def main(argv=None) -> int:
         (new / name).write_bytes((args.against / name).read_bytes())
     runs = write(new, only) + ([] if only else service_runs(new))
     diffs = compare(args.against, new) if not only else \
-        [d for d in compare(args.against, new) if d.split("/")[1] in only and "only in the baseline" not in d]
+        [d for d in compare(args.against, new) if d.split("/")[2] in only and "only in the baseline" not in d]
     for d in diffs:
         print(d)
     print(f"{len(runs)} runs compared with {args.against}: {len(diffs)} files differ")

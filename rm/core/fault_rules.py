@@ -58,7 +58,8 @@ again (*rejoin*); it reports what it runs and what finished meanwhile, and
 ``on_late_status`` says what each means: a container the RM gave up that still runs is
 killed, and one that finished is ignored and logged (``ignored_finish``), never counted
 as its task's finish — the task was asked for again when its node was lost.  An old
-attempt's calls are refused (fenced).  A slow link adds its delay to every call; a lossy
+attempt's calls are refused (fenced); an attempt a restarted RM waits for registers again
+first (``on_attempt_call``: RESYNC).  A slow link adds its delay to every call; a lossy
 one loses each call, or its answer, with probability P.
 
 **Fencing.**  A call of an AM attempt is answered by ``on_attempt_call``: applied if the

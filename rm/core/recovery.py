@@ -302,12 +302,14 @@ class Recovery:
     def am_heard(self, app: str, down: AttemptOutage, ended: bool) -> tuple[AttemptCall, str]:
         """``Step.AM_HEARD``: the cut attempt's first call after the heal, answered as the
         RM answers any attempt's call (``fault_rules.on_attempt_call``; ``ended``: the app
-        has ended): CURRENT when it did not fail meanwhile (its outage ends), FENCED with
-        the ``fenced`` detail when a later attempt replaced it, SHUTDOWN when the app ended."""
+        has ended): CURRENT when it did not fail meanwhile (its outage ends); RESYNC when
+        it did not and an RM restarted meanwhile waits for it (it registers again, then
+        goes on); FENCED with the ``fenced`` detail when a later attempt replaced it;
+        SHUTDOWN when the app ended."""
         current = self.attempt.get(app, 1)
         if self.down.get(app) is down and not down.launching:
             del self.down[app]                       # it did not fail meanwhile
-        verdict = on_attempt_call(ended, down.cut_attempt, current, registered=True)
+        verdict = on_attempt_call(ended, down.cut_attempt, current, not self.resync.asked(("app", app)))
         return verdict, fenced_detail("allocate", down.cut_attempt, current) if verdict is AttemptCall.FENCED else ""
 
     def am_expired(self, app: str, down: AttemptOutage, token: int, t: float) -> AttemptFailed | None:

@@ -303,9 +303,14 @@ class FaultModel:
             self._take_over(app, down, t, changed)
 
     def _am_heard(self, t: float, changed: dict, app: str, down) -> None:
-        """A cut AM heard again: it takes over, or its calls are refused if replaced."""
+        """A cut AM heard again: it takes over (registering again first if a restarted RM
+        waits for it), or its calls are refused if replaced."""
         verdict, fenced = self.rec.am_heard(app, down, app not in self.sim.cluster.apps)
-        if verdict is AttemptCall.CURRENT:
+        if verdict is AttemptCall.RESYNC:
+            self.sim.log.event(on_am_registers(launching=False).value, t, app=app, detail=rules.am_registered_detail(
+                self.rec.attempt.get(app, 1), self.sim.jobs[app].done, self._running_per_app()[app]))
+            self._synced(("app", app), t)
+        if verdict in (AttemptCall.CURRENT, AttemptCall.RESYNC):
             self._take_over(app, down, t, changed)
         elif verdict is AttemptCall.FENCED:
             self.sim.log.event("fenced", t, app=app, detail=fenced)
