@@ -136,3 +136,29 @@ def test_the_simulators_fault_model_calls_only_public_methods_of_the_engine():
                         and isinstance(n.value, ast.Attribute) and n.value.attr == "sim"
                         and n.attr.startswith("_")})
     assert private == []
+
+
+def _names(paths) -> set[str]:
+    """Every name and attribute the modules at ``paths`` read."""
+    out = set()
+    for path in paths:
+        for n in ast.walk(ast.parse(path.read_text())):
+            if isinstance(n, ast.Name):
+                out.add(n.id)
+            elif isinstance(n, ast.Attribute):
+                out.add(n.attr)
+    return out
+
+
+#: the fault rules both drivers decide with (docs/design.md's table); on_attempt_failed's
+#: WITHDRAWN needs a container delivered and not started, which the simulator never has
+SHARED_RULES = ("expiry", "silent_host_expiry", "nm_lost_detail", "fate_on_node_lost", "on_nm_registers",
+                "not_reported", "nm_registered_detail", "on_late_status", "late_status_detail", "attempt_fails",
+                "on_am_registers", "am_registered_detail", "on_attempt_call", "fenced_detail", "restart")
+
+
+@pytest.mark.parametrize("rule", SHARED_RULES)
+def test_each_fault_rule_is_called_by_the_service_and_by_the_simulator(rule):
+    service = _names((ROOT / "rm" / "service").glob("*.py")) | _names([ROOT / "rm" / "runtime" / "actor.py"])
+    simulator = _names([ROOT / "rm" / "core" / "recovery.py", ROOT / "rm" / "sim" / "faults.py"])
+    assert rule in service and rule in simulator
