@@ -1,11 +1,11 @@
 """Same config, same seed, same run directory: the simulator's output against a saved baseline.
 
 A matrix of simulations — configs × the ten policies × fault sets (none, each fault kind
-the simulator models alone, and all of them mixed with the kinds it only records) — is
-written by whatever ``rayrm`` the interpreter imports (``PYTHONPATH`` picks a worktree),
-and compared file by file with the run directories of an earlier ``--write``.  Fields
-that measure the machine rather than the run (``wall_seconds``) are left out; every other
-byte must match.
+the simulator models alone, NM and AM host partitions across an RM restart, and all of
+them mixed with the kinds it only records) — is written by whatever ``rayrm`` the
+interpreter imports (``PYTHONPATH`` picks a worktree), and compared file by file with the
+run directories of an earlier ``--write``.  Fields that measure the machine rather than
+the run (``wall_seconds``) are left out; every other byte must match.
 
     python benchmarks/check_same_runs.py --write /tmp/base            # e.g. on main
     PYTHONPATH=/path/to/worktree python benchmarks/check_same_runs.py --against /tmp/base
@@ -35,6 +35,8 @@ POLICIES = ("tsf", "drf", "cdrf", "cmmf-cpu", "cmmf-mem", "fifo", "drfh-ff", "dr
 MACHINE_FIELDS = {"wall_seconds"}
 #: run settings of the fault runs: short expiries so that every recovery step lands in the run
 FAULT_RUN = {"nm_expiry": 4, "am_expiry": 3, "rm_restart": 2, "am_hosts": 2, "max_attempts": 2}
+#: ... and of the partition runs: two NM hosts, a whole host silent for 1.5 expiries is lost
+PARTITION_RUN = dict(FAULT_RUN, nm_hosts=2, host_silence=1.5)
 
 
 def fault_sets(config) -> dict[str, tuple[list[str], dict, float]]:
@@ -57,6 +59,9 @@ def fault_sets(config) -> dict[str, tuple[list[str], dict, float]]:
                     FAULT_RUN, 0.0),
         "kill-am-host": ([f"kill-am-host:0@{t:g}", f"kill-am-host:0@{t + 2:g}"], FAULT_RUN, 0.0),
         "kill-rm": ([f"kill-rm@{t:g}", f"kill-nm:{b}@{t + 5:g}", f"kill-rm@{t + 6:g}"], FAULT_RUN, 0.0),
+        "partition": ([f"partition-nm-host:0@{t:g}+45", f"partition-am-host:1@{t + 3:g}+40", f"kill-rm@{t + 20:g}",
+                       f"kill-nm:{b}@{t + 25:g}", f"partition-nm-host:1@{t + 60:g}+5",
+                       f"partition-am-host:0@{t + 62:g}+3"], PARTITION_RUN, 0.0),
         "not-simulated": ([f"kill-nm-host:0@{t:g}", f"kill-ray-node:1@{t:g}", f"stall-rm:3@{t:g}"], {}, 0.0),
         "mixed": (mixed, FAULT_RUN, 0.0),
         "mixed-jitter": (mixed, FAULT_RUN, 0.7),
@@ -142,6 +147,10 @@ def _summary(path: Path) -> str:
     doc = json.loads(path.read_text())
     for key in MACHINE_FIELDS:
         doc.pop(key, None)
+    source = doc.get("policy_source")
+    if isinstance(source, dict) and source.get("kind") == "built-in" and "file" in source:
+        # where the tree is checked out; its bytes are ``source_sha256``
+        source["file"] = source["file"].rsplit("/rayrm/", 1)[-1]
     return json.dumps(doc, indent=1, sort_keys=True)
 
 
@@ -180,7 +189,7 @@ def main(argv=None) -> int:
         (new / name).write_bytes((args.against / name).read_bytes())
     runs = write(new, only) + ([] if only else service_runs(new))
     diffs = compare(args.against, new) if not only else \
-        [d for d in compare(args.against, new) if d.split("/")[1] in only and "only in the baseline" not in d]
+        [d for d in compare(args.against, new) if d.split("/")[2] in only and "only in the baseline" not in d]
     for d in diffs:
         print(d)
     print(f"{len(runs)} runs compared with {args.against}: {len(diffs)} files differ")

@@ -165,6 +165,24 @@ def test_an_am_host_partition_within_the_expiry_only_delays_its_allocations(tmp_
     assert check_run(run.path).ok
 
 
+def test_an_am_host_cut_across_an_rm_restart_registers_again_at_the_heal(tmp_path):
+    # am-0 (j1) cut 5..15, E_host = 30 x 3 = 90: it never expires.  The RM dies at 7, has
+    # rebuilt its state at 7 + 2 = 9 and asks everyone to register again at 9 + 1 = 10: j2
+    # (am-1) does at once (t0 running on b since 1); j1, cut off, is waited for.  At the heal,
+    # 15, j1's call is answered RESYNC and it registers again (t0 finished at 10, the
+    # container allocated to it at 10 not started yet): nobody is waited for any more,
+    # 15 - 9 = 6 trace s after recovery.  j1's next tasks run 15-25 and 25-35, as without.
+    _, run = sim(tmp_path, config(cluster("a", "b"), AM_JOBS, ["partition-am-host:0@5+10", "kill-rm@7"],
+                                  am_expiry=3, am_hosts=2, rm_restart=2))
+    assert events(run, "am_resync") == [(10.0, "j2", "", "attempt 1: 0 tasks finished, 1 running"),
+                                        (15.0, "j1", "", "attempt 1: 1 tasks finished, 0 running")]
+    assert events(run, "rm_resynced") == [(15.0, "", "", "epoch 1: every NM and AM registered again "
+                                                         "6 trace s after recovery")]
+    assert [a[5:7] for a in attempts(run) if a[0] == "j1"] == [(0.0, 10.0), (15.0, 25.0), (25.0, 35.0)]
+    assert events(run, "am_expired") == [] and events(run, "fenced") == []
+    assert check_run(run.path).ok
+
+
 PARTITIONED = ["kill-nm:a1@8", "kill-am:web@6", "kill-rm@20", "kill-nm:b3@25", "kill-am:batch@15",
                "partition-nm-host:1@12+30", "partition-am-host:0@18+25", "kill-rm@40", "kill-nm:d1@22",
                "partition-nm-host:0@50+3", "partition-am-host:1@45+2", "partition-nm-host:2@35+40"]

@@ -23,17 +23,20 @@ and its task is asked for again, as though never placed); one the AM received an
 started is *reported* lost to the AM, which asks again; a running one is *lost*: its
 attempt ends ``lost`` and its task is asked for again as a new attempt.  An NM that comes
 back registers (``on_nm_registers``): one declared lost *rejoins* empty; one the RM never
-declared lost *reconciles* — whatever it no longer runs is lost (``NOT_REPORTED``).  An
-NM host lost is every NM it runs lost at once, in one batch; restarted, it registers
-them again and they rejoin.
+declared lost *reconciles* — whatever it no longer runs is lost (``not_reported``,
+``NOT_REPORTED``).  An NM host lost is every NM it runs lost at once, in one batch;
+restarted, it registers them again and they rejoin.
 
 **A lost AM** (its process, or its whole host).  When the attempt expires or its host
-is declared dead, the attempt FAILS (``am_expired_detail``) and ``after_failed_attempt``
-decides: the next attempt is launched — keeping the app's finished tasks and running
-containers (YARN's work-preserving AM restart), withdrawing those it received and never
-started — or, once ``max_attempts`` attempts failed, the app fails and its containers are
-killed.  An attempt lost with its AM host is not held against ``max_attempts`` (as in
-YARN, an AM container lost with its node does not count).
+is declared dead, the attempt FAILS (``attempt_fails``: why, and what
+``after_failed_attempt`` decides): the next attempt is launched — keeping the app's
+finished tasks and running containers (YARN's work-preserving AM restart; each container
+meets ``on_attempt_failed``: running ones are kept, those never delivered go to the next
+attempt, those it received and never started are withdrawn) — or, once ``max_attempts``
+attempts failed, the app fails and its containers are killed.  An attempt lost with its AM
+host is not held against ``max_attempts`` (as in YARN, an AM container lost with its node
+does not count).  The next attempt registering is ``am_registered``, one registering again
+for a restarted RM ``am_resync`` (``on_am_registers``).
 
 **A container delivered and never reported running** for ``ALLOCATION_EXPIRIES`` NM
 expiries (counted from its allocation or the RM's last recovery, whichever is later) is
@@ -41,7 +44,7 @@ released and reported lost to its AM (fate *reported*), which asks again; an NM 
 reports it running later is told to kill it.
 
 **A restarted RM** (``Resync``).  The RM rebuilds its state and tells every NM and every
-registered AM attempt to RESYNC: each registers again.  Its liveness clocks start again at
+registered AM attempt to RESYNC (``Resync.restart``): each registers again.  Its liveness clocks start again at
 the resync (its own downtime is nobody's silence); a lost NM or a failed attempt stops
 being waited for; ``rm_resynced`` is logged once nobody is waited for.
 
@@ -55,11 +58,16 @@ again (*rejoin*); it reports what it runs and what finished meanwhile, and
 ``on_late_status`` says what each means: a container the RM gave up that still runs is
 killed, and one that finished is ignored and logged (``ignored_finish``), never counted
 as its task's finish — the task was asked for again when its node was lost.  An old
-attempt's calls are refused (fenced).  A slow link adds its delay to every call; a lossy
+attempt's calls are refused (fenced); an attempt a restarted RM waits for registers again
+first (``on_attempt_call``: RESYNC).  A slow link adds its delay to every call; a lossy
 one loses each call, or its answer, with probability P.
 
-**Fencing** is the service's alone (the simulator has no stale callers): a call from an
-attempt that is not the app's current one, or for a node another host runs, is refused.
+**Fencing.**  A call of an AM attempt is answered by ``on_attempt_call``: applied if the
+attempt is the app's current, registered one; RESYNC if it must register (again) first;
+FENCED (refused, ``fenced_detail``) if a later attempt replaced it; SHUTDOWN once the app
+ended.  The simulator's stale callers are the attempts behind a cut link, heard again at
+the heal.  A call for a node another host runs is refused too (the service's alone: the
+simulator's NMs have no hosts to confuse).
 """
 
 from __future__ import annotations
@@ -132,6 +140,21 @@ def on_nm_registers(declared_lost: bool, resync_asked: bool) -> Registration:
     return Registration.RESYNC if resync_asked else Registration.RECONNECT
 
 
+def nm_registered_detail(reported: int) -> str:
+    """The detail of an NM that resyncs or reconnects: how many containers it reported."""
+    return f"{reported} containers reported"
+
+
+def not_reported(verdict: Registration, running, reported) -> list:
+    """What an NM registering loses: nothing when it rejoins (its containers were lost with
+    it), else each container the RM has RUNNING there (``running``, ids) that the NM does
+    not report (``reported``, ids): its attempt ends lost (``NOT_REPORTED``) and its task
+    is asked for again.  The ids, in ``running``'s order."""
+    if verdict is Registration.REJOIN:
+        return []
+    return [cid for cid in running if cid not in reported]
+
+
 # ----- ApplicationMasters ----------------------------------------------------------------
 
 def am_expired_detail(attempt: int, launching: bool, silence: float, seconds: Callable[[float], str]) -> str:
@@ -167,6 +190,87 @@ def after_failed_attempt(attempt: int, uncounted: int, counted: bool, max_attemp
     if failures >= max_attempts:
         return AttemptOutcome(attempt, uncounted, f"{failures} of {max_attempts} attempts failed")
     return AttemptOutcome(attempt + 1, uncounted)
+
+
+@dataclass(frozen=True)
+class AttemptFailure:
+    """An attempt failed: ``why`` (the ``am_expired`` detail) and what follows."""
+
+    why: str
+    outcome: AttemptOutcome
+
+    @property
+    def launch(self) -> str:
+        """The ``am_launch`` detail of the next attempt ("" when the app fails instead)."""
+        return "" if self.outcome.failed else f"attempt {self.outcome.attempt}"
+
+
+def attempt_fails(attempt: int, uncounted: int, max_attempts: int, *, launching: bool = False,
+                  silence: float = 0.0, seconds: Callable[[float], str] = wall_seconds,
+                  host_lost: str | None = None) -> AttemptFailure:
+    """Attempt ``attempt`` fails: it expired (silent, or never registered when
+    ``launching``, for ``silence``; counted against ``max_attempts``) or was lost with its
+    AM host (``host_lost``: why the host died; not counted).  What follows is
+    ``after_failed_attempt``'s; the caller keeps ``outcome.uncounted`` and, unless the app
+    failed, makes ``outcome.attempt`` current and launches it."""
+    why = am_expired_detail(attempt, launching, silence, seconds) if host_lost is None \
+        else am_host_lost_detail(attempt, host_lost)
+    return AttemptFailure(why, after_failed_attempt(attempt, uncounted, host_lost is None, max_attempts))
+
+
+def am_host_died(host: str, cause: str = "") -> str:
+    """Why an AM host's attempts fail with it: ``AM host <host> died`` and the cause if known."""
+    return f"AM host {host} died" + (f" ({cause})" if cause else "")
+
+
+class Handover(enum.Enum):
+    """What becomes of an app's container when its attempt fails (YARN's work-preserving
+    AM restart, ``on_attempt_failed``)."""
+
+    KEPT = "kept"                   # running: it runs on, and the next attempt takes it over
+    TAKEN_OVER = "taken_over"       # allocated, not yet delivered: the next attempt receives it
+    WITHDRAWN = "withdrawn"         # delivered, never started: only the failed attempt knew its task
+
+
+def on_attempt_failed(delivered: bool, started: bool) -> Handover:
+    """The handover of a container whose app's attempt failed, by what that attempt knew:
+    a running one is kept, one it never received goes to the next attempt, and one it
+    received and did not start is withdrawn (killed if it ever starts) and asked for again."""
+    if started:
+        return Handover.KEPT
+    return Handover.WITHDRAWN if delivered else Handover.TAKEN_OVER
+
+
+class AmRegistration(enum.Enum):
+    """What an AM attempt registering means (``on_am_registers``)."""
+
+    LAUNCHED = "am_registered"      # the attempt the RM launched registers for the first time
+    RESYNC = "am_resync"            # a running attempt registers again for the restarted RM
+
+
+def on_am_registers(launching: bool) -> AmRegistration:
+    """An attempt registers: the one the RM launched, or one registering again after a resync."""
+    return AmRegistration.LAUNCHED if launching else AmRegistration.RESYNC
+
+
+class AttemptCall(enum.Enum):
+    """The RM's answer to a call of an AM attempt (``on_attempt_call``); the values are
+    the protocol's actions."""
+
+    CURRENT = "normal"              # the app's current, registered attempt: the call is applied
+    RESYNC = "resync"               # current, but to register (again) first
+    FENCED = "fenced"               # an attempt another replaced: refused
+    SHUTDOWN = "shutdown"           # the app has ended
+
+
+def on_attempt_call(done: bool, attempt: int, current: int, registered: bool) -> AttemptCall:
+    """A call of attempt ``attempt`` of an app whose current attempt is ``current``
+    (``registered``: it registered and no restarted RM waits for it again)."""
+    if done:
+        return AttemptCall.SHUTDOWN
+    if attempt != current:
+        return AttemptCall.FENCED
+    return AttemptCall.CURRENT if registered else AttemptCall.RESYNC
 
 
 def fenced_detail(what: str, attempt: int, current: int) -> str:
@@ -210,6 +314,13 @@ class Resync:
     def wait_for(self, keys) -> None:
         """The NMs and attempts that must register again (("node", n) / ("app", a) keys)."""
         self.waiting = set(keys)
+
+    def restart(self, nodes, apps) -> None:
+        """The restarted RM asks every NM it counts alive (``nodes``, names) and every
+        registered current attempt (``apps``, ids of apps not ended whose attempt is not
+        being launched: a launching one registers anyway) to register again, and waits
+        for each until it does, is lost or ends."""
+        self.wait_for([("node", n) for n in nodes] + [("app", a) for a in apps])
 
     def asked(self, key: tuple[str, str]) -> bool:
         """Whether ``key`` is still to register again."""

@@ -1,14 +1,22 @@
 """What follows a fault, step by step: the recovery sequences, written once and clock-free.
 
-``fault_rules`` says what each event means (a lost NM's containers, an NM registering, a
-failed attempt, a restarted RM's resync); this module says which event follows which, and
-after how long, as a small state machine per fault.  Each machine is fed the step that is
-due and answers with what it decided and the next steps, ``Next(at, step, args)``; the
-driver applies the decision to its world and runs each next step at its time.  The
-simulator (``rayrm.rm.sim.faults``) runs them on its heap; in a Ray replay the same steps
-are what happens on the wall clock — the supervisor restarts an NM ``nm_restart_after``
-its crash, the RM's liveness monitor expires a silent NM or attempt, the AMLauncher
-starts the next attempt, which registers at its host's next call.
+``fault_rules`` says what each event means; this module says which event follows which,
+and after how long, as a small state machine per fault.  Each machine is fed the step
+that is due and answers with what it decided and the next steps, ``Next(at, step, args)``;
+the driver applies the decision to its world and runs each next step at its time.
+
+The decisions are ``fault_rules``' functions, which the RM service calls too:
+``nm_lost_detail`` (``nm_expired``), ``on_nm_registers`` (``nm_registers``),
+``on_late_status`` (``late_statuses``), ``attempt_fails`` (``am_expired``: why, counted or
+not, the next attempt or the app failed), ``on_attempt_call`` (``am_heard``: heard again,
+or fenced) and ``Resync`` (``rm_recovered``, ``rm_resync``: who is asked to register again,
+who is waited for).  The sequence itself is the simulator's alone
+(``rayrm.rm.sim.faults`` runs these machines on its heap): in a Ray replay it is real
+processes on the wall clock — the supervisor restarts an NM ``nm_restart_after`` its
+crash, the RM's liveness monitor notices a silent NM or attempt (``rm/service/liveness.py``,
+its own stalls taken out), the AMLauncher starts the next attempt, which registers at its
+host's next call — and these machines model those processes with the replay's durations
+(``Timing``), so that a simulation's events fall where a replay's would.
 
 With h the heartbeat interval, E_nm and E_am the expiries (``fault_rules.expiry``) and
 R the RM's restart time (``Timing``):
@@ -50,10 +58,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
-from rayrm.rm.core.fault_rules import (NM_RESTART_EXPIRIES, AttemptOutcome, LateStatus, Registration, Resync,
-                                       after_failed_attempt, am_expired_detail, am_host_lost_detail,
-                                       fenced_detail, nm_lost_detail, on_late_status, on_nm_registers,
-                                       partition_outlasts, silent_host_expiry)
+from rayrm.rm.core.fault_rules import (NM_RESTART_EXPIRIES, AttemptCall, AttemptFailure, LateStatus, Registration,
+                                       Resync, am_host_died, attempt_fails, fenced_detail, nm_lost_detail,
+                                       on_attempt_call, on_late_status, on_nm_registers, partition_outlasts,
+                                       silent_host_expiry)
 
 
 class Step(enum.Enum):
@@ -145,11 +153,10 @@ class AttemptOutage:
 
 @dataclass(frozen=True)
 class AttemptFailed:
-    """An expired attempt: why it failed, what follows (``fault_rules.after_failed_attempt``),
+    """An expired attempt: why it failed and what follows (``fault_rules.attempt_fails``),
     and its successor's registration (None when the app fails)."""
 
-    why: str
-    outcome: AttemptOutcome
+    failure: AttemptFailure
     register: Next | None
 
 
@@ -292,35 +299,38 @@ class Recovery:
             else []
         return steps + [Next(t + duration, Step.AM_HEARD, (app, down))]
 
-    def am_heard(self, app: str, down: AttemptOutage) -> tuple[bool, str]:
-        """``Step.AM_HEARD``: whether the cut attempt is heard again (it did not fail
-        meanwhile), and else the ``fenced`` detail of its first call if a later attempt
-        replaced it ("" when none did: the app ended)."""
+    def am_heard(self, app: str, down: AttemptOutage, ended: bool) -> tuple[AttemptCall, str]:
+        """``Step.AM_HEARD``: the cut attempt's first call after the heal, answered as the
+        RM answers any attempt's call (``fault_rules.on_attempt_call``; ``ended``: the app
+        has ended): CURRENT when it did not fail meanwhile (its outage ends); RESYNC when
+        it did not and an RM restarted meanwhile waits for it (it registers again, then
+        goes on); FENCED with the ``fenced`` detail when a later attempt replaced it;
+        SHUTDOWN when the app ended."""
         current = self.attempt.get(app, 1)
         if self.down.get(app) is down and not down.launching:
-            del self.down[app]
-            return True, ""
-        return False, fenced_detail("allocate", down.cut_attempt, current) if current != down.cut_attempt else ""
+            del self.down[app]                       # it did not fail meanwhile
+        verdict = on_attempt_call(ended, down.cut_attempt, current, not self.resync.asked(("app", app)))
+        return verdict, fenced_detail("allocate", down.cut_attempt, current) if verdict is AttemptCall.FENCED else ""
 
     def am_expired(self, app: str, down: AttemptOutage, token: int, t: float) -> AttemptFailed | None:
         """``Step.AM_EXPIRE``: the attempt fails; the next is launched or the app fails."""
         if self.down.get(app) is not down or down.token != token:
             return None
-        k = self.attempt.get(app, 1)
-        why = (am_host_lost_detail(k, f"AM host am-{self.am_host[app]} died") if not down.counted
-               else am_expired_detail(k, down.launching, t - down.since, self.seconds))
-        outcome = after_failed_attempt(k, self.uncounted[app], down.counted, self.timing.max_attempts)
-        if not down.counted:
-            self.uncounted[app] = outcome.uncounted
-            down.counted = True                      # the next attempt counts unless lost so too
+        host_lost = None if down.counted else am_host_died(f"am-{self.am_host[app]}")
+        failure = attempt_fails(self.attempt.get(app, 1), self.uncounted[app], self.timing.max_attempts,
+                                launching=down.launching, silence=t - down.since, seconds=self.seconds,
+                                host_lost=host_lost)
+        outcome = failure.outcome
+        self.uncounted[app] = outcome.uncounted
+        down.counted = True                          # the next attempt counts unless lost so too
         if outcome.failed:
             del self.down[app]
-            return AttemptFailed(why, outcome, None)
+            return AttemptFailed(failure, None)
         self.attempt[app] = outcome.attempt
         down.since, down.crashed, down.launching, down.token = t, False, True, next(self.tokens)
         launched = t if down.heals is None else max(t, down.heals)      # across a cut link: at the heal
         register = Next(launched + self.timing.beat, Step.AM_REGISTER, (app, down, down.token))
-        return AttemptFailed(why, outcome, register)
+        return AttemptFailed(failure, register)
 
     def am_registers(self, app: str, down: AttemptOutage, token: int) -> bool:
         """``Step.AM_REGISTER``: whether the launched attempt registers now (its outage ends)."""
@@ -347,27 +357,26 @@ class Recovery:
                                         f"(run.rm_restart)")
 
     def rm_resync(self, token: int, t: float, nodes, apps) -> ResyncPlan | None:
-        """``Step.RM_RESYNC`` with the live ``nodes`` and running ``apps``: live NMs and AMs
-        register again, crashed ones expire E from now and are waited for."""
+        """``Step.RM_RESYNC`` with the live ``nodes`` and running ``apps``: the RM asks them
+        all to register again (``fault_rules.Resync.restart``); the live NMs and AMs do so at
+        once, the silent ones are waited for and expire E from now."""
         if token != self.rm_token:
             return None
+        self.resync.restart(nodes, [a for a in apps if a not in self.down or not self.down[a].launching])
         plan = ResyncPlan([], [], [])
-        waiting = set()
         for node in nodes:
             rec = self.outages.get(node)
             if rec is not None and not rec.lost:
                 plan.expiries.append(self._nm_expiry(node, rec, t))
-                waiting.add(("node", node))
             else:
                 plan.nodes.append(node)
+                self.resync.registered(("node", node))
         for app in apps:
             down = self.down.get(app)
             if down is None:
                 plan.apps.append(app)
+                self.resync.registered(("app", app))
             elif down.crashed:
                 down.since, down.token = t, next(self.tokens)
                 plan.expiries.append(Next(t + down.expiry, Step.AM_EXPIRE, (app, down, down.token)))
-                if not down.launching:
-                    waiting.add(("app", app))
-        self.resync.wait_for(waiting)
         return plan

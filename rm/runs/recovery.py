@@ -47,6 +47,7 @@ import math
 import re
 from pathlib import Path
 
+from rayrm.rm.core.fault_rules import am_host_died
 from rayrm.rm.core.faults import LASTING, parse_fault
 from rayrm.rm.runs.reader import RunDir
 
@@ -90,7 +91,7 @@ def recovery_times(path: str | Path) -> list[dict]:
         elif kind == "kill-am-host":
             # detected: the RM failed the host's attempts; recovered: the last of them has
             # registered its new attempt (on the restarted host)
-            host = f"AM host am-{spec.split('@')[0].split(':')[1]} died"
+            host = am_host_died(f"am-{spec.split('@')[0].split(':')[1]}")
             expired = detecting[(detecting.kind == "am_expired") & detecting.detail.str.contains(host, regex=False)]
             detected = _row(expired.iloc[0]) if len(expired) else None
             recovered = detected

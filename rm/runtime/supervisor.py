@@ -23,7 +23,7 @@ from __future__ import annotations
 import sys
 import time
 
-from rayrm.rm.core.fault_rules import LinkFault
+from rayrm.rm.core.fault_rules import LinkFault, am_host_died
 from rayrm.rm.core.faults import Fault
 from rayrm.rm.service.client import BUDGET, MAX_DELAY
 
@@ -370,8 +370,7 @@ class Supervisor:
             raise RuntimeError(f"ApplicationMaster host {hid} died: {error}")
         self.am_host_restarts += 1
         self._rid += 1
-        rm_call(self.rm.lose_am_host, "driver-am-hosts", self._rid, hid,
-                f"AM host {hid} died ({type(error).__name__})")
+        rm_call(self.rm.lose_am_host, "driver-am-hosts", self._rid, hid, am_host_died(hid, type(error).__name__))
         rm_call(self.ams[hid].outcome_now)       # returns once Ray has restarted the host
         return self.ams[hid].run.remote(self.start_wall)
 

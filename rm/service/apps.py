@@ -33,8 +33,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rayrm.rm.core.fault_rules import (Resync, after_failed_attempt, am_expired_detail, am_host_lost_detail,
-                                       am_registered_detail, fenced_detail, wall_seconds)
+from rayrm.rm.core.fault_rules import (AttemptCall, AttemptFailure, Handover, Resync, am_registered_detail,
+                                       attempt_fails, fenced_detail, on_am_registers, on_attempt_call,
+                                       on_attempt_failed, wall_seconds)
 from rayrm.rm.core.scheduler import OnlineScheduler
 from rayrm.rm.service.containers import Containers
 from rayrm.rm.service.liveness import Heard
@@ -42,6 +43,8 @@ from rayrm.rm.service.protocol import (FENCED, NORMAL, RESYNC, RUNNING, SHUTDOWN
                                       AppRegistered, AppRegistration, ContainerStatus)
 from rayrm.rm.service.records import ACQUIRED, ALLOCATED, RELEASED, AppRecord, NodeRecord
 from rayrm.rm.service.runrecords import RunRecords
+
+assert {a.value for a in AttemptCall} == {NORMAL, RESYNC, SHUTDOWN, FENCED}, "an attempt's answer is an action"
 
 
 @dataclass(eq=False, slots=True)
@@ -79,16 +82,17 @@ class AppMasters:
             if app is None:
                 out.append(self._new_app(now, caller, reg))
                 continue
-            if app.done:                   # with its finished tasks: an AM host restarted after it ended
+            verdict = on_attempt_call(app.done, reg.attempt, app.attempt, registered=True)
+            if verdict is AttemptCall.SHUTDOWN:   # with its finished tasks: an AM host restarted after it ended
                 out.append(AppRegistered(spec.app_id, False, "the application has ended", SHUTDOWN,
                                          app.attempt, tuple(sorted(app.finished_tasks))))
                 continue
-            if reg.attempt != app.attempt:
+            if verdict is AttemptCall.FENCED:
                 records.refuse(now, "fenced", app=spec.app_id,
                                detail=f"registration of attempt {reg.attempt}; the current attempt is {app.attempt}")
                 out.append(AppRegistered(spec.app_id, False, "not the current attempt", FENCED, app.attempt))
                 continue
-            kind = "am_registered" if app.launching else "am_resync"
+            kind = on_am_registers(app.launching).value
             app.launching, app.resync, app.host, app.last_seen = False, False, caller, now
             self.launching.discard(spec.app_id)
             self.liveness.as_of_host(app, caller)
@@ -128,14 +132,12 @@ class AppMasters:
         app = self.table.get(req_app)
         if app is None:
             return None, AllocateResponse(req_app, RESYNC)
-        if app.done:
-            return None, AllocateResponse(req_app, SHUTDOWN)
-        if attempt != app.attempt:
+        verdict = on_attempt_call(app.done, attempt, app.attempt, not (app.resync or app.launching))
+        if verdict is AttemptCall.CURRENT:
+            return app, None
+        if verdict is AttemptCall.FENCED:
             self.records.refuse(now, "fenced", app=req_app, detail=fenced_detail(what, attempt, app.attempt))
-            return None, AllocateResponse(req_app, FENCED)
-        if app.resync or app.launching:
-            return None, AllocateResponse(req_app, RESYNC)     # register (again) first
-        return app, None
+        return None, AllocateResponse(req_app, verdict.value)     # RESYNC: register (again) first
 
     # ----- the AM heartbeat ----------------------------------------------------------------
 
@@ -289,27 +291,27 @@ class AppMasters:
             if names is None else [a for a in names if a in table and not table[a].done]
         for a in gone:
             app = table[a]
-            self.fail_attempt(now, a, am_expired_detail(app.attempt, app.launching, now - app.last_seen, wall_seconds))
+            self.fail_attempt(now, a, attempt_fails(app.attempt, app.uncounted, self.max_attempts,
+                                                    launching=app.launching, silence=now - app.last_seen,
+                                                    seconds=wall_seconds))
         return gone
 
-    def fail_attempt(self, now: float, app_id: str, why: str, counted: bool = True) -> None:
-        """The app's current attempt FAILED: keep its work, start the next attempt or fail the app.
-
-        ``counted=False``: the attempt was lost with its AM host, not by its own fault; as
-        in YARN (an AM container lost with its node does not count), it is not held
-        against ``max_attempts`` (``fault_rules.after_failed_attempt``).
-        """
+    def fail_attempt(self, now: float, app_id: str, failure: AttemptFailure) -> None:
+        """The app's current attempt FAILED (``fault_rules.attempt_fails``): keep its work,
+        start the next attempt or fail the app.  Its containers meet
+        ``fault_rules.on_attempt_failed``: running ones are kept, undelivered ones stay
+        for the next attempt, those delivered and not started are withdrawn."""
         app = self.table[app_id]
-        self.records.event(now, "am_expired", app=app_id, detail=why)
+        self.records.event(now, "am_expired", app=app_id, detail=failure.why)
         for c in self.containers.live(app=app_id):
-            if c.state == ACQUIRED:
+            if on_attempt_failed(c.state != ALLOCATED, c.state == RUNNING) is Handover.WITHDRAWN:
                 self.containers.withdraw(c)
                 node = self.nodes.get(c.node)
                 if node is not None and node.alive:
                     node.cleanup.append(c.container)
         self.resync.registered(("app", app_id))
         self.records.resynced(self.resync, now)
-        outcome = after_failed_attempt(app.attempt, app.uncounted, counted, self.max_attempts)
+        outcome = failure.outcome
         app.uncounted = outcome.uncounted
         if outcome.failed:
             self._finish_app(now, app, reason=outcome.failed)
@@ -318,7 +320,7 @@ class AppMasters:
         app.launching, app.resync, app.last_seen = True, False, now
         self.launching.add(app_id)
         self.liveness.as_of_host(app, app.host)              # the new attempt's silence starts now
-        self.records.event(now, "am_launch", app=app_id, detail=f"attempt {app.attempt}")
+        self.records.event(now, "am_launch", app=app_id, detail=failure.launch)
 
     def lose_host(self, now: float, host: str, detail: str) -> list[str]:
         """The AM host ``host`` died: every current attempt it ran fails, uncounted, and the
@@ -327,7 +329,8 @@ class AppMasters:
         released).  Returns the apps."""
         gone = sorted(a for a, r in self.table.items() if r.host == host and not r.done)
         for a in gone:
-            self.fail_attempt(now, a, am_host_lost_detail(self.table[a].attempt, detail), counted=False)
+            app = self.table[a]
+            self.fail_attempt(now, a, attempt_fails(app.attempt, app.uncounted, self.max_attempts, host_lost=detail))
         return gone
 
     def pending_launches(self) -> list[tuple[str, str, int]]:

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rayrm.rm.core.fault_rules import NOT_REPORTED, Registration, Resync, nm_lost_detail, on_nm_registers, wall_seconds
+from rayrm.rm.core.fault_rules import (NOT_REPORTED, Registration, Resync, nm_lost_detail, nm_registered_detail,
+                                       not_reported, on_nm_registers, wall_seconds)
 from rayrm.rm.core.model import NodeSpec, Resources
 from rayrm.rm.core.scheduler import OnlineScheduler
 from rayrm.rm.service.containers import Containers
@@ -89,26 +90,25 @@ class NodeManagers:
                 if rejoin:
                     records.log.add_node(rec.spec, records.trace(now), records.wall(now), ray_node=reg.ray_node)
                 else:
-                    records.event(now, verdict.value, node=reg.node,
-                                  detail=f"{len(reg.running)} containers reported")
-            self._reconcile(now, rec, reg.running, rejoin)
+                    records.event(now, verdict.value, node=reg.node, detail=nm_registered_detail(len(reg.running)))
+            self._reconcile(now, rec, reg.running, verdict)
             self.resync.registered(("node", reg.node))
             out.append(NORMAL)
         records.resynced(self.resync, now)
         return out
 
     def _reconcile(self, now: float, rec: NodeRecord, running: tuple[ContainerStatus, ...],
-                   rejoin: bool) -> None:
-        """Apply what a registering NM reports; lose what it should run and does not."""
+                   verdict: Registration) -> None:
+        """Apply what a registering NM reports; lose what it should run and does not
+        (``fault_rules.not_reported``)."""
         reported = set()
         for st in running:
             reported.add(st.container)
             self.containers.status(now, rec, st)
-        if rejoin:
-            return                       # its containers were all declared lost already
-        for c in self.containers.live(node=rec.spec.name):
-            if c.state == RUNNING and c.container not in reported:
-                self.containers.lose(now, c, NOT_REPORTED)
+        ours = {} if verdict is Registration.REJOIN else \
+            {c.container: c for c in self.containers.live(node=rec.spec.name) if c.state == RUNNING}
+        for cid in not_reported(verdict, ours, reported):
+            self.containers.lose(now, ours[cid], NOT_REPORTED)
 
     def heartbeat(self, now: float, caller: str, beats: list[NodeHeartbeat], idle: tuple[str, ...],
                   sent: float) -> list[NodeHeartbeatResponse]:

@@ -236,7 +236,7 @@ class ResourceManagerState:
         self.recoveries.append(dict(stats or {}, epoch=self.resync.epoch))
         nodes = [r for r in self.nodes.table.values() if r.alive]
         apps = {a for a, r in self.apps.table.items() if not r.done and not r.launching}
-        self.resync.wait_for([("node", r.spec.name) for r in nodes] + [("app", a) for a in apps])
+        self.resync.restart([r.spec.name for r in nodes], apps)
         for r in nodes:
             r.resync, r.last_seen = True, now + grace
             self.liveness.as_of_host(r, r.host, grace)

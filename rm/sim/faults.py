@@ -1,7 +1,8 @@
 """The simulator's fault injector (the config's ``faults:``, ``simulate --fault``).
 
 Which recovery step follows a fault, and when, is ``rayrm.rm.core.recovery``; what each
-means is ``rayrm.rm.core.fault_rules``; the RM service follows both.  Here each fault and
+means is ``rayrm.rm.core.fault_rules``, which the RM service calls too (its sequence is
+the replay's real processes, which ``recovery`` models).  Here each fault and
 each step is a heap event (priority ``FAULT``: after the instant's completions) that
 ``Recovery`` decides and a handler (``FaultModel.steps``) applies through the engine's
 public methods, with the replay's durations in trace seconds (``timing``; docs/failures.md
@@ -21,7 +22,8 @@ from collections import Counter
 
 from rayrm.rm.core import fault_rules as rules
 from rayrm.rm.core.config import MIN_EXPIRY_WALL, NodeEvent, RunSettings
-from rayrm.rm.core.fault_rules import Registration, trace_seconds
+from rayrm.rm.core.fault_rules import (AttemptCall, Fate, Registration, fate_on_node_lost, nm_registered_detail,
+                                       not_reported, on_am_registers, trace_seconds)
 from rayrm.rm.core.faults import Fault, am_host_of, check_hosts, nm_host_of
 from rayrm.rm.core.recovery import Gate, Next, NodeOutage, Recovery, Step, Timing
 
@@ -83,7 +85,9 @@ class FaultModel:
 
     def intercept(self, c, t: float) -> bool:
         """A container placed at ``t`` that does not start now: held for the app's next
-        attempt or a cut NM's heal, or refused by a dead NM (released a heartbeat later)."""
+        attempt (no attempt receives it, so it is ``Handover.TAKEN_OVER``:
+        ``fault_rules.on_attempt_failed``) or a cut NM's heal, or refused by a dead NM
+        (released a heartbeat later)."""
         down = self.rec.down.get(c.app_id)
         out = self.rec.outages.get(c.node) if down is None and c.node in self.rec.silent else None
         if down is not None or (out is not None and out.heals is not None):
@@ -170,21 +174,28 @@ class FaultModel:
             self._lose(node, out, t, changed, detail)
 
     def _lose(self, node: str, out: NodeOutage, t: float, changed: dict, detail: str) -> None:
-        """The node is LOST: every container the RM had there goes, its attempts end lost."""
+        """The node is LOST: every container the RM had there meets its
+        ``fault_rules.fate_on_node_lost``: a started one's attempt ends lost; one not
+        started (held for the next attempt: withdrawn; refused by the dead NM: reported)
+        leaves no attempt; every task is asked for again."""
         sim = self.sim
         released = sim.scheduler.remove_node(node)
         sim.log.remove_node(node, t, detail=detail)
-        unstarted = [c for c in released if c.container_id not in out.containers]
+        unstarted = [c for c in released if fate_on_node_lost(c.app_id not in self.rec.down,
+                                                              c.container_id in out.containers) is not Fate.LOST]
         self._end_dead(out, t, changed, detail)
         for c in unstarted:
             self.lost_unstarted(c)
         sim.cluster_changed(changed)
         self._synced(("node", node), t)
 
-    def _end_dead(self, out: NodeOutage, t: float, changed: dict, detail: str, release: bool = False) -> None:
-        """The silent NM's attempts end lost at ``t``; tasks of apps still running are asked again."""
+    def _end_dead(self, out: NodeOutage, t: float, changed: dict, detail: str, release: bool = False,
+                  ids=None) -> None:
+        """The silent NM's attempts (``ids``, default all) end lost at ``t``; tasks of apps
+        still running are asked again."""
         crashed = out.killed if out.heals is None else t     # a cut NM's containers ran on
-        for cid, entry in out.containers.items():
+        for cid in out.containers if ids is None else ids:
+            entry = out.containers[cid]
             if self.sim.end_lost(cid, entry, t, changed, detail, crashed=crashed, release=release):
                 self._ask(entry[0].app_id, 1)
         out.containers = {}
@@ -197,9 +208,10 @@ class FaultModel:
             self._healed(t, changed, node, out, verdict)
         elif verdict is Registration.REJOIN:
             self._rejoin(node, t, changed)
-        elif verdict is not None:
-            self.sim.log.event(verdict.value, t, node=node, detail="0 containers reported")
-            self._end_dead(out, t, changed, rules.NOT_REPORTED, release=True)
+        elif verdict is not None:                    # restarted empty, it reports nothing
+            self.sim.log.event(verdict.value, t, node=node, detail=nm_registered_detail(0))
+            self._end_dead(out, t, changed, rules.NOT_REPORTED, release=True,
+                           ids=not_reported(verdict, out.containers, ()))
             self._synced(("node", node), t)
 
     def _rejoin(self, node: str, t: float, changed: dict) -> None:
@@ -227,7 +239,7 @@ class FaultModel:
             else:
                 sim.running[cid] = entry
         if verdict is Registration.RESYNC:
-            sim.log.event(verdict.value, t, node=node, detail=f"{len(out.containers)} containers reported")
+            sim.log.event(verdict.value, t, node=node, detail=nm_registered_detail(len(out.containers)))
             self._synced(("node", node), t)
         held = [c for cid, c in out.held.items() if cid in sim.cluster.containers]
         if held:
@@ -273,28 +285,34 @@ class FaultModel:
         if failed is None:
             return
         sim = self.sim
-        sim.log.event("am_expired", t, app=app, detail=failed.why)
+        sim.log.event("am_expired", t, app=app, detail=failed.failure.why)
         self._synced(("app", app), t)
         if failed.register is not None:
-            sim.log.event("am_launch", t, app=app, detail=f"attempt {failed.outcome.attempt}")
+            sim.log.event("am_launch", t, app=app, detail=failed.failure.launch)
             self._push([failed.register])
         elif app in sim.cluster.apps:
-            sim.fail_app(app, t, changed, failed.outcome.failed)
+            sim.fail_app(app, t, changed, failed.failure.outcome.failed)
 
     def _am_register(self, t: float, changed: dict, app: str, down, token: int) -> None:
         """The new attempt registers: it takes over what was allocated meanwhile and asks again."""
+        launching = down.launching
         if self.rec.am_registers(app, down, token):
             detail = rules.am_registered_detail(self.rec.attempt[app], self.sim.jobs[app].done,
                                                 self._running_per_app()[app])
-            self.sim.log.event("am_registered", t, app=app, detail=detail)
+            self.sim.log.event(on_am_registers(launching).value, t, app=app, detail=detail)
             self._take_over(app, down, t, changed)
 
     def _am_heard(self, t: float, changed: dict, app: str, down) -> None:
-        """A cut AM heard again: it takes over, or its calls are refused if replaced."""
-        heard, fenced = self.rec.am_heard(app, down)
-        if heard:
+        """A cut AM heard again: it takes over (registering again first if a restarted RM
+        waits for it), or its calls are refused if replaced."""
+        verdict, fenced = self.rec.am_heard(app, down, app not in self.sim.cluster.apps)
+        if verdict is AttemptCall.RESYNC:
+            self.sim.log.event(on_am_registers(launching=False).value, t, app=app, detail=rules.am_registered_detail(
+                self.rec.attempt.get(app, 1), self.sim.jobs[app].done, self._running_per_app()[app]))
+            self._synced(("app", app), t)
+        if verdict in (AttemptCall.CURRENT, AttemptCall.RESYNC):
             self._take_over(app, down, t, changed)
-        elif fenced and app in self.sim.cluster.apps:
+        elif verdict is AttemptCall.FENCED:
             self.sim.log.event("fenced", t, app=app, detail=fenced)
 
     def _take_over(self, app: str, down, t: float, changed: dict) -> None:
@@ -327,10 +345,10 @@ class FaultModel:
             return
         on_node = Counter(sim.cluster.containers[cid].node for cid in sim.running)
         for node in plan.nodes:
-            sim.log.event(Registration.RESYNC.value, t, node=node, detail=f"{on_node[node]} containers reported")
+            sim.log.event(Registration.RESYNC.value, t, node=node, detail=nm_registered_detail(on_node[node]))
         per_app = self._running_per_app()
         for app in plan.apps:
-            sim.log.event("am_resync", t, app=app, detail=rules.am_registered_detail(
+            sim.log.event(on_am_registers(launching=False).value, t, app=app, detail=rules.am_registered_detail(
                 self.rec.attempt.get(app, 1), sim.jobs[app].done, per_app[app]))
         self._push(plan.expiries)
         self._synced(None, t)
