@@ -81,6 +81,7 @@ class StateStore:
         self.generation = 0
         self.records = 0                 # journal records since the last snapshot
         self.bytes = 0                   # and their bytes
+        self.written = 0                 # journal bytes this store appended, all generations
         self._fd: int | None = None
         self._oldest = 0                 # the oldest journal still kept
         self._child: tuple[int, int, float] | None = None   # background snapshot: pid, journal it ends, start
@@ -104,6 +105,7 @@ class StateStore:
         os.write(self._fd, _HEADER.pack(len(body), zlib.crc32(body)) + body)
         self.records += 1
         self.bytes += _HEADER.size + len(body)
+        self.written += _HEADER.size + len(body)
 
     def due(self) -> bool:
         """Whether the journal since the last snapshot is long enough to take another."""
