@@ -31,8 +31,8 @@ from rayrm.rm.core.model import NodeSpec, Resources
 from rayrm.rm.core.scheduler import OnlineScheduler
 from rayrm.rm.service.containers import Containers
 from rayrm.rm.service.liveness import Heard
-from rayrm.rm.service.protocol import (COMPLETE, FENCED, NORMAL, RESYNC, RUNNING, ContainerStatus, HostMark, NodeHeartbeat,
-                                      NodeHeartbeatResponse, NodeRegistration)
+from rayrm.rm.service.protocol import (COMPLETE, FENCED, NORMAL, RESYNC, RUNNING, ContainerStatus, HostMark,
+                                      NodeHeartbeat, NodeHeartbeatResponse, NodeRegistration)
 from rayrm.rm.service.records import RELEASED, NodeRecord
 from rayrm.rm.service.runrecords import RunRecords
 
