@@ -18,18 +18,17 @@ interval / ``batch_window`` slots (default ten per interval, but no slot narrowe
 than ``MIN_BATCH_WINDOW`` wall seconds) whose phases spread over the interval, and a
 slot's NMs beat in one call, so a host makes at most ten calls per interval however
 many NMs it holds, and its loop does per-slot, not per-NM, scheduling work (at 1,000
-NMs and 0.02 s intervals that is 50,000 NM heartbeats per wall second).  The floor
-exists because each call costs the RM and the host a fixed ~0.5 ms of Ray work
-whatever it carries: at time scale 0.02 ten slots were 500 calls a wall second,
-~0.6 cores on a cluster with nothing running; 5 ms slots make it 200.
+NMs and 0.02 s intervals that is 50,000 NM heartbeats per wall second); no slot is
+narrower because a call costs the RM and the host ~0.5 ms of Ray work whatever it
+carries.  Inside a call only the NMs with something to report (statuses, refused
+launches) go by name; every other NM of the host is in the call's one ``HostMark``
+(all but those it knows have stopped), so a quiet NM costs neither the host nor the RM
+anything per beat, and a crashed one, left out of the marks, expires as a silent NM.
 
-The host's calls are bounded per host, not per slot or per completion: two calls start
-at least ``MIN_CALL_GAP`` (10 ms, at most half an interval) apart, and what falls due
-meanwhile — out-of-band completions, slots due before the next call may start — goes in
-the next call, at most 100 a second (at 0.02 a completion then reaches the RM within
-10 ms, half a heartbeat).  Completions are the busy case: at paper scale and time
-scale 0.02 (600 containers ending a wall second) out-of-band beats alone made a call
-per round trip.
+Calls are bounded per host, not per slot or per completion: two start at least
+``MIN_CALL_GAP`` (10 ms, at most half an interval) apart, and what falls due meanwhile —
+out-of-band completions (600 a wall second at paper scale and 0.02), slots due — goes
+in the next call, at most 100 a second.
 
 Failures.  ``start_containers`` refuses a launch whose container token
 (rm/service/protocol.py) is not the RM's for that container, app and node — an AM can
@@ -43,9 +42,8 @@ again empty that many seconds later.  When the whole host actor dies, Ray
 restarts it (``max_restarts``); the driver, told by ``lifeline`` failing,
 declares its NMs lost and calls ``resume``, which registers them again.
 
-Measured per host for benchmarks: heartbeats sent and answered, round trip
-(call sent -> answer), lag (due -> answered, one sample per slot; negative when
-sent early), and the
+Measured per host for benchmarks: heartbeats sent and answered, round trip (sent ->
+answer), lag (due -> answered, one sample per slot; negative when sent early), and the
 backlog (NMs overdue by more than one interval when a batch goes out).
 """
 
@@ -64,13 +62,11 @@ from rayrm.rm.core.model import NodeSpec
 from rayrm.rm.service.client import RMClient
 from rayrm.rm.service.heap import quiet_gc
 from rayrm.rm.service.protocol import (COMPLETE, FAILED, FINISHED, KILLED, NAMESPACE, NORMAL, RESYNC, RUNNING,
-                                      ContainerLaunch, ContainerStatus, NodeHeartbeat, token_valid)
+                                      ContainerLaunch, ContainerStatus, HostMark, NodeHeartbeat, token_valid)
 
-# The narrowest heartbeat slot, wall seconds (see the module docstring): a call per
-# slot costs a fixed amount of Ray work, so slots are not made narrower than this.
+#: the narrowest heartbeat slot, wall seconds (module docstring)
 MIN_BATCH_WINDOW = 0.005
-# The least wall time between the starts of two node_heartbeat calls of one host, regular
-# or out of band (at most half an interval): see the module docstring.
+#: the least wall time between the starts of two node_heartbeat calls of one host (module docstring)
 MIN_CALL_GAP = 0.010
 
 
@@ -111,7 +107,9 @@ class NodeManagerHost:
         self._heap: list[tuple[float, int]] = []
         self._make_slots(list(self.nms), now)
         self.launcher = Launcher(executor, ray_node, container_actor)
-        self._oob: set[str] = set()
+        # NMs whose container ended (a call at once); with statuses or refusals to report;
+        # stopped (left out of the marks); and the NMs started since construction (``born``)
+        self._oob, self._news, self._dead, self._started = set(), set(), set(), 0
         self.gap = min(MIN_CALL_GAP, interval_wall / 2)
         self._last_call = 0.0
         self._wake: asyncio.Event | None = None
@@ -149,7 +147,17 @@ class NodeManagerHost:
             told = {s.container for s in reg.running}
             nm.new = [s for s in nm.new if s.container not in told]
             if action != NORMAL:
-                nm.alive = False
+                self._stopped_nm(nm)
+            elif self.nms.get(nm.spec.name) is nm:
+                self._dead.discard(nm.spec.name)
+                if nm.has_news():
+                    self._news.add(nm.spec.name)
+
+    def _stopped_nm(self, nm: NodeManagerState) -> None:
+        """``nm`` stops (crashed, refused, fenced): it leaves the host's marks."""
+        nm.alive = False
+        if self.nms.get(nm.spec.name) is nm:
+            self._dead.add(nm.spec.name)
 
     async def _heartbeat_loop(self) -> None:
         try:
@@ -204,24 +212,15 @@ class NodeManagerHost:
                 t, sid = heapq.heappop(heap)
                 if self._slot_due[sid] == t:               # else a stale entry
                     due_slots[sid] = t
-            nms = self.nms
-            names: list[str] = []
-            for sid in due_slots:
-                for name in self._slots[sid]:
-                    nm = nms.get(name)
-                    if nm is not None and nm.alive and nm.slot == sid:   # else stopped, or restarted elsewhere
-                        names.append(name)
-            n_due = len(names)
-            if self._oob:
-                oob = self._oob.difference(names)
-                self._oob = set()
-                names += sorted(n for n in oob if nms[n].alive)
-            backlog = sum(len(self._slots[sid]) for sid, t in due_slots.items() if now - t > self.interval)
+            n_oob, self._oob = len(self._oob), set()
+            slots = self._slots
+            n_due = sum(len(slots[sid]) for sid in due_slots)
+            backlog = sum(len(slots[sid]) for sid, t in due_slots.items() if now - t > self.interval)
             self.stats["backlog_max"] = max(self.stats["backlog_max"], backlog)
             self.stats["backlog_sum"] += backlog
-            if names:
+            if self._news or (due_slots and len(self._dead) < len(self.nms)):
                 self._last_call = now
-                await self._beat(names, n_due, due_slots)
+                await self._beat(n_due, n_oob, due_slots)
             for sid, t in due_slots.items():
                 nxt = t + self.interval
                 if nxt < time.time():                      # fell behind: keep the phase, skip beats
@@ -229,38 +228,40 @@ class NodeManagerHost:
                 self._slot_due[sid] = nxt              # its NMs' next beat (not copied into each NM)
                 heapq.heappush(heap, (nxt, sid))
 
-    async def _beat(self, names: list[str], n_due: int, slots: dict[int, float]) -> None:
-        """One node_heartbeat call for ``names``: NMs with something to report as
-        NodeHeartbeats, the idle ones as bare names (the RM answers those only when it
-        has something for them).  The first ``n_due`` are regular beats, the rest OOB.
-        ``slots``: the heartbeat slots due (slot -> due time); one lag sample per slot
-        (its NMs share the due time)."""
-        beats, idle = [], []
+    async def _beat(self, n_due: int, n_oob: int, slots: dict[int, float]) -> None:
+        """One node_heartbeat call: NMs with something to report as NodeHeartbeats, the rest
+        in one ``HostMark`` (answered only when the RM has something for them).  ``n_due``:
+        NM beats of the ``slots`` due (slot -> due time, one lag sample each); ``n_oob``: NMs
+        whose container ended."""
+        beats, sent_by = [], {}
         nms = self.nms
-        sent_nms = [nms[name] for name in names]
-        sent_by = dict(zip(names, sent_nms))
-        for name, nm in zip(names, sent_nms):
-            if not nm.new and not nm.unacked and not nm.refused:
-                idle.append(name)
+        for name in sorted(self._news):
+            nm = nms.get(name)
+            if nm is None or not nm.alive or not nm.has_news():
                 continue
             statuses = [s for s in nm.new if s.container not in nm.unacked] + list(nm.unacked.values())
             beats.append(NodeHeartbeat(name, tuple(statuses), tuple(nm.refused)))
             nm.refused = []
+            sent_by[name] = nm
+        self._news = set()
+        born = self._started
+        mark = HostMark(tuple(sorted(self._dead)), max(0, n_due - len(beats)))
         sent = time.time()
-        self.stats["sent"] += len(names)
+        self.stats["sent"] += n_due + n_oob
         self.stats["batches"] += 1
-        self.stats["oob"] += len(names) - n_due
-        responses = await self.rm.node_heartbeat(beats, tuple(idle), min(slots.values(), default=0.0))
+        self.stats["oob"] += n_oob
+        responses = await self.rm.node_heartbeat(beats, (), min(slots.values(), default=0.0), mark)
         got = time.time()
-        self.stats["answered"] += len(names)
+        self.stats["answered"] += n_due + n_oob
         if self.keep_samples:
             self.rtt.append(got - sent)
             self.lag.extend(got - t for t in slots.values())
         reported = {b.node: {s.container for s in b.statuses if s.state == RUNNING} for b in beats}
         resync = []
         for resp in responses:
-            nm = sent_by.get(resp.node)
-            if nm is None or not nm.alive or self.nms.get(nm.spec.name) is not nm:
+            nm = sent_by.get(resp.node) or nms.get(resp.node)
+            if nm is None or not nm.alive or nms.get(nm.spec.name) is not nm or \
+                    (resp.node not in sent_by and nm.born > born):
                 continue                                   # crashed or restarted meanwhile
             told = reported.get(resp.node, ())
             if told:
@@ -272,7 +273,10 @@ class NodeManagerHost:
             if resp.action == RESYNC:
                 resync.append(nm)
             elif resp.action != NORMAL:
-                nm.alive = False
+                self._stopped_nm(nm)
+        for name, nm in sent_by.items():
+            if nm.alive and nm.has_news():
+                self._news.add(name)                       # statuses not yet acknowledged
         if resync:
             self.stats["resync"] += len(resync)
             await self._register(resync)
@@ -299,7 +303,8 @@ class NodeManagerHost:
         old = self.nms.get(spec.name)
         if old is not None and old.alive:
             return
-        nm = NodeManagerState(spec)
+        self._started += 1
+        nm = NodeManagerState(spec, self._started)
         self.nms[spec.name] = nm
         due = time.time() + self.interval
         await self._register([nm])
@@ -321,6 +326,7 @@ class NodeManagerHost:
                 self.nms[name] = NodeManagerState(spec)
             else:
                 self.nms.pop(name, None)
+                self._dead.discard(name)
         self._make_slots(list(self.nms), now)
         placed = await self.register()
         await self.start(start_wall, time_scale)
@@ -341,6 +347,7 @@ class NodeManagerHost:
                 # Fencing: only the RM's grant for this container, app and node starts it.
                 self.stats["refused_launch"] += 1
                 nm.refused.append((launch.container, launch.app, "invalid container token"))
+                self._news.add(launch.node)
                 out.append("invalid container token")
                 continue
             if launch.container in nm.containers or launch.container in nm.unacked:
@@ -351,6 +358,7 @@ class NodeManagerHost:
             nm.containers[launch.container] = (launch, launched, ref)
             nm.new.append(ContainerStatus(launch.container, launch.app, launch.task, launch.attempt,
                                           launch.node, RUNNING, launched))
+            self._news.add(launch.node)
             if isinstance(ref, asyncio.Future):          # a timer of this loop: a callback, no task
                 ref.add_done_callback(functools.partial(self._timer_ended, nm, launch, launched))
             else:
@@ -386,6 +394,7 @@ class NodeManagerHost:
             launch.container, launch.app, launch.task, launch.attempt, launch.node, COMPLETE,
             launched, start, finish, exit_, detail)
         self._oob.add(nm.spec.name)
+        self._news.add(nm.spec.name)
         if self._wake is not None:
             self._wake.set()
 
@@ -397,13 +406,10 @@ class NodeManagerHost:
     # ----- warm-up, stop, stats ----------------------------------------------------
 
     async def prewarm(self, count: int, timeout: float = 120.0) -> int:
-        """Before t = 0: make the first containers as fast as the rest.
-
-        Task executor: start ``count`` worker processes on this Ray node and leave
-        them idle (each waits until all have arrived, so they are distinct).  Actor
-        executor: run a few empty containers through the executor actor.
-        Returns the number of distinct worker processes (task) or runs (actor).
-        """
+        """Before t = 0: make the first containers as fast as the rest.  Task executor: start
+        ``count`` worker processes on this Ray node and leave them idle (each waits until
+        all have arrived, so they are distinct); actor executor: run a few empty containers
+        through the executor actor.  Returns the distinct worker processes (task) or runs."""
         if self.launcher.kind == "actor":
             kind = "cpu" if self.launcher.actor is not None else "sleep"
             refs = [self.launcher.launch(-1 - i, time.time(), kind) for i in range(max(1, min(count, 8)))]
@@ -472,15 +478,13 @@ class NodeManagerHost:
         self.rm.link.add(fault)
 
     async def kill_nm(self, node: str, restart_after: float | None = None) -> bool:
-        """Crash one logical NM: it stops heartbeating and its containers are killed.
-
-        With ``restart_after`` (wall seconds) it starts again, empty, that much later
-        and registers (YARN: an NM restarted without recovery).
-        """
+        """Crash one logical NM: it stops heartbeating and its containers are killed; with
+        ``restart_after`` (wall seconds) it starts again, empty, that much later and
+        registers (YARN: an NM restarted without recovery)."""
         nm = self.nms.get(node)
         if nm is None or not nm.alive:
             return False
-        nm.alive = False
+        self._stopped_nm(nm)
         for cid in list(nm.containers):
             self._kill(nm, cid)
         if restart_after is not None:

@@ -16,16 +16,21 @@ from rayrm.rm.service.protocol import RUNNING, ContainerLaunch, ContainerStatus,
 class NodeManagerState:
     """One logical NodeManager's state inside its host (nodes/host.py)."""
 
-    __slots__ = ("spec", "alive", "slot", "new", "unacked", "containers", "refused")
+    __slots__ = ("spec", "alive", "slot", "born", "new", "unacked", "containers", "refused")
 
-    def __init__(self, spec: NodeSpec):
+    def __init__(self, spec: NodeSpec, born: int = 0):
         self.spec = spec
         self.alive = True
         self.slot = -1                                       # its heartbeat slot in the host
+        self.born = born                                     # the host's count of NMs started before it
         self.new: list[ContainerStatus] = []                 # RUNNING, not yet reported
         self.unacked: dict[int, ContainerStatus] = {}        # COMPLETE, not yet acknowledged
         self.containers: dict[int, tuple[ContainerLaunch, float, object]] = {}
         self.refused: list[tuple[int, str, str]] = []        # launches refused, not yet reported
+
+    def has_news(self) -> bool:
+        """Whether it has something to report (statuses, refusals): it beats by name."""
+        return bool(self.new or self.unacked or self.refused)
 
     def registration(self, ray_node: str) -> NodeRegistration:
         """RegisterNodeManager: capacity, attributes, and every container it still knows."""

@@ -6,7 +6,7 @@ can find it (``ray.get_actor("rayrm-rm", namespace="rayrm")``).  Calls
 ``request_id`` and is answered idempotently):
 
     register_nodes(caller, request_id, [NodeRegistration])          -> [action]
-    node_heartbeat(caller, request_id, [NodeHeartbeat])             -> [NodeHeartbeatResponse]
+    node_heartbeat(caller, request_id, [NodeHeartbeat], idle, due, sent, HostMark) -> [NodeHeartbeatResponse]
     register_apps(caller, request_id, [AppRegistration])            -> [AppRegistered]
     allocate(caller, request_id, [AllocateRequest], wait=seconds, sent, idle) -> [AllocateResponse]
     finish_apps(caller, request_id, [(app, attempt)])               -> [action]
@@ -52,9 +52,8 @@ import ray
 from rayrm.rm.core.config import MIN_EXPIRY_WALL
 from rayrm.rm.core.fault_rules import ALLOCATION_EXPIRIES, expiry
 from rayrm.rm.core.policies import PolicyError
-from rayrm.rm.service.protocol import (NAMESPACE, AllocateRequest, AllocateResponse,
-                                      AppRegistered, AppRegistration, Call, NodeHeartbeat, NodeHeartbeatResponse,
-                                      NodeRegistration)
+from rayrm.rm.service.protocol import (NAMESPACE, AllocateRequest, AllocateResponse, AppRegistered, AppRegistration,
+                                      Call, HostMark, NodeHeartbeat, NodeHeartbeatResponse, NodeRegistration)
 from rayrm.rm.service.store import SNAPSHOT_SECONDS, StateStore, replay_records
 from rayrm.rm.service.client import call_host
 from rayrm.rm.runtime.pace import PaceMeter
@@ -191,13 +190,13 @@ class ResourceManager:
 
     @_halts
     async def node_heartbeat(self, caller: str, request_id: int, beats: list[NodeHeartbeat],
-                             idle: tuple[str, ...] = (), due: float = 0.0,
-                             sent: float = 0.0) -> list[NodeHeartbeatResponse]:
+                             idle: tuple[str, ...] = (), due: float = 0.0, sent: float = 0.0,
+                             mark: HostMark | None = None) -> list[NodeHeartbeatResponse]:
         now = self._now()
         if due:
             self.pace.heartbeat_due(now, due)
-        out = self.state.node_heartbeat(now, caller, request_id, beats, idle, sent)
-        self._journal(Call.NODE_HEARTBEAT, now, (caller, request_id, beats, idle, sent))
+        out = self.state.node_heartbeat(now, caller, request_id, beats, idle, sent, mark)
+        self._journal(Call.NODE_HEARTBEAT, now, (caller, request_id, beats, idle, sent, mark))
         return out
 
     @_halts
@@ -363,6 +362,7 @@ class ResourceManager:
     def _expire(self, at: float) -> None:
         """NMs and AM attempts silent at ``at`` for longer than their expiry (``Liveness``)
         are lost."""
+        self.state.nodes.settle()                # the hosts' marks, into the NMs' records
         silent = self.liveness.silent_nodes(self.state, at, self.expiry_wall)
         if silent:
             now = self._now()
@@ -418,6 +418,7 @@ class ResourceManager:
     async def ui_snapshot(self) -> dict:
         """The compact view the driver's web UI polls, at most once per heartbeat interval
         (``rayrm.rm.ui.snapshot``); ended apps cross once."""
+        self.state.nodes.settle()
         return rm_snapshot(self.state, time.time(), self.ui_memo, self.pace)
 
     async def export(self) -> dict:
@@ -432,7 +433,8 @@ class ResourceManager:
                 "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024,
                 "snapshots": list(self.snapshots), "snapshot_blocked": list(self.snapshot_blocked),
                 "recoveries": list(s.recoveries), "policy_error": self.policy_error,
-                "journal_bytes": self.store.journal_bytes() if self.store is not None else 0}
+                "journal_bytes": self.store.journal_bytes() if self.store is not None else 0,
+                "journal_written": self.store.written if self.store is not None else 0}
 
     async def stop(self) -> None:
         if self._monitor is not None:

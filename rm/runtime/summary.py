@@ -66,6 +66,7 @@ def rm_costs(exported: dict) -> dict:
             "snapshot_total_s": round(sum(t for _, t in snaps), 3),
             "snapshot_loop_blocked_max_s": round(max(exported.get("snapshot_blocked") or [0.0]), 4),
             "journal_mb": round(exported["journal_bytes"] / 2**20, 2),
+            "journal_written_mb": round(exported.get("journal_written", 0) / 2**20, 2),
             "restores": exported.get("recoveries", [])}
 
 

@@ -167,9 +167,9 @@ class RMClient:
     async def register_nodes(self, regs: list) -> list[str]:
         return await self._call(self.rm.register_nodes, regs)
 
-    async def node_heartbeat(self, beats: list, idle: tuple = (), due: float = 0.0) -> list:
+    async def node_heartbeat(self, beats: list, idle: tuple = (), due: float = 0.0, mark=None) -> list:
         return await self._call(self.rm.node_heartbeat, beats, idle, due,
-                                     time.time())
+                                     time.time(), mark)
 
     async def register_apps(self, regs: list) -> list:
         return await self._call(self.rm.register_apps, regs)

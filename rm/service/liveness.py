@@ -18,7 +18,12 @@ host could send it and did not — the NM crashed (``kill-nm``) or the AM did
 (``kill-am``) — provided the host also sent ``HOST_CALLS`` heartbeats meanwhile
 (after a pause, a host's first call leaves out the NMs not quite due yet).  The RM's slowness (queueing, a stall, long round trips) and a
 host slow to send delay every call alike and expire nobody: the times compared
-are the host's own.
+are the host's own.  An NM host carries its quiet NMs in one mark
+(``HostMark``: all the NMs it runs but those it knows have stopped), which counts
+as carrying each of them; the RM keeps the latest mark per host (``Heard.marked``)
+and folds it into the NMs' records before reading or changing them
+(``NodeManagers.settle``), so a crashed NM, left out of its host's marks, expires
+as above, and the RM does nothing per quiet NM per call.
 
 **The host itself silent.**  A host that makes no call at all (it hung, or has
 nothing active) is judged on the RM's own clock with its stalls taken out.  The
@@ -53,8 +58,8 @@ from rayrm.rm.core.fault_rules import silent_host_expiry
 
 #: a caller whose host is silent too expires only once the host has been silent this many expiries
 HOST_FACTOR = 30.0
-#: ... and relative to its host only once the host has sent this many heartbeats without it (an
-#: NM host sends the NMs due within a tenth of an interval: a live NM is in every ~11th call)
+#: ... and relative to its host only once the host has sent this many heartbeats without it (a live
+#: NM is in every call of its NM host, by name or in its mark; an AM in every ``allocate``)
 HOST_CALLS = 20
 
 
@@ -72,6 +77,10 @@ class Heard:
     host_sent: dict[str, float] = field(default_factory=dict)
     host_calls: dict[str, int] = field(default_factory=dict)
     caller_seen: dict[str, float] = field(default_factory=dict)
+    #: host -> (RM time, send time, call count) of its latest ``HostMark`` not yet folded into
+    #: its NMs' records (``NodeManagers.settle``), and the NMs that mark left out
+    marked: dict[str, tuple[float, float, int]] = field(default_factory=dict)
+    dead: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def call(self, caller: str, sent: float) -> None:
         """A heartbeat or allocate of host ``caller`` sent at ``sent`` (0: not stamped)."""
@@ -83,6 +92,13 @@ class Heard:
         """``rec`` (an NM or AM record) was in a call its host sent at ``sent``."""
         if sent:
             rec.last_sent, rec.last_call = sent, self.host_calls.get(caller, 0)
+
+    def mark(self, caller: str, now: float, sent: float, dead: frozenset[str]) -> None:
+        """Host ``caller`` vouched, in a call sent at ``sent``, for all its live NMs but
+        ``dead``: as if the call had carried each of them (``carried``), kept as one entry
+        until ``NodeManagers.settle`` folds it into the records."""
+        self.marked[caller] = (now, sent, self.host_calls.get(caller, 0))
+        self.dead[caller] = dead
 
     def as_of_host(self, rec, host: str, grace: float = 0.0) -> None:
         """Start ``rec``'s silence from its host's latest call (registered, launched,

@@ -32,8 +32,8 @@ from rayrm.rm.core.model import NodeSpec, Resources
 from rayrm.rm.core.scheduler import OnlineScheduler
 from rayrm.rm.service.containers import Containers
 from rayrm.rm.service.liveness import Heard
-from rayrm.rm.service.protocol import (COMPLETE, FENCED, NORMAL, RESYNC, RUNNING, ContainerStatus, NodeHeartbeat,
-                                      NodeHeartbeatResponse, NodeRegistration)
+from rayrm.rm.service.protocol import (COMPLETE, FENCED, NORMAL, RESYNC, RUNNING, ContainerStatus, HostMark,
+                                      NodeHeartbeat, NodeHeartbeatResponse, NodeRegistration)
 from rayrm.rm.service.records import RELEASED, NodeRecord
 from rayrm.rm.service.runrecords import RunRecords
 
@@ -56,10 +56,13 @@ class NodeManagers:
     records: RunRecords = field(repr=False)
     liveness: Heard = field(repr=False)
     resync: Resync = field(repr=False)
+    #: host -> its NMs the RM has, or may have, something for (``notify``, ``_news``)
+    notice: dict[str, set[str]] = field(default_factory=dict)
 
     def register(self, now: float, caller: str, regs: list[NodeRegistration]) -> list[str]:
         """NMs join, come back after being lost, or register again; an action per NM."""
         out = []
+        self.settle()                            # the marks so far cover who ran what until now
         # new nodes and lost ones back join the scheduler in one batch (its per-app refresh
         # once, not once per NM: a restarted host registers all its NMs in one call)
         cluster, joining = self.scheduler.cluster, {}
@@ -92,6 +95,8 @@ class NodeManagers:
                 else:
                     records.event(now, verdict.value, node=reg.node, detail=nm_registered_detail(len(reg.running)))
             self._reconcile(now, rec, reg.running, verdict)
+            if rec.cleanup:
+                self.notify((reg.node,))
             self.resync.registered(("node", reg.node))
             out.append(NORMAL)
         records.resynced(self.resync, now)
@@ -111,21 +116,29 @@ class NodeManagers:
             self.containers.lose(now, ours[cid], NOT_REPORTED)
 
     def heartbeat(self, now: float, caller: str, beats: list[NodeHeartbeat], idle: tuple[str, ...],
-                  sent: float) -> list[NodeHeartbeatResponse]:
+                  sent: float, mark: HostMark | None = None) -> list[NodeHeartbeatResponse]:
         """NODE_UPDATE for a batch of NMs: apply statuses and answer each NM (the state
         schedules afterwards).
 
         ``idle`` names NMs of the batch with nothing to report (no statuses, no refusals),
         sent as bare names; they are answered only when the RM has something for them
         (an action other than NORMAL, or containers to clean up), after the ``beats``'
-        answers.  At paper scale most heartbeats are idle, and this keeps the call small.
-        ``sent``: the host's wall time sending the call (liveness, ``rm/service/liveness.py``).
+        answers.  ``mark`` (``HostMark``) stands for every other NM the host runs: kept as
+        one entry (``Heard.mark``), and the NMs of the host with news (``notice``) answered
+        after the rest, so a quiet NM costs nothing here.  ``sent``: the host's wall time
+        sending the call (liveness, ``rm/service/liveness.py``).
         """
         self.liveness.call(caller, sent)
         out = [self._beat(now, caller, beat.node, beat, sent) for beat in beats]
-        # Idle NMs are most of every call at paper scale (50,000 a wall second at 1,000 NMs
-        # and time scale 0.02): the common case — alive, this host's, nothing to clean up —
-        # is what ``_beat`` does for it, without building an answer nobody receives.
+        if mark is not None:
+            dead = frozenset(mark.dead)
+            if self.liveness.dead.get(caller, frozenset()) != dead:
+                self.settle((caller,))           # the earlier marks covered NMs this one does not
+            self.liveness.mark(caller, now, sent, dead)
+            out += self._news(now, caller, {b.node for b in beats} | dead, sent)
+            self.records.heartbeats += mark.beats
+        # Bare names: the common case — alive, this host's, nothing to clean up — is what
+        # ``_beat`` does for it, without building an answer nobody receives.
         nodes, calls, quiet = self.table, self.liveness.host_calls.get(caller, 0), 0
         for name in idle:
             rec = nodes.get(name)
@@ -140,6 +153,55 @@ class NodeManagers:
             quiet += 1
         self.records.heartbeats += quiet
         return out
+
+    def _news(self, now: float, caller: str, skip: set[str] | frozenset[str],
+              sent: float) -> list[NodeHeartbeatResponse]:
+        """Answers for the NMs of ``caller`` that the RM has something for (``notice``):
+        RESYNC to one lost or awaiting resync, containers to clean up; none for those in
+        ``skip`` (answered by name in this call, or stopped)."""
+        names = self.notice.pop(caller, None)
+        if not names:
+            return []
+        out = []
+        for name in sorted(names - skip):
+            rec = self.table.get(name)
+            if rec is None or rec.host != caller:
+                continue                         # another host runs it now: nothing to say here
+            resp = self._beat(now, caller, name, None, sent) if rec.alive else NodeHeartbeatResponse(name, RESYNC)
+            if resp.action != NORMAL or resp.cleanup:
+                out.append(resp)
+        return out
+
+    def notify(self, names) -> None:
+        """The RM has, or may have, something for these NMs (containers to clean up, a
+        RESYNC): their host's next marked call answers them (``_news``)."""
+        table, notice = self.table, self.notice
+        for name in names:
+            rec = table.get(name)
+            if rec is not None and rec.host:
+                notice.setdefault(rec.host, set()).add(name)
+
+    def settle(self, hosts=None) -> None:
+        """Fold each host's latest mark (of ``hosts``, or all) into its live NMs' records, as
+        if the call had carried each NM the mark covers (``Heard.carried``): run before the
+        records are read (liveness scans, expiry, the UI) or who runs what changes (a
+        registration, a loss, a restart), so a mark only ever covers the NMs it was sent for."""
+        marked, dead = self.liveness.marked, self.liveness.dead
+        if hosts is not None:
+            marks = {h: marked.pop(h) for h in hosts if h in marked}
+        else:
+            marks, self.liveness.marked = marked, {}
+        if not marks:
+            return
+        for name, rec in self.table.items():
+            m = marks.get(rec.host) if rec.alive else None
+            if m is None or name in dead.get(rec.host, ()):
+                continue
+            seen, sent, calls = m
+            if sent and calls >= rec.last_call:
+                rec.last_seen, rec.last_sent, rec.last_call = seen, sent, calls
+            elif seen > rec.last_seen:
+                rec.last_seen = seen
 
     def _beat(self, now: float, caller: str, name: str, beat: NodeHeartbeat | None,
               sent: float = 0.0) -> NodeHeartbeatResponse:

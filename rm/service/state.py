@@ -58,7 +58,8 @@ from rayrm.rm.service.containers import Containers
 from rayrm.rm.service.liveness import Heard
 from rayrm.rm.service.nodes import NodeManagers
 from rayrm.rm.service.protocol import (Allocation, AllocateRequest, AllocateResponse, AppRegistered, AppRegistration,
-                                      Call, NodeHeartbeat, NodeHeartbeatResponse, NodeRegistration, container_token)
+                                      Call, HostMark, NodeHeartbeat, NodeHeartbeatResponse, NodeRegistration,
+                                      container_token)
 from rayrm.rm.service.records import ACQUIRED, NOT_ANSWERED, ContainerRecord, NodeRecord, answered, idempotent
 from rayrm.rm.service.runrecords import RunRecords
 
@@ -117,9 +118,11 @@ class ResourceManagerState:
 
     @idempotent
     def node_heartbeat(self, now: float, caller: str, request_id: int, beats: list[NodeHeartbeat],
-                       idle: tuple[str, ...] = (), sent: float = 0.0) -> list[NodeHeartbeatResponse]:
-        """NODE_UPDATE for a batch of NMs (``NodeManagers.heartbeat``), then the scheduler runs."""
-        out = self.nodes.heartbeat(now, caller, beats, idle, sent)
+                       idle: tuple[str, ...] = (), sent: float = 0.0,
+                       mark: HostMark | None = None) -> list[NodeHeartbeatResponse]:
+        """NODE_UPDATE for a batch of NMs (``NodeManagers.heartbeat``; ``mark``: the host's
+        other NMs, ``HostMark``), then the scheduler runs."""
+        out = self.nodes.heartbeat(now, caller, beats, idle, sent, mark)
         self._schedule(now)
         self._after(now)
         return out
@@ -163,6 +166,7 @@ class ResourceManagerState:
     @idempotent
     def finish_apps(self, now: float, caller: str, request_id: int, items: list[tuple[str, int]]) -> list[str]:
         """AMs unregister (YARN FinishApplicationMaster); containers left are cleaned up."""
+        self._notify_nodes_of(a for a, _ in items)
         out = self.apps.finish(now, items)
         self._after(now)
         return out
@@ -171,7 +175,9 @@ class ResourceManagerState:
 
     def lose_node(self, now: float, name: str, detail: str = "lost") -> list[int]:
         """The NM is LOST: its containers are reported lost to their AMs; returns their ids."""
+        self.nodes.settle()
         lost = self.nodes.lose(now, [(name, detail)])
+        self.nodes.notify((name,))
         self._after(now)
         return lost
 
@@ -179,8 +185,10 @@ class ResourceManagerState:
     def lose_host(self, now: float, caller: str, request_id: int, host: str,
                   detail: str = "NM host died") -> list[str]:
         """Every NM the host ``host`` runs is LOST (its actor died); returns their names."""
+        self.nodes.settle()
         gone = self.nodes.on_host(host)
         self.nodes.lose(now, [(n, detail) for n in gone])
+        self.nodes.notify(gone)
         self._after(now)
         return gone
 
@@ -189,18 +197,24 @@ class ResourceManagerState:
                      detail: str = "AM host died") -> list[str]:
         """Every current attempt AM host ``host`` ran fails, uncounted (``AppMasters.lose_host``)."""
         gone = self.apps.lose_host(now, host, detail)
+        if gone:
+            self.nodes.notify(self.nodes.table)      # its attempts' containers may be cleaned up anywhere
         self._after(now)
         return gone
 
     def expire_nodes(self, now: float, expiry_wall: float, names: list[str] | None = None) -> list[str]:
         """NMs silent for longer than ``expiry_wall`` are LOST (``NodeManagers.expire``)."""
+        self.nodes.settle()
         gone = self.nodes.expire(now, expiry_wall, names)
+        self.nodes.notify(gone)
         self._after(now)
         return gone
 
     def expire_apps(self, now: float, expiry_wall: float, names: list[str] | None = None) -> list[str]:
         """Attempts silent for longer than ``expiry_wall`` fail (``AppMasters.expire``)."""
         gone = self.apps.expire(now, expiry_wall, names)
+        if gone:
+            self.nodes.notify(self.nodes.table)      # their containers may be cleaned up anywhere
         self._after(now)
         return gone
 
@@ -232,6 +246,7 @@ class ResourceManagerState:
         ``rm_recovered`` is logged now and ``rm_resynced`` once every live NM and
         every running AM attempt has registered again (``fault_rules.Resync``).
         """
+        self.nodes.settle()
         text = self.resync.recovered(now, detail)
         self.recoveries.append(dict(stats or {}, epoch=self.resync.epoch))
         nodes = [r for r in self.nodes.table.values() if r.alive]
@@ -244,6 +259,7 @@ class ResourceManagerState:
             r.resync = a in apps
             r.last_seen = now + grace
             self.liveness.as_of_host(r, r.host, grace)
+        self.nodes.notify(r.spec.name for r in nodes)    # RESYNC each, named or marked
         self.records.event(now, "rm_recovered", detail=text)
         self.records.resynced(self.resync, now)
 
@@ -268,6 +284,11 @@ class ResourceManagerState:
             news.add(app.host)
             records.touched.add(c.app_id)
             records.allocations += 1
+
+    def _notify_nodes_of(self, apps) -> None:
+        """The nodes running containers of ``apps`` may get some to clean up (``NodeManagers.notify``)."""
+        by_app, table = self.containers.by_app, self.containers.table
+        self.nodes.notify({table[i].node for a in apps for i in by_app.get(a, ())})
 
     def _after(self, now: float) -> None:
         """The end of a call: share rows for the apps it touched (``RunRecords.shares``)."""

@@ -56,7 +56,8 @@ from rayrm.rm.service.protocol import Call
 SNAPSHOT_RECORDS = 20_000
 SNAPSHOT_SECONDS = 30.0
 #: journal bytes that trigger a snapshot: a restart replays what the journal holds, at about
-#: 0.2 s per MB at 1,000 nodes (node heartbeats of ~5 KB each), so this bounds it near a second
+#: 0.2 s per MB at 1,000 nodes (records of a few hundred bytes: container statuses, allocations,
+#: an NM host's marked heartbeat of ~130), so this bounds it near a second
 SNAPSHOT_BYTES = 4 * 2**20
 _HEADER = struct.Struct("<II")
 
@@ -81,6 +82,7 @@ class StateStore:
         self.generation = 0
         self.records = 0                 # journal records since the last snapshot
         self.bytes = 0                   # and their bytes
+        self.written = 0                 # journal bytes this store appended, all generations
         self._fd: int | None = None
         self._oldest = 0                 # the oldest journal still kept
         self._child: tuple[int, int, float] | None = None   # background snapshot: pid, journal it ends, start
@@ -104,6 +106,7 @@ class StateStore:
         os.write(self._fd, _HEADER.pack(len(body), zlib.crc32(body)) + body)
         self.records += 1
         self.bytes += _HEADER.size + len(body)
+        self.written += _HEADER.size + len(body)
 
     def due(self) -> bool:
         """Whether the journal since the last snapshot is long enough to take another."""
