@@ -311,9 +311,15 @@ class ApplicationMasterHost:
     # ----- failures: the AM crash fault and the RM's AM launcher ---------------------
 
     async def kill_am(self, app: str) -> bool:
-        """Crash the app's AM: its state is lost and it goes silent (its containers run on)."""
+        """Crash the app's AM: its state is lost and it goes silent (its containers run on).
+
+        Only an attempt the RM tracks can crash: a registered one (active) or one the RM
+        launched (launching), whose silence the RM expires.  An AM still registering is
+        left alone — the RM may not know its app yet, or (its host restarted) the app may
+        have ended already — because nobody would ever expire it or launch its successor,
+        and the host would wait for it for ever."""
         am = self.ams.get(app)
-        if am is None or am.state not in ("registering", "active", "launching"):
+        if am is None or am.state not in ("active", "launching"):
             return False
         self.ams[app] = _AM(am.job, am.attempt, "crashed")
         self.crashes += 1
