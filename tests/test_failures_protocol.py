@@ -179,6 +179,29 @@ def test_the_rm_rebuilds_its_state_from_snapshot_and_journal(tmp_path):
     assert digest(state) == before
 
 
+def test_a_restored_rm_offers_nodes_as_the_live_one_did_with_many_apps_pending(tmp_path):
+    """An offer walks the pending apps from the front; after ``WALK_STEPS`` misses, with
+    ``VECTOR_FROM`` (48) apps or more pending, it asks the pending index (rm/core/pending.py)
+    which apps fit.  The index is part of the snapshot, and the restored one must see the
+    apps that arrived after it.  60 apps "a00".."a59" may use n1 only (disk != ssd) and
+    come first in TSF's order (all at share 0; ties by id); "z" may use any node.  n2 (one
+    <cpu:1> slot) is therefore offered through the index, and only z fits there: z runs on
+    n2 at t = 1, 3 and 5 (tasks run 2 s), n1's two slots go to the a-apps at the same times."""
+    from rayrm.rm.core.constraints import Constraint
+    from rayrm.rm.core.scheduler import VECTOR_FROM
+    demand = Resources.parse("cpu:1;memory_mb:512")
+    apps = tuple(AppSpec(f"a{i:02d}", demand, num_tasks=4, constraint=Constraint.parse("disk != ssd"))
+                 for i in range(60)) + (AppSpec("z", demand, num_tasks=10),)
+    c = Harness(StateStore(tmp_path), apps=apps)       # snapshot 1: before any app arrived
+    c.run(until=6)
+    assert len(c.rm.scheduler._order) >= VECTOR_FROM
+    placed = sorted((r.app == "z", r.node) for r in c.rm.containers.table.values())
+    assert placed == [(False, "n1")] * 6 + [(True, "n2")] * 3
+    state, records = StateStore(tmp_path).load()
+    replay_records(state, records)
+    assert digest(state) == digest(c.rm)
+
+
 def test_a_call_retried_across_a_restart_gets_the_same_answer_and_allocates_nothing(tmp_path):
     c = Harness(StateStore(tmp_path))
     c.step()

@@ -237,6 +237,23 @@ def test_pending_index_agrees_with_brute_force_through_compactions():
     assert idx._dead < 1024 + len(live)          # compactions happened and kept it bounded
 
 
+def test_pending_index_restored_from_a_pickle_sees_apps_added_after():
+    """The RM's snapshot pickles the index: rows marked stale after the restore must be
+    re-read.  Node 0 is read once with "a" pending (its row cached), the index is
+    pickled and restored, then "b" arrives eligible on node 0: both fit 1 cpu free."""
+    import pickle
+    from rayrm.rm.core.pending import PendingIndex
+    idx = PendingIndex(1, 2)
+    idx.add("a", (1.0,), bytearray([1, 1]))
+    idx.set_pending("a", True)
+    assert idx.fitting(0, (1.0,)) == ["a"]
+    restored = pickle.loads(pickle.dumps(idx))
+    restored.add("b", (0.5,), bytearray([1, 0]))
+    restored.set_pending("b", True)
+    assert sorted(restored.fitting(0, (1.0,))) == ["a", "b"]
+    assert restored.fitting(1, (1.0,)) == ["a"]
+
+
 TWO_JOBS = {
     "name": "two-jobs",
     "cluster": {"nodes": [{"name": "n1", "capacity": {"cpu": 2, "memory_mb": 2048}}]},

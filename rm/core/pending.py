@@ -82,6 +82,18 @@ class PendingIndex:
         self._stale_flags = flags
         self._stale = np.frombuffer(flags, dtype=bool)
 
+    def __getstate__(self) -> dict:
+        # ``_stale`` is a view of ``_stale_flags``; pickled, it would come back as a copy of
+        # its own, and rows marked stale through it would never be re-read: a restored RM
+        # would miss apps that arrived after its snapshot on every node they made stale
+        state = self.__dict__.copy()
+        del state["_stale"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._set_stale(self._stale_flags)
+
     def add(self, app_id: str, demand: tuple, eligible: bytearray, item=None) -> None:
         """A new app; ``fitting`` names it by ``item`` (default: its id)."""
         if self._dead > max(1024, len(self._slot)):
