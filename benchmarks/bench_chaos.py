@@ -5,10 +5,12 @@ Replays the 200-node trace (``rayrm trace generate google --nodes 200 --jobs 900
 (default 20), and with ``--paper`` the paper-scale trace (1,000 nodes, 4,500 jobs, 180,000
 tasks, seed 7) under 3, and prints per seed: the faults by kind, tasks finished, finished
 twice, lost (missing), apps failed, over-allocations, constraint violations, nothing on a
-node held lost, the worst recovery (trace s), availability and wall time.  The goal: on
-every seed 0 twice, 0 missing, 0 over-allocated, no app failed beyond what max_attempts
-forces, and every replay ends (a replay that stops making progress ends with its run
-directory and says why, column ``ended``).
+node held lost, the worst recovery (trace s), availability, wall time, and how many of
+the RM's snapshots its predecessor plus journal rebuilt exactly (``restores``: each
+replay keeps its RM state, ``rayrm check --restores``).  The goal: on every seed 0 twice,
+0 missing, 0 over-allocated, no app failed beyond what max_attempts forces, every
+restore exact, and every replay ends (a replay that stops making progress ends with its
+run directory and says why, column ``ended``).
 
     python benchmarks/bench_chaos.py --seeds 2 --out /tmp/chaos      # two seeds, 200 nodes
     python benchmarks/bench_chaos.py --seeds 20 --paper              # the whole benchmark
@@ -49,7 +51,7 @@ def one(config: Path, seed: int, scale: float, out: Path) -> dict:
     """One replay of ``config`` under chaos ``seed``: its row of the table."""
     from rayrm.rm.runtime.driver import replay  # noqa: PLC0415
     t0 = time.time()
-    replay(str(config), out=out, time_scale=scale, chaos=str(seed), progress=False)
+    replay(str(config), out=out, time_scale=scale, chaos=str(seed), progress=False, keep_state=True)
     return row(out, seed, time.time() - t0)
 
 
@@ -67,7 +69,21 @@ def row(out: Path, seed: int, wall: float | None = None) -> dict:
             "on_lost": check.started_on_lost + check.finished_on_lost,
             "worst": faults.get("worst_recovery"), "avail": faults.get("availability"),
             "wall": summary.get("wall_seconds", 0.0) if wall is None else wall,
-            "ended": summary.get("interrupt_reason", "") or "done"}
+            "restores": restores(out), "ended": summary.get("interrupt_reason", "") or "done"}
+
+
+def restores(out: Path) -> str:
+    """"same/checked" of the run's kept RM snapshots (``rayrm check --restores``), worked
+    out once and kept in ``restores.json``; "-" when the run kept no RM state."""
+    from rayrm.rm.service.restores import check_restores, kept_generations  # noqa: PLC0415
+    cached = out / "restores.json"
+    if not cached.exists():
+        if len(kept_generations(out / "rm-state")) < 2:
+            return "-"
+        checks = check_restores(out / "rm-state")
+        cached.write_text(json.dumps([vars(c) for c in checks], indent=1) + "\n")
+    checks = json.loads(cached.read_text())
+    return f"{sum(not c['differences'] for c in checks)}/{len(checks)}"
 
 
 def from_runs(base: Path) -> None:
@@ -84,14 +100,14 @@ def from_runs(base: Path) -> None:
 
 def table(rows: list[dict]) -> str:
     head = (f"{'seed':>4} {'finished':>8} {'twice':>5} {'missing':>7} {'failed':>6} {'over':>4} {'constr':>6} "
-            f"{'onlost':>6} {'worst s':>7} {'avail':>6} {'wall s':>6}  faults / ended")
+            f"{'onlost':>6} {'worst s':>7} {'avail':>6} {'wall s':>6} {'restores':>8}  faults / ended")
     lines = [head]
     for r in rows:
         worst = "-" if r["worst"] is None else f"{r['worst']:.1f}"
         avail = "-" if r["avail"] is None else f"{r['avail']:.3f}"
         lines.append(f"{r['seed']:>4} {r['finished']:>8} {r['twice']:>5} {r['missing']:>7} {r['failed']:>6} "
                      f"{r['over']:>4} {r['constraint']:>6} {r['on_lost']:>6} {worst:>7} {avail:>6} "
-                     f"{r['wall']:>6.0f}  {r['faults']} / {r['ended']}")
+                     f"{r['wall']:>6.0f} {r['restores']:>8}  {r['faults']} / {r['ended']}")
     return "\n".join(lines)
 
 

@@ -59,6 +59,9 @@ def add_arguments(parser) -> None:
                         help="ApplicationMaster host actors, dealt over the Ray nodes with CPUs (default: "
                              "the config's run.am_hosts, else one per such node)")
     parser.add_argument("--out", metavar="DIR", help="run directory (default: runs/<config>-<policy>-ray)")
+    parser.add_argument("--keep-rm-state", action="store_true",
+                        help="keep every snapshot and journal of the RM in DIR/rm-state, for "
+                             "'rayrm check --restores' (default: removed after a complete run)")
     parser.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
     add_ui_arguments(parser, "while the replay runs; 0: no UI")
 
@@ -111,7 +114,8 @@ def run(args) -> int:
     summary = replay(cfg, policy=policy, out=out, time_scale=args.time_scale, address=args.address,
                      executor=args.executor, payload=args.payload, twin=args.twin, seed=args.seed,
                      progress=False if args.no_progress else None, faults=args.fault, until=args.until,
-                     am_hosts=args.am_hosts, ui=ui, chaos=args.chaos)
+                     am_hosts=args.am_hosts, ui=ui, chaos=args.chaos,
+                     keep_state=args.keep_rm_state)
     print(format_summary(summary, out))
     if ui is not None:
         print(f"  explore it in the web UI: rayrm ui {out}")

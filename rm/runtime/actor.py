@@ -133,11 +133,12 @@ class ResourceManager:
     def __init__(self, *, dims, nodes, policy, policy_name: str, time_scale: float,
                  heartbeat_interval: float, nm_expiry: int, am_expiry: int = 10, max_attempts: int = 2,
                  state_dir: str | None = None, secret: bytes = b"", name: str = "",
-                 seed: int | None = None, metrics: bool = True, host_silence: float = HOST_FACTOR):
+                 seed: int | None = None, metrics: bool = True, host_silence: float = HOST_FACTOR,
+                 keep_state: bool = False):
         self.interval_wall = heartbeat_interval * time_scale
         self.expiry_wall = expiry(nm_expiry, self.interval_wall, MIN_EXPIRY_WALL)
         self.am_expiry_wall = expiry(am_expiry, self.interval_wall, MIN_EXPIRY_WALL)
-        self.store = StateStore(state_dir) if state_dir else None
+        self.store = StateStore(state_dir, keep=keep_state) if state_dir else None
         self._events: dict[str, asyncio.Event] = {}
         self._monitor: asyncio.Task | None = None
         self._launching: set[tuple[str, int]] = set()

@@ -68,7 +68,7 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
            time_scale: float | None = None, address: str | None = None, *, executor: str = "auto",
            payload: str | None = None, twin: bool = False, seed: int | None = None,
            progress: bool | None = None, faults=(), kill_ray_node=None, until: float | None = None,
-           am_hosts: int | None = None, ui=None, chaos: str | None = None) -> dict:
+           am_hosts: int | None = None, ui=None, chaos: str | None = None, keep_state: bool = False) -> dict:
     """Replay ``config`` on Ray under ``policy``; see the module docstring.
 
     ``ui``: a ``rayrm.rm.ui.server.UISettings`` to serve the web UI and YARN's REST API
@@ -76,6 +76,8 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
 
     ``faults`` are fault specs (``rayrm.rm.core.faults``) injected besides the config's own;
     ``chaos`` (``SEED[:RATE]``) adds a schedule the nemesis draws (``rayrm.rm.core.chaos``);
+    ``keep_state``: keep every snapshot and journal of the RM in ``<out>/rm-state``
+    (``rayrm check --restores`` then verifies each restore; default: removed at the end).
     ``kill_ray_node(node_id)`` replaces how kill-ray-node takes a Ray node down
     (default: kill its raylet), e.g. ``ray.cluster_utils.Cluster.remove_node``.
 
@@ -108,7 +110,8 @@ def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out
         return replay_native(cfg, out=out, time_scale=scale, address=address, payload=kind,
                              seed=run_seed, progress=progress, twin=twin)
     run = ReplayRun(cfg, policy_name, policy_for_run(policy_name, cfg.run), scale, executor, kind, run_seed,
-                    out, progress, fault_list, kill_ray_node, until, am_hosts, chaos=chaos_spec)
+                    out, progress, fault_list, kill_ray_node, until, am_hosts, chaos=chaos_spec,
+                    keep_state=keep_state)
     summary = _in_ray_session(run, address, ui)
     warning = pace_warning(summary.get("pace") or {}, scale)
     if warning and progress is not False:
@@ -142,6 +145,7 @@ class ReplayRun:
     stop: StopSignal | None = None
     chaos: ChaosSpec | None = None
     drawn: list[Fault] = field(default_factory=list)    # the nemesis's schedule
+    keep_state: bool = False      # every snapshot and journal kept (StateStore keep)
 
     @property
     def interval_wall(self) -> float:
@@ -275,7 +279,7 @@ def start_stage(run: ReplayRun, placed: Placement, session: "_Session") -> Actor
         time_scale=run.scale, heartbeat_interval=cfg.run.heartbeat_interval, nm_expiry=cfg.run.nm_expiry,
         am_expiry=cfg.run.am_expiry, max_attempts=cfg.run.max_attempts,
         state_dir=str(state_dir), secret=secret, name=cfg.name, seed=run.seed,
-        host_silence=cfg.run.host_silence))
+        host_silence=cfg.run.host_silence, keep_state=run.keep_state))
     hosts, host_of_node = _start_nm_hosts(run, plan, session, secret)
     jobs, ams, am_of_app = _start_am_hosts(run, placed.am_nodes, hosts, session)
     actors = Actors(rm, hosts, host_of_node, ams, am_of_app, jobs, state_dir)
@@ -371,13 +375,15 @@ def supervise_stage(run: ReplayRun, placed: Placement, actors: Actors) -> Superv
 
 def collect_stage(run: ReplayRun, actors: Actors, supervised: Supervised) -> tuple[dict, list]:
     """Stop the hosts and export the RM's run log: (what the RM exported, the NM hosts'
-    heartbeat figures).  After a complete run the RM's state directory is removed."""
+    heartbeat figures).  After a complete run the RM's state directory is removed, unless
+    the run keeps it."""
     if supervised.interrupted:
         return _collect_interrupted(actors, supervised)
     host_stats = supervised.supervisor.stop_hosts()
     exported = rm_call(actors.rm.export)
     rm_call(actors.rm.stop)
-    shutil.rmtree(actors.state_dir, ignore_errors=True)
+    if not run.keep_state:
+        shutil.rmtree(actors.state_dir, ignore_errors=True)
     return exported, host_stats
 
 

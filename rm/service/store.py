@@ -27,6 +27,8 @@ Files (in the directory given, ``<run dir>/rm-state`` by default)::
     snapshot.pkl        pickle of (generation, state); replaced atomically (os.replace)
     journal-<g>.log     records after snapshot g: [u32 length][u32 crc32][pickle of
                         (Call value, now, args)]
+    snapshot-<g>.pkl    with ``keep``: every generation's snapshot (a hard link, no copy),
+                        and no journal is deleted — for ``restores.check_restores``
 
 A record cut short or failing its checksum ends the journal (a torn last write).
 
@@ -76,8 +78,9 @@ copyreg.pickle(itertools.count, _reduce_count)
 class StateStore:
     """Snapshot + journal of one RM's calls in ``directory`` (see the module docstring)."""
 
-    def __init__(self, directory: str | Path):
+    def __init__(self, directory: str | Path, keep: bool = False):
         self.dir = Path(directory)
+        self.keep = keep
         self.dir.mkdir(parents=True, exist_ok=True)
         self.generation = 0
         self.records = 0                 # journal records since the last snapshot
@@ -128,7 +131,7 @@ class StateStore:
             if pid == 0:                                   # the child: write and leave at once
                 code = 1
                 try:
-                    _write_snapshot(tmp, self.snapshot_path, nxt, state)
+                    _write_snapshot(tmp, self.snapshot_path, nxt, state, self.keep)
                     code = 0
                 finally:
                     os._exit(code)
@@ -138,12 +141,11 @@ class StateStore:
                 os.close(old)
             self.generation, self.records, self.bytes = nxt, 0, 0
             return 0
-        size = _write_snapshot(tmp, self.snapshot_path, nxt, state)
+        size = _write_snapshot(tmp, self.snapshot_path, nxt, state, self.keep)
         old, self._fd = self._fd, new_fd
         if old is not None:
             os.close(old)
-        for g in range(self._oldest, nxt):
-            self.journal_path(g).unlink(missing_ok=True)
+        self._drop_journals(nxt - 1)
         self._oldest = nxt
         self.generation, self.records, self.bytes = nxt, 0, 0
         return size
@@ -163,10 +165,15 @@ class StateStore:
         self._child = None
         if status != 0:
             return None
-        for g in range(self._oldest, covered + 1):
-            self.journal_path(g).unlink(missing_ok=True)
-        self._oldest = covered + 1
+        self._drop_journals(covered)
         return self.snapshot_path.stat().st_size, time.time() - started
+
+    def _drop_journals(self, covered: int) -> None:
+        """Journals up to ``covered`` are in the snapshot now (kept with ``keep``)."""
+        if not self.keep:
+            for g in range(self._oldest, covered + 1):
+                self.journal_path(g).unlink(missing_ok=True)
+        self._oldest = covered + 1
 
     def journal_bytes(self) -> int:
         """Size of the current journal."""
@@ -202,10 +209,14 @@ class StateStore:
             self._fd = None
 
 
-def _write_snapshot(tmp: Path, final: Path, generation: int, state) -> int:
+def _write_snapshot(tmp: Path, final: Path, generation: int, state, keep: bool = False) -> int:
     with open(tmp, "wb") as fh:
         pickle.dump((generation, state), fh, protocol=pickle.HIGHEST_PROTOCOL)
         size = fh.tell()
+    if keep:
+        kept = final.with_name(f"snapshot-{generation}.pkl")
+        kept.unlink(missing_ok=True)
+        os.link(tmp, kept)
     os.replace(tmp, final)
     return size
 
