@@ -344,7 +344,7 @@ SLS_FOUND = [
 ]
 
 
-@pytest.mark.parametrize("name,k,where,value,message", SLS_FOUND, ids=[f[4][:48] for f in SLS_FOUND])
+@pytest.mark.parametrize("name,k,where,value,message", SLS_FOUND, ids=[".".join(map(str, f[2])) for f in SLS_FOUND])
 def test_sls_found_sizes_are_input_errors(tmp_path, name, k, where, value, message):
     import json
 
