@@ -238,6 +238,12 @@ def test_found_cluster_over_the_node_bound_in_all(monkeypatch):
     with pytest.raises(InputError) as e:
         parse_config(doc)
     assert str(e.value) == "field 'cluster.nodes[2]': at most 4 nodes in all, got 5 by this group"
+    # Events: a leave and a join of 1, then a join of 3 makes 5 events.
+    doc = copy.deepcopy(VALID)
+    doc["cluster"]["events"].append({"time": 11, "join": {"name": "y{i}", "count": 3, "capacity": {"cpu": 1}}})
+    with pytest.raises(InputError) as e:
+        parse_config(doc)
+    assert str(e.value) == "field 'cluster.events[2].join': at most 4 node events in all"
 
 
 @pytest.mark.parametrize("content,message", [

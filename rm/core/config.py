@@ -44,7 +44,6 @@ from typing import Any
 import yaml
 
 
-
 class _YAML_LOADER(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
     """libyaml's loader when present (~10x faster on a 1,000-node cluster listing), with
     each plain scalar's tag resolved once per text: resolution runs the implicit
@@ -74,7 +73,7 @@ from rayrm.rm.core.policies import PolicyError
 
 #: Sizes one number in a config or a trace may ask for; refused above, not filling memory.  Far
 #: beyond public traces: FB-2010's largest job has 443,932 reduces, Google's 2011 cell ~12,500 machines.
-MAX_GROUP = 1_000_000          # nodes in one cluster.nodes group, and in the whole cluster
+MAX_GROUP = 1_000_000          # nodes in one cluster.nodes group, in the cluster, in its events
 MAX_JOB_TASKS = 10_000_000     # tasks in one job
 MAX_NAME = 255                 # characters in a node name a group's pattern makes (a DNS name's bound)
 
@@ -321,8 +320,10 @@ def _node_events(value: Any, where: str) -> list[NodeEvent]:
         if "leave" in ev:
             events.append(NodeEvent(t, str(ev["leave"])))
         elif "join" in ev:
-            for spec in node_group(ev["join"], f"{w}.join"):
-                events.append(NodeEvent(t, spec.name, spec))
+            joining = node_group(ev["join"], f"{w}.join")
+            if len(events) + len(joining) > MAX_GROUP:
+                raise InputError(f"at most {MAX_GROUP:,} node events in all", field=f"{w}.join")
+            events += [NodeEvent(t, spec.name, spec) for spec in joining]
         else:
             raise InputError("needs 'join' or 'leave'", field=w)
     return sorted(events, key=lambda e: e.time)
