@@ -207,6 +207,8 @@ FOUND = [
     (N + ("name",), "n{i.x}", "bad name pattern 'n{i.x}'"),                                # AttributeError
     (N + ("name",), "n{i:1000000000}", "bad name pattern"),                                # 1 GB per name
     (J + ("constraint",), "node in (n1..n999999999999)", "names more than 100,000 nodes"),  # was a hang
+    (J + ("tasks",), 10 ** 12, "field 'workload.jobs[0].tasks': at most 10,000,000 tasks per job"),
+    (N + ("name",), "n{i:999}", "field 'cluster.nodes[0].name': names of at most 255 characters, got 1000"),
 ]
 
 
@@ -223,6 +225,25 @@ def test_found_inputs_are_input_errors(where, value, message):
     with pytest.raises(InputError) as e:
         parse_config(doc)
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_found_cluster_over_the_node_bound_in_all(monkeypatch):
+    import rayrm.rm.core.config as config
+
+    # With the bound at 4 nodes: 3 (n01..n03) + 1 (big) = 4 pass; a third group of 1 makes 5.
+    monkeypatch.setattr(config, "MAX_GROUP", 4)
+    doc = copy.deepcopy(VALID)
+    assert len(parse_config(doc).nodes) == 4
+    doc["cluster"]["nodes"].append({"name": "x", "capacity": {"cpu": 1}})
+    with pytest.raises(InputError) as e:
+        parse_config(doc)
+    assert str(e.value) == "field 'cluster.nodes[2]': at most 4 nodes in all, got 5 by this group"
+    # Events: a leave and a join of 1, then a join of 3 makes 5 events.
+    doc = copy.deepcopy(VALID)
+    doc["cluster"]["events"].append({"time": 11, "join": {"name": "y{i}", "count": 3, "capacity": {"cpu": 1}}})
+    with pytest.raises(InputError) as e:
+        parse_config(doc)
+    assert str(e.value) == "field 'cluster.events[2].join': at most 4 node events in all"
 
 
 @pytest.mark.parametrize("content,message", [
@@ -300,6 +321,99 @@ def test_sls_importer_mutated_samples(name, data):
         path = Path(d) / name
         path.write_text("\n".join(json.dumps(v) for v in values))
         loads_or_input_error(_import_sls, path, "auto")
+
+
+# Sizes one number asks for, found by the fuzzer and a sweep of every number in the samples:
+# each was refused only after it was built (a num.nodes of 2.9e15 took the CI to 24 GB).
+# (sample, value index, where in it, value, the one-line error after "<file>:<line>: ")
+SLS_FOUND = [
+    ("jobs.json", 0, ("num.nodes",), 2916107248196456,               # the fuzzer's shrunk input
+     "field 'num.nodes': at most 1,000,000 nodes, got 2,916,107,248,196,456"),
+    ("jobs.json", 1, ("job.tasks", 0, "count"), 10 ** 12,
+     "field 'job.tasks[0].count': at most 10,000,000 tasks per job, got 1,000,000,000,000"),
+    # job_1's tasks[0] has count 2 and tasks[1] count 1: 2 + 9,999,999 = 10,000,001 > 10 M.
+    ("jobs.json", 1, ("job.tasks", 1, "count"), 9_999_999,
+     "field 'job.tasks[1].count': at most 10,000,000 tasks per job, got 10,000,001"),
+    ("jobs.json", 3, ("job.count",), 10 ** 12,
+     "field 'job.count': at most 100,000 copies of a job, got 1,000,000,000,000"),
+    ("jobs.json", 1, ("job.count",), 100_001,
+     "field 'job.count': at most 100,000 copies of a job, got 100,001"),
+    ("synth-generic.json", 0, ("num_jobs",), 2 ** 31 - 1,
+     "field 'num_jobs': at most 100,000 jobs, got 2,147,483,647"),
+    ("synth-generic.json", 0, ("num_jobs",), 10 ** 400,                # math.isfinite overflowed
+     "field 'num_jobs': needs a whole number from 0 to 2147483647, got " + "1" + "0" * 39),
+    ("synth-generic.json", 0, ("num_nodes",), 2 ** 31 - 1,
+     "field 'num_nodes': at most 1,000,000 nodes, got 2,147,483,647"),
+    ("synth-generic.json", 0, ("workloads", 0, "job_classes", 0, "tasks", 0, "count"), {"val": 10 ** 12},
+     "field 'workloads[0].job_classes[0].tasks[0].count': draws 1,000,000,000,000 tasks, 10,000,000 left "
+     "of the 10,000,000 a spec may draw in all"),
+]
+
+
+@pytest.mark.parametrize("name,k,where,value,message", SLS_FOUND, ids=[".".join(map(str, f[2])) for f in SLS_FOUND])
+def test_sls_found_sizes_are_input_errors(tmp_path, name, k, where, value, message):
+    import json
+
+    from rayrm.traces.importers.common import json_stream
+
+    lines_values = list(json_stream(SLS_DATA / name))
+    node = lines_values[k][1]
+    for part in where[:-1]:
+        node = node[part]
+    node[where[-1]] = value
+    path = tmp_path / name
+    path.write_text("\n".join(json.dumps(v, indent=1) for _, v in lines_values))
+    with pytest.raises(InputError) as e:
+        _import_sls(path, "auto")
+    line = 1 + sum(json.dumps(v, indent=1).count("\n") + 1 for _, v in lines_values[:k])
+    where_in_file = f"{path}:{line}" if name == "jobs.json" else str(path)   # a SYNTH spec has one value
+    assert str(e.value) == f"{where_in_file}: {message}"
+
+
+def test_sls_copies_holding_too_many_tasks(tmp_path):
+    # 2,000 tasks x 100,000 copies = 200,000,000 tasks, past the 100,000,000 a job's copies may hold.
+    path = tmp_path / "jobs.json"
+    path.write_text('{"job.count": 100000, "job.tasks": [{"count": 2000, "container.host": "/r/h",'
+                    ' "container.duration.ms": 1000}]}')
+    with pytest.raises(InputError) as e:
+        _import_sls(path, "sls")
+    assert str(e.value) == (f"{path}:1: field 'job.count': at most 100,000,000 tasks in a job's copies "
+                            f"(2,000 tasks x job.count), got 200,000,000")
+
+
+def test_sls_copies_share_their_durations(tmp_path):
+    # 3 copies of a job of 2 tasks: job_a_1..3, each 2 tasks of 1 s; the durations tuple is built once.
+    path = tmp_path / "jobs.json"
+    path.write_text('{"job.id": "a", "job.count": 3, "job.tasks": [{"count": 2, "container.host": "/r/h",'
+                    ' "container.duration.ms": 1000}]}')
+    jobs = _import_sls(path, "sls").jobs
+    assert [(j.job_id, j.app.num_tasks, j.durations.values) for j in jobs] == \
+        [(f"a_{c}", 2, (1.0, 1.0)) for c in (1, 2, 3)]
+    assert jobs[0].durations.values is jobs[2].durations.values
+
+
+def test_sls_a_number_too_long_for_python_is_malformed_json(tmp_path):
+    # Python reads at most 4,300 digits into an int (sys.int_max_str_digits): json raised ValueError.
+    path = tmp_path / "jobs.json"
+    path.write_text('{"num.nodes": 2}\n{"job.tasks": [{"count": ' + "1" * 5000 + '}]}')
+    with pytest.raises(InputError) as e:
+        _import_sls(path, "auto")
+    assert str(e.value) == f"{path}:2: malformed JSON: a number too long"
+
+
+def test_sls_an_integer_too_large_for_a_float_is_a_bad_amount(tmp_path):
+    from rayrm.traces.importers.common import SkipReport
+    from rayrm.traces.importers.sls import import_sls
+
+    # float(10 ** 400) raises OverflowError: the task is skipped as a bad amount, the other kept.
+    path = tmp_path / "jobs.json"
+    path.write_text('{"job.tasks": [{"container.host": "/r/h", "container.duration.ms": 1000, '
+                    '"container.vcores": 1' + "0" * 400 + '}, {"container.host": "/r/h", '
+                    '"container.duration.ms": 2000}]}')
+    report = SkipReport("sls")
+    result = import_sls([path], report)
+    assert [j.durations.values for j in result.jobs] == [(2.0,)]
+    assert report.reasons() == {"a resource amount must be a non-negative number, not all zero": 1}
 
 
 # ----- the CLI: one line on stderr, exit status 2 ------------------------------------

@@ -147,6 +147,20 @@ def test_an_import_without_jobs_names_the_rules_and_rows(tmp_path, capsys):
     assert f"bad: 1 x empty job id [{bad}: field 'job id'] (rows 2)" in err
 
 
+def test_swim_refuses_a_job_of_more_tasks_than_any_trace(tmp_path):
+    # 700 TB of shuffle at 64 MB a reduce: 700 * 2^40 / 2^26 = 11,468,800 reduces > 10,000,000; the
+    # bytes held no allocation here, but a simulation would draw a duration per task.
+    tsv = tmp_path / "big.tsv"
+    tsv.write_text(f"j1\t0\t0\t100\t100\t100\nj2\t5\t5\t100\t{700 * 2 ** 40}\t100\n")
+    with pytest.raises(InputError) as e:
+        import_swim([tsv], SkipReport("swim"))
+    assert str(e.value) == (f"{tsv}:2: field 'shuffle bytes': at most 10,000,000 tasks per job (64 MB each), "
+                            f"got 11,468,800")
+    with pytest.raises(InputError) as e:
+        import_swim([DATA / "swim" / "sample.tsv"], SkipReport("swim"), nodes=10 ** 12)
+    assert str(e.value) == "field '--nodes': at most 1,000,000 nodes, got 1,000,000,000,000"
+
+
 def test_swim_strict_stops_at_the_first_bad_row():
     with pytest.raises(InputError) as e:
         import_swim([DATA / "swim" / "sample.tsv"], SkipReport("swim", strict=True))

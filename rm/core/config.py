@@ -44,7 +44,6 @@ from typing import Any
 import yaml
 
 
-
 class _YAML_LOADER(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
     """libyaml's loader when present (~10x faster on a 1,000-node cluster listing), with
     each plain scalar's tag resolved once per text: resolution runs the implicit
@@ -72,7 +71,11 @@ from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
 from rayrm.rm.core.policies.plugins import resolve_policy
 from rayrm.rm.core.policies import PolicyError
 
-MAX_GROUP = 1_000_000          # nodes in one cluster.nodes group
+#: Sizes one number in a config or a trace may ask for; refused above, not filling memory.  Far
+#: beyond public traces: FB-2010's largest job has 443,932 reduces, Google's 2011 cell ~12,500 machines.
+MAX_GROUP = 1_000_000          # nodes in one cluster.nodes group, in the cluster, in its events
+MAX_JOB_TASKS = 10_000_000     # tasks in one job
+MAX_NAME = 255                 # characters in a node name a group's pattern makes (a DNS name's bound)
 
 #: an NM (or AM) is declared lost after nm_expiry (am_expiry) heartbeats, but never sooner
 #: than this (wall seconds): at small time scales ten heartbeats are a fraction of a
@@ -302,6 +305,9 @@ def node_group(group: Any, where: str) -> list[NodeSpec]:
         except (KeyError, IndexError, ValueError, TypeError, AttributeError):
             raise InputError(f"bad name pattern {pattern!r} (use {{i}} or {{i:03d}})",
                              field=f"{where}.name") from None
+        if count > 1 and len(names[-1]) > MAX_NAME:        # {i:999} x 1,000,000 nodes: 1 GB of names
+            raise InputError(f"names of at most {MAX_NAME} characters, got {len(names[-1])} from "
+                             f"{pattern!r}", field=f"{where}.name")
     return [NodeSpec(n, capacity, attrs) for n in names]
 
 
@@ -314,8 +320,10 @@ def _node_events(value: Any, where: str) -> list[NodeEvent]:
         if "leave" in ev:
             events.append(NodeEvent(t, str(ev["leave"])))
         elif "join" in ev:
-            for spec in node_group(ev["join"], f"{w}.join"):
-                events.append(NodeEvent(t, spec.name, spec))
+            joining = node_group(ev["join"], f"{w}.join")
+            if len(events) + len(joining) > MAX_GROUP:
+                raise InputError(f"at most {MAX_GROUP:,} node events in all", field=f"{w}.join")
+            events += [NodeEvent(t, spec.name, spec) for spec in joining]
         else:
             raise InputError("needs 'join' or 'leave'", field=w)
     return sorted(events, key=lambda e: e.time)
@@ -336,6 +344,8 @@ def job_from_fields(raw: dict, where: str = "", *, row: int | None = None, file:
             raise InputError("is missing", field=fld(missing[0]))
         job_id = str(raw["id"]).strip()
         tasks = _integer(raw["tasks"], fld("tasks"), minimum=1)
+        if tasks > MAX_JOB_TASKS:
+            raise InputError(f"at most {MAX_JOB_TASKS:,} tasks per job, got {tasks:,}", field=fld("tasks"))
         demand = _resources(raw["demand"], fld("demand"), positive=False)
         submit = _number(raw.get("submit") or 0, fld("submit"), non_negative=True)
         weight = _number(raw.get("weight") or 1, fld("weight"), positive=True)
@@ -415,6 +425,9 @@ def parse_config(doc: Any, path: Path | None = None) -> ExperimentConfig:
         nodes: list[NodeSpec] = []
         for k, g in enumerate(groups):
             nodes.extend(node_group(g, f"cluster.nodes[{k}]"))
+            if len(nodes) > MAX_GROUP:
+                raise InputError(f"at most {MAX_GROUP:,} nodes in all, got {len(nodes):,} by this group",
+                                 field=f"cluster.nodes[{k}]")
         seen: set[str] = set()
         for n in nodes:
             if n.name in seen:

@@ -5,6 +5,7 @@ Each format module exposes ``add_arguments(parser)`` (its INPUT positional and o
 ``rumen`` and ``synth`` are not formats of their own: they turn Rumen job histories and
 SYNTH specs into SLS job objects for ``sls``, as Hadoop's SLS takes all three.
 ``common`` holds what they share (skip report, tables, JSON streams, the config writer),
-``queues`` the queue weights (``--queue-weights``, ``--queue-file``).
-Importers import only ``rayrm.rm.core`` and each other, downwards: sls -> rumen, synth, queues -> common.
+``queues`` the queue weights (``--queue-weights``, ``--queue-file``), ``sls_nodes`` SLS's
+node file and labels.  Importers import only ``rayrm.rm.core`` and each other, downwards:
+sls -> rumen, synth, queues, sls_nodes -> common.
 """

@@ -214,6 +214,8 @@ def _json_values(text: str, path):
             obj, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as e:
             raise InputError(f"malformed JSON: {e.msg}", file=str(path), row=e.lineno) from None
+        except ValueError:           # an integer of more than 4,300 digits (int_max_str_digits)
+            raise InputError("malformed JSON: a number too long", file=str(path), row=line) from None
         yield line, obj
         line += text.count("\n", pos, end)
         pos = end
@@ -240,10 +242,17 @@ def amount(value) -> float | None:
         return None
     try:
         x = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):       # OverflowError: a JSON integer of 10**400
         return None
     return x if x >= 0 and x != float("inf") else None
 
+
+def at_most(value: float, limit: int, what: str, *, file=None, row=None, field=None) -> int:
+    """``value`` (a size one number in a trace asks for) as an int, checked before it is built."""
+    if value > limit:
+        raise InputError(f"at most {limit:,} {what}, got {value:,.0f}", file=None if file is None else str(file),
+                         row=row, field=field)
+    return int(value)
 
 
 # ----- tokens for attribute names and values -----------------------------------------

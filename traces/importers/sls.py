@@ -56,28 +56,38 @@ Mapping and assumptions:
   a job with a ``||`` label expression; Rumen's own rules are in ``rumen.py``.  A
   malformed JSON stream, a file whose type cannot be told and a bad SYNTH spec (one
   value spoils every draw after it) stop the import with one line.
+* Sizes one number asks for are refused, with one line naming the file, the job's line
+  and the field, before anything of that size is built: more than 10,000,000 tasks in
+  a job (the ``count`` of its tasks summed; SWIM's FB-2010 sample, 22.7 M tasks in all,
+  has 443,932 in its largest job), a ``job.count`` above 100,000 or making more than
+  100,000,000 tasks (the job's tasks x job.count), ``num.nodes`` above 1,000,000.
 """
 
 from __future__ import annotations
 
 import argparse
-import re
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
+from rayrm.rm.core.config import MAX_GROUP, MAX_JOB_TASKS
 from rayrm.rm.core.jobs import Durations, JobSpec
-from rayrm.rm.core.constraints import Clause, Constraint
+from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
-from rayrm.traces.importers.common import ImportResult, SkipReport, amount, json_stream, parse_resources, token
+from rayrm.traces.importers.common import (ImportResult, SkipReport, amount, at_most, json_stream,
+                                           parse_resources, token)
 from rayrm.traces.importers.queues import queue_weights
+from rayrm.traces.importers.sls_nodes import label_constraint, read_nodes, resource_name
 from rayrm.traces.importers.rumen import is_rumen, rumen_to_sls
 from rayrm.traces.importers.synth import is_synth, synth_to_sls
 
 HELP = "Hadoop Scheduler Load Simulator inputs: SLS JSON jobs, Rumen job histories, SYNTH specs"
 TRACE_TYPES = ("auto", "rumen", "sls", "synth")
 NM_DEFAULT = "cpu:10;memory_mb:10240"             # yarn.sls.nm.vcores / yarn.sls.nm.memory.mb
+#: copies one ``job.count`` makes, and the tasks they hold in all (the job's tasks x job.count);
+#: 22.7 M tasks is SWIM's whole FB-2010 day
+MAX_COPIES, MAX_COPIED_TASKS = 100_000, 100_000_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -134,8 +144,6 @@ def nm_resource(text: str) -> str:
 
 NOT_RESOURCES = {"host", "start.ms", "end.ms", "duration.ms", "priority", "type", "execution.type",
                  "allocation.id", "request.delay"}
-RESOURCE_NAMES = {"memory-mb": "memory_mb", "memory": "memory_mb", "memory_mb": "memory_mb",
-                  "vcores": "cpu", "yarn.io/gpu": "gpu", "gpu": "gpu"}
 
 
 @dataclass
@@ -163,10 +171,6 @@ class SlsJob:
 class ParsedJobs:
     jobs: list[SlsJob]
     num_nodes: int = 0
-
-
-def resource_name(key: str) -> str:
-    return RESOURCE_NAMES.get(key, re.sub(r"\W", "_", key))
 
 
 def _task_duration(task: dict) -> tuple[float | None, str]:
@@ -204,7 +208,7 @@ def read_records(inputs: list, report: SkipReport, trace_type: str = "auto",
     """
     records: list[tuple[str, int, object]] = []
     rumen: list[tuple[str, int, dict]] = []
-    synth_nodes: list[tuple[str, str]] = []
+    synth_nodes: dict[tuple[str, str], None] = {}          # ordered, without repeats
     for path in inputs:
         values = list(json_stream(path))
         kind = trace_type if trace_type != "auto" else detect_type(values, str(path))
@@ -222,9 +226,9 @@ def read_records(inputs: list, report: SkipReport, trace_type: str = "auto",
                     raise InputError("not a SYNTH spec (an object with workloads)", file=str(path), row=line)
                 jobs, nodes = synth_to_sls(obj, str(path), time_unit=synth_time_unit)
                 records += [(str(path), line, job) for job in jobs]
-                synth_nodes += [n for n in nodes if n not in synth_nodes]
+                synth_nodes.update(dict.fromkeys(nodes))
     records += rumen_to_sls(rumen, report)
-    return records, synth_nodes
+    return records, list(synth_nodes)
 
 
 def detect_type(values: list, path: str) -> str:
@@ -255,7 +259,8 @@ def read_jobs(records, report: SkipReport, default_demand: Resources) -> ParsedJ
             if n is None or n != int(n):
                 report.skip("not a whole number", file=path, row=line, field="num.nodes")
             else:
-                out.num_nodes = max(out.num_nodes, int(n))
+                n = at_most(n, MAX_GROUP, "nodes", file=path, row=line, field="num.nodes")
+                out.num_nodes = max(out.num_nodes, n)
             continue
         job = _read_job(obj, str(path), line, index, report, default_demand)
         index += 1
@@ -279,126 +284,64 @@ def _read_job(obj: dict, path: str, line: int, index: int, report: SkipReport,
     if count is None or count != int(count):
         report.skip(f"not a whole number: {obj.get('job.count')!r}", file=path, row=line, field="job.count")
         return None
+    copies = at_most(max(count, 1), MAX_COPIES, "copies of a job", file=path, row=line, field="job.count")
     groups: dict[tuple, TaskGroup] = {}
+    total = 0
+    known: dict[int, tuple] = {}        # a SYNTH job repeats one task object for the tasks it draws alike
     for k, task in enumerate(tasks):
-        where = f"job.tasks[{k}]"
-        if not isinstance(task, dict):
-            report.skip("a task must be a JSON object", file=path, row=line, field=where)
+        parsed = known.get(id(task)) or _read_task(task, f"job.tasks[{k}]", path, line, report, default_demand)
+        if parsed is None:
             continue
-        reps = amount(task.get("count", 1))
-        if reps is None or reps != int(reps):
-            report.skip(f"not a whole number: {task.get('count')!r}", file=path, row=line,
-                        field=f"{where}.count")
-            continue
-        seconds, key = _task_duration(task)
-        if seconds is None or seconds <= 0:
-            report.skip("a task needs a positive duration", file=path, row=line, field=f"{where}.{key}")
-            continue
-        demand = dict(default_demand)
-        bad = None
-        for name, value in task.items():
-            if not name.startswith("container.") or name[len("container."):] in NOT_RESOURCES:
-                continue
-            x = amount(value)
-            if x is None:
-                bad = name
-                break
-            demand[resource_name(name[len("container."):])] = x
-        if bad or not any(v > 0 for v in demand.values()):
-            report.skip("a resource amount must be a non-negative number, not all zero",
-                        file=path, row=line, field=f"{where}.{bad}" if bad else where)
-            continue
-        kind = token(str(task.get("container.type", "map")).strip() or "map")
-        resources = Resources(demand)
+        known[id(task)] = parsed
+        kind, resources, seconds, task_start, host, reps = parsed
+        reps = at_most(total + reps, MAX_JOB_TASKS, "tasks per job", file=path, row=line,
+                       field=f"job.tasks[{k}].count") - total
+        total += reps
         group = groups.setdefault((kind, resources), TaskGroup(kind, resources))
-        task_start = _ms(task.get("container.start.ms")) if "container.start.ms" in task else None
-        host = split_host(task.get("container.host"))
-        for _ in range(max(int(reps), 1)):
-            group.durations.append(round(seconds, 3))
-            group.starts.append(task_start)
-            if host:
-                group.hosts.append(host)
+        group.durations.extend([seconds] * reps)
+        group.starts.extend([task_start] * reps)
+        if host:
+            group.hosts.extend([host] * reps)
     if not groups:
         report.note("jobs left with no usable task (their tasks are listed as skipped)")
         return None
+    at_most(copies * total, MAX_COPIED_TASKS, f"tasks in a job's copies ({total:,} tasks x job.count)",
+            file=path, row=line, field="job.count")
     job_id = str(obj.get("job.id") or f"job_{index + 1}").strip()
     return SlsJob(job_id, path, line, start, str(obj.get("job.queue.name", "default")),
-                  str(obj.get("job.label.expression") or ""), max(int(count), 1), list(groups.values()))
+                  str(obj.get("job.label.expression") or ""), copies, list(groups.values()))
 
 
-# ----- small readers ------------------------------------------------------------------
-
-def parse_labels(text: str) -> list[tuple[str, bool]]:
-    """``"l1, l2(exclusive=false)"`` -> [(l1, True), (l2, False)]."""
-    out = []
-    for part in filter(None, (p.strip() for p in str(text).split(","))):
-        m = re.fullmatch(r"([^()\s]+)\s*(?:\(\s*exclusive\s*=\s*(true|false)\s*\))?", part, re.I)
-        if not m:
-            raise ValueError(part)
-        out.append((m.group(1), (m.group(2) or "true").lower() == "true"))
-    return out
-
-
-# ----- nodes ----------------------------------------------------------------------------
-
-def read_nodes(path, default_cap: Resources, report: SkipReport):
-    """Nodes of an SLS node file, and the set of exclusive labels."""
-    nodes: dict[str, NodeSpec] = {}
-    exclusive: set[str] = set()
-    for line, rack in json_stream(path):
-        if not isinstance(rack, dict) or not isinstance(rack.get("nodes"), list):
-            report.skip("not a rack object with a 'nodes' list", file=path, row=line)
-            continue
-        rack_name = token(str(rack.get("rack", "default-rack")).strip("/"))
-        for k, entry in enumerate(rack["nodes"]):
-            where = f"nodes[{k}]"
-            if not isinstance(entry, dict) or not str(entry.get("node", "")).strip():
-                report.skip("a node needs a 'node' name", file=path, row=line, field=where)
-                continue
-            name = token(str(entry["node"]).strip("/").split("/")[-1])
-            cap = dict(default_cap)
-            bad = None
-            for key, value in entry.items():
-                if key in ("node", "labels"):
-                    continue
-                x = amount(value)
-                if x is None:
-                    bad = (f"{where}.{key}", f"not a non-negative number: {value!r}")
-                    break
-                cap[resource_name(key)] = x
-            attrs: dict = {"rack": rack_name}
-            if bad is None and entry.get("labels"):
-                try:
-                    for label, excl in parse_labels(entry["labels"]):
-                        attrs[f"label.{token(label)}"] = "yes"
-                        if excl:
-                            exclusive.add(token(label))
-                except ValueError as e:
-                    bad = (f"{where}.labels", f"cannot read label {e}")
-            if bad is None and name in nodes:
-                bad = (f"{where}.node", f"node {name} is listed twice")
-            if bad is None and not any(v > 0 for v in cap.values()):
-                bad = (where, "no positive capacity")
-            if bad:
-                report.skip(bad[1], file=path, row=line, field=bad[0])
-                continue
-            nodes[name] = NodeSpec(name, Resources(cap), attrs)
-    return list(nodes.values()), exclusive
-
-
-# ----- jobs -----------------------------------------------------------------------------
-
-def label_constraint(expr, exclusive: set[str], shared: bool) -> Constraint | None:
-    """The constraint for ``job.label.expression`` (None when it cannot be a conjunction)."""
-    expr = str(expr or "").strip()
-    if not expr:
-        if shared:
-            return Constraint()
-        return Constraint(tuple(Clause(f"label.{x}", "not exists") for x in sorted(exclusive)))
-    if "||" in expr:
+def _read_task(task, where: str, path: str, line: int, report: SkipReport, default_demand: Resources):
+    """(type, demand, seconds, start, host, count) of one SLS task, or None (skipped and reported)."""
+    if not isinstance(task, dict):
+        report.skip("a task must be a JSON object", file=path, row=line, field=where)
         return None
-    labels = [token(p.strip()) for p in expr.split("&&") if p.strip()]
-    return Constraint(tuple(Clause(f"label.{x}", "exists") for x in labels))
+    reps = amount(task.get("count", 1))
+    if reps is None or reps != int(reps):
+        report.skip(f"not a whole number: {task.get('count')!r}", file=path, row=line, field=f"{where}.count")
+        return None
+    seconds, key = _task_duration(task)
+    if seconds is None or seconds <= 0:
+        report.skip("a task needs a positive duration", file=path, row=line, field=f"{where}.{key}")
+        return None
+    demand = dict(default_demand)
+    for name, value in task.items():
+        if not name.startswith("container.") or name[len("container."):] in NOT_RESOURCES:
+            continue
+        x = amount(value)
+        if x is None:
+            demand = {}
+            where = f"{where}.{name}"
+            break
+        demand[resource_name(name[len("container."):])] = x
+    if not any(v > 0 for v in demand.values()):
+        report.skip("a resource amount must be a non-negative number, not all zero", file=path, row=line,
+                    field=where)
+        return None
+    kind = token(str(task.get("container.type", "map")).strip() or "map")
+    start = _ms(task.get("container.start.ms")) if "container.start.ms" in task else None
+    return kind, Resources(demand), round(seconds, 3), start, split_host(task.get("container.host")), max(reps, 1)
 
 
 def import_sls(inputs, report: SkipReport, *, nodes_file=None, node_capacity=NM_DEFAULT,
@@ -454,9 +397,8 @@ def build_jobs(parsed: ParsedJobs, node_names: set[str], exclusive: set[str], we
         weight = weights.get(job.queue, weights.get(f"root.{job.queue}"))
         if weights and weight is None:
             report.note(f"jobs in queues without a weight (weight 1), e.g. {job.queue!r}")
-        kinds = [g.kind for g in job.groups]
-        has_maps = "map" in kinds
-        for copy in range(1, job.count + 1):
+        apps = _group_apps(job, constraint, weight or 1.0, node_names, report, pin_hosts=pin_hosts)
+        for copy in range(1, job.count + 1):        # the copies share every group's durations
             base = job.job_id if job.count == 1 else f"{job.job_id}_{copy}"
             if base in used:
                 n = 2
@@ -465,23 +407,29 @@ def build_jobs(parsed: ParsedJobs, node_names: set[str], exclusive: set[str], we
                 report.note("job ids used before, renamed <id>.<n>")
                 base = f"{base}.{n}"
             used.add(base)
-            seen: dict[str, int] = {}
-            for g in job.groups:
-                seen[g.kind] = seen.get(g.kind, 0) + 1
-                if len(job.groups) == 1:
-                    app_id = base
-                else:
-                    app_id = f"{base}-{g.kind}" + (str(seen[g.kind]) if seen[g.kind] > 1 else "")
-                submit = job.start
-                if g.kind == "reduce" and has_maps and g.starts and all(s is not None for s in g.starts):
-                    submit = max(job.start, min(g.starts))
-                    report.note("reduce stages submitted at their first container.start.ms")
-                c = constraint
-                if pin_hosts and g.hosts:
-                    hosts = sorted({h for _, h in g.hosts})
-                    c = c & Constraint.whitelist(hosts)
-                missing = {h for _, h in g.hosts} - node_names
-                report.note("tasks name a host that is not a node", sum(h in missing for _, h in g.hosts))
-                app = AppSpec(app_id, g.demand, len(g.durations), weight or 1.0, round(submit, 3), c)
-                jobs.append(JobSpec(app, Durations("list", values=tuple(g.durations))))
+            jobs += [JobSpec(dataclasses.replace(app, app_id=base + suffix), d) for suffix, app, d in apps]
     return jobs
+
+
+def _group_apps(job: SlsJob, constraint: Constraint, weight: float, node_names: set[str],
+                report: SkipReport, *, pin_hosts: bool) -> list[tuple[str, AppSpec, Durations]]:
+    """(app id suffix, app, durations) of each task group of one copy of ``job``."""
+    has_maps = any(g.kind == "map" for g in job.groups)
+    seen: dict[str, int] = {}
+    out = []
+    for g in job.groups:
+        seen[g.kind] = seen.get(g.kind, 0) + 1
+        suffix = "" if len(job.groups) == 1 else f"-{g.kind}" + (str(seen[g.kind]) if seen[g.kind] > 1 else "")
+        submit = job.start
+        if g.kind == "reduce" and has_maps and g.starts and all(s is not None for s in g.starts):
+            submit = max(job.start, min(g.starts))
+            report.note("reduce stages submitted at their first container.start.ms", job.count)
+        c = constraint
+        hosts = {h for _, h in g.hosts}
+        if pin_hosts and hosts:
+            c = c & Constraint.whitelist(sorted(hosts))
+        missing = hosts - node_names
+        report.note("tasks name a host that is not a node", job.count * sum(h in missing for _, h in g.hosts))
+        app = AppSpec("", g.demand, len(g.durations), weight, round(submit, 3), c)
+        out.append((suffix, app, Durations("list", values=tuple(g.durations))))
+    return out

@@ -33,6 +33,9 @@ bytes; every number below is an option (``rayrm trace import swim --help``).
   cluster SWIM samples come from) of ``cpu:8;memory_mb:16384``.
 * **Skipped rows**: an empty id, a missing cell among the first 6, a cell that is
   not a non-negative number, a job id seen before.  The gap column is only checked.
+* **Refused** (one line naming the file, row and column): a job of more than
+  10,000,000 maps or reduces (640 TB at 64 MB a task; the largest job of the FB-2010
+  sample has 174,613 maps and 443,932 reduces), and ``--nodes`` above 1,000,000.
 """
 
 from __future__ import annotations
@@ -43,11 +46,11 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from rayrm.rm.core.config import node_group
+from rayrm.rm.core.config import MAX_GROUP, MAX_JOB_TASKS, node_group
 from rayrm.rm.core.jobs import Durations, JobSpec
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import AppSpec, NodeSpec
-from rayrm.traces.importers.common import ImportResult, SkipReport, numeric, parse_resources, read_table
+from rayrm.traces.importers.common import ImportResult, SkipReport, at_most, numeric, parse_resources, read_table
 
 MB = 2 ** 20
 COLUMNS = ["job id", "submit", "gap", "input bytes", "shuffle bytes", "output bytes"]
@@ -132,6 +135,7 @@ def import_swim(inputs, report: SkipReport, *, cluster=None, nodes=600, node_cap
     else:
         if nodes < 1:
             raise InputError(f"must be at least 1, got {nodes}", field="--nodes")
+        at_most(nodes, MAX_GROUP, "nodes", field="--nodes")
         cap = parse_resources(node_capacity, "--node-capacity")
         node_list = [NodeSpec(f"n{i:03d}", cap, {}) for i in range(1, nodes + 1)]
         events = []
@@ -158,6 +162,11 @@ def import_swim(inputs, report: SkipReport, *, cluster=None, nodes=600, node_cap
             seen.add(i)
         checks.append((dup, "job id", "job id used before"))
         good = report.check_rows(lines, checks, file=path)
+        for col, per in (("input bytes", split_mb), ("shuffle bytes", reduce_mb)):
+            tasks = np.ceil(cols[col] / (per * MB))
+            for k in np.flatnonzero(good & (tasks > MAX_JOB_TASKS))[:1]:
+                at_most(tasks[k], MAX_JOB_TASKS, f"tasks per job ({per:g} MB each)", file=path,
+                        row=int(lines[k]), field=col)
         gap_off = good & (np.abs(np.diff(cols["submit"], prepend=0.0) - cols["gap"]) > 1)
         report.note("gap column disagrees with the submit times (submit times used)", int(gap_off.sum()))
         maps, reduces, t_map, t_reduce = task_model(

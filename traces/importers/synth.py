@@ -43,6 +43,12 @@ random host as a locality hint; rayrm has no locality, so none is drawn.
 Nodes: ``num_nodes`` nodes ``node0..`` in ``num_nodes // nodes_per_rack`` racks,
 node i in ``rack<i mod racks>`` (SLSUtils.generateNodes), each with SLS's node
 default (``--nm-resource``), unless a node file is given.
+
+Sizes are refused, naming the field, before they are drawn: ``num_jobs`` above
+100,000, ``num_nodes`` above 1,000,000, and a task count that would take the
+spec's tasks (all jobs) past 10,000,000 (SLS's own specs draw tens of jobs of tens
+of tasks; SWIM's whole FB-2010 day is 22.7 M tasks over 24,442 jobs).  A job of a map
+and a reduce definition takes ~100 us and ~4 KB to draw and import, a task tens of bytes.
 """
 
 from __future__ import annotations
@@ -51,13 +57,15 @@ import math
 
 import numpy as np
 
+from rayrm.rm.core.config import MAX_GROUP
 from rayrm.rm.core.errors import InputError
 
 MIN_MEMORY_MB, MIN_VCORES = 1024, 1
 #: SLS reads these as Java ints; larger values are refused here as they would be there
 JAVA_INT_MAX = 2 ** 31 - 1
-#: a spec drawing more tasks than this is refused rather than filling memory
-MAX_TASKS = 10_000_000
+#: a spec drawing more tasks (in all its jobs), more jobs or more nodes than these is refused
+#: before drawing them, rather than filling memory; SLS's own specs draw tens of jobs
+MAX_TASKS, MAX_JOBS = 10_000_000, 100_000
 
 
 def is_synth(obj) -> bool:
@@ -72,6 +80,9 @@ def synth_to_sls(spec: dict, path: str, *, time_unit: str = "ms") -> tuple[list[
     if not isinstance(workloads, list) or not workloads:
         raise InputError("needs a non-empty list of workloads", file=path, field="workloads")
     num_jobs = _whole(spec.get("num_jobs", 0), where("num_jobs"))
+    nodes = _nodes(spec, where)
+    if num_jobs > MAX_JOBS:
+        raise _error(where("num_jobs"), f"at most {MAX_JOBS:,} jobs, got {num_jobs:,}")
     prepared = [_Workload(w, where(f"workloads[{k}]")) for k, w in enumerate(workloads)]
     w_weights = [w.weight for w in prepared]
     _check_weights(w_weights, where("workloads[*].workload_weight"))
@@ -84,12 +95,11 @@ def synth_to_sls(spec: dict, path: str, *, time_unit: str = "ms") -> tuple[list[
     scale = 1.0 if time_unit == "ms" else 1000.0
     jobs, tasks = [], 0
     for index, (submit, w, cls) in enumerate(drawn):
+        job_tasks, n = cls.tasks(rng, scale, MAX_TASKS - tasks)
         jobs.append({"job.id": f"{cls.name}_{index:06d}", "job.start.ms": submit * 1000.0,
-                     "job.queue.name": w.queue, "job.tasks": cls.tasks(rng, scale)})
-        tasks += len(jobs[-1]["job.tasks"])
-        if tasks > MAX_TASKS:
-            raise InputError(f"draws more than {MAX_TASKS:,} tasks", file=path, field="num_jobs")
-    return jobs, _nodes(spec, where)
+                     "job.queue.name": w.queue, "job.tasks": job_tasks})
+        tasks += n
+    return jobs, nodes
 
 
 class _Where:
@@ -104,17 +114,26 @@ def _error(where, message: str) -> InputError:
     return InputError(message, file=where[0], field=where[1])
 
 
+def _finite(value) -> bool:
+    """A JSON number (not a boolean) a float can hold: 10**400 cannot (math.isfinite overflows)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _whole(value, where, minimum: int | None = 0) -> int:
     low = -JAVA_INT_MAX - 1 if minimum is None else minimum
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or value != int(value) or not low <= value <= JAVA_INT_MAX:
-        raise _error(where, f"needs a whole number from {low} to {JAVA_INT_MAX}, got {value!r}")
+    if not _finite(value) or value != int(value) or not low <= value <= JAVA_INT_MAX:
+        raise _error(where, f"needs a whole number from {low} to {JAVA_INT_MAX}, got {value!r:.40}")
     return int(value)
 
 
 def _number(value, where) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise _error(where, f"needs a number, got {value!r}")
+    if not _finite(value):
+        raise _error(where, f"needs a number, got {value!r:.40}")
     return float(value)
 
 
@@ -170,6 +189,11 @@ class _Sample:
         if not math.isfinite(value) or abs(value) > 1e15:
             raise _error(self.where, f"drew {value!r}: the sample's numbers are too large")
         return value
+
+    @property
+    def constant(self) -> bool:
+        """Every draw gives the same value, taking nothing from the generator."""
+        return self.discrete is None and (self.std is None or self.val <= 0)
 
     def _draw(self, rng) -> float:
         if self.discrete is not None:
@@ -229,20 +253,37 @@ class _JobClass:
                 _Sample(d.get(k, {"val": default}), (w[0], f"{w[1]}.{k}"))
                 for k, default in (("count", 0), ("time", 0), ("max_memory", 0), ("max_vcores", 0))))
 
-    def tasks(self, rng, scale: float) -> list[dict]:
-        """The job's SLS task objects: SynthJob's expansion, or one task per stream."""
+    def tasks(self, rng, scale: float, budget: int) -> tuple[list[dict], int]:
+        """The job's SLS task objects and how many tasks they are: SynthJob's expansion, or
+        one task per stream.
+
+        ``budget`` is how many tasks the spec may still draw (of ``MAX_TASKS``): a count above
+        it is refused before its tasks are made.  Tasks that cannot differ (streams, a constant
+        time) are one object with SLS's ``count``; drawn tasks of equal time share one object.
+        """
         duration_ms = max(self.duration.draw(rng), 0.0) * 1000.0
-        out = []
+        out: list[dict] = []
+        drawn = 0
         for kind, count, time, memory, vcores in self.defs:
             n = max(int(round(count.draw(rng))), 0)
-            if n > MAX_TASKS:
-                raise _error(count.where, f"draws {n:,} tasks, more than {MAX_TASKS:,}")
+            if n > budget - drawn:
+                raise _error(count.where, f"draws {n:,} tasks, {budget - drawn:,} left of the {MAX_TASKS:,} a "
+                                          f"spec may draw in all")
+            drawn += n
             demand = {"container.memory-mb": max(round(memory.draw(rng)), MIN_MEMORY_MB),
                       "container.vcores": max(round(vcores.draw(rng)), MIN_VCORES)}
+            if n and (self.type == "stream" or time.constant):          # drawing takes nothing from rng
+                ms = max(duration_ms if self.type == "stream" else round(time.draw(rng)) * scale, 1.0)
+                out.append({"container.type": kind, "container.duration.ms": ms, **demand, "count": n})
+                continue
+            alike: dict[float, dict] = {}
             for _ in range(n):
-                ms = duration_ms if self.type == "stream" else round(time.draw(rng)) * scale
-                out.append({"container.type": kind, "container.duration.ms": max(ms, 1.0), **demand})
-        return out
+                ms = max(round(time.draw(rng)) * scale, 1.0)
+                task = alike.get(ms)
+                if task is None:
+                    task = alike[ms] = {"container.type": kind, "container.duration.ms": ms, **demand}
+                out.append(task)
+        return out, drawn
 
 
 class _Workload:
@@ -278,6 +319,8 @@ class _Workload:
 
 def _nodes(spec: dict, where) -> list[tuple[str, str]]:
     n = _whole(spec.get("num_nodes", 0), where("num_nodes"))
+    if n > MAX_GROUP:
+        raise _error(where("num_nodes"), f"at most {MAX_GROUP:,} nodes, got {n:,}")
     per_rack = _whole(spec.get("nodes_per_rack", 1), where("nodes_per_rack"), minimum=None)
     racks = min(max(n // max(per_rack, 1), 1), max(n, 1))
     return [(f"rack{i % racks}", f"node{i}") for i in range(n)]
