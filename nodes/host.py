@@ -296,7 +296,7 @@ class NodeManagerHost:
             if kind == "join":
                 await self._join(spec)
             elif await self.kill_nm(name):             # leave: the RM declares it lost now
-                await self.rm.lose_node(name, "left the cluster")
+                await self.rm.lose_node(name, "left the cluster", departed=True)
 
     async def _join(self, spec: NodeSpec) -> None:
         """An NM starts (joins, or restarts empty) and registers."""

@@ -340,3 +340,41 @@ def test_lost_node_releases_its_containers_and_leaves_h():
     assert u1.h == 8
     s.add_node(NodeSpec("m3", R("cpu:9;mem:12")))
     assert u1.h == 14
+
+
+# ----- rejection: "no node could ever run it" counts lost nodes, not departed ones ------
+
+def _ssd_cluster() -> OnlineScheduler:
+    return OnlineScheduler("tsf", ("cpu", "memory_mb"), [
+        NodeSpec("n1", Resources.parse("cpu:2;memory_mb:2048"), {"disk": "ssd"}),
+        NodeSpec("n2", Resources.parse("cpu:2;memory_mb:2048"))])
+
+
+def test_an_app_only_a_lost_node_can_run_waits_for_it():
+    # n1, the one ssd node, is lost to a fault: s (2 tasks <cpu:1>, disk == ssd) is taken
+    # and waits; n1 comes back and takes both (2 cpu / 1).
+    s = _ssd_cluster()
+    s.remove_nodes(["n1"])
+    app, reason = s.submit(AppSpec("s", Resources.parse("cpu:1;memory_mb:512"), 2,
+                                   constraint=Constraint.parse("disk == ssd")))
+    assert reason is None and app.pending == 2
+    assert s.schedule() == []
+    s.add_nodes([NodeSpec("n1", Resources.parse("cpu:2;memory_mb:2048"), {"disk": "ssd"})])
+    assert [(c.app_id, c.node) for c in s.schedule()] == [("s", "n1"), ("s", "n1")]
+    # n2, the one node not ssd, lost too: an app only it can run waits for it as well
+    s.remove_nodes(["n2"])
+    assert s.submit(AppSpec("b", Resources.parse("cpu:2;memory_mb:512"), 1,
+                            constraint=Constraint.parse("disk != ssd")))[1] is None
+
+
+def test_an_app_only_a_departed_node_could_run_is_rejected():
+    s = _ssd_cluster()
+    s.remove_nodes(["n1"], departed=True)           # left the cluster for good
+    ssd = Constraint.parse("disk == ssd")
+    assert s.submit(AppSpec("s", Resources.parse("cpu:1"), 1, constraint=ssd)) == \
+        (None, "no node matches constraint 'disk == ssd'")
+    # n2 alone stands: <cpu:4> exceeds it; 1 node matches the (empty) constraint
+    assert s.submit(AppSpec("w", Resources.parse("cpu:4"), 1)) == \
+        (None, "demand cpu:4 exceeds every eligible node (1 match the constraint)")
+    s.add_nodes([NodeSpec("n1", Resources.parse("cpu:2;memory_mb:2048"), {"disk": "ssd"})])
+    assert s.submit(AppSpec("s", Resources.parse("cpu:1"), 1, constraint=ssd))[1] is None   # rejoined

@@ -69,6 +69,23 @@ def test_expiry_is_the_replays_heartbeats_with_its_one_wall_second_floor():
     assert expiry(3, RunSettings(heartbeat_interval=2.0, time_scale=1.0)) == 6
 
 
+def test_a_job_only_a_crashed_nm_can_run_waits_for_it_to_come_back(tmp_path):
+    # b, the one ssd node, crashes at 1; nm_expiry 3: lost at 4, back (empty) at 1 + 2 x 3
+    # = 7.  s (disk == ssd) arrives at 5, while b is lost: not rejected (b comes back), it
+    # runs on b from 7 to 17.  A config leave is for good: x arrives after b left at 20
+    # and is rejected.
+    nodes = {"nodes": [{"name": "a", "capacity": {"cpu": 1, "memory_mb": 1024}},
+                       {"name": "b", "capacity": {"cpu": 1, "memory_mb": 1024}, "attributes": {"disk": "ssd"}}],
+             "events": [{"time": 20, "leave": "b"}]}
+    doc = config(nodes, [job("s", 1, submit=5, constraint="disk == ssd"),
+                         job("x", 1, submit=25, constraint="disk == ssd")], ["kill-nm:b@1"], nm_expiry=3)
+    _, run = sim(tmp_path, doc)
+    assert attempts(run) == [("s", 0, 0, "b", 5.0, 7.0, 17.0, "finished")]
+    jobs = run.jobs.set_index("app")
+    assert list(jobs.status) == ["finished", "rejected"]
+    assert jobs.at["x", "reason"] == "no node matches constraint 'disk == ssd'"
+
+
 def test_kill_nm_loses_its_attempt_at_expiry_and_the_nm_comes_back_empty(tmp_path):
     # j: 4 tasks on a and b.  t0 on a and t1 on b at 0.  b crashes at 5; nm_expiry 3, so
     # the RM declares it lost at 5 + 3 = 8: t1's attempt 0 ends lost at 8 and t1 is asked

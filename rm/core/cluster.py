@@ -30,9 +30,13 @@ from rayrm.rm.core.views import AppView, ClusterView, NodeView
 
 
 class NodeState:
-    """A node's accounting: capacity and free vectors, liveness, its containers."""
+    """A node's accounting: capacity and free vectors, liveness, its containers.
 
-    __slots__ = ("index", "spec", "name", "capacity", "free", "alive", "containers", "view")
+    ``departed``: it left the cluster for good (a trace's leave), as opposed to a node lost
+    to a fault, which comes back when its NM restarts; an app is rejected only when no
+    node that has not departed could run it."""
+
+    __slots__ = ("index", "spec", "name", "capacity", "free", "alive", "departed", "containers", "view")
 
     def __init__(self, index: int, spec: NodeSpec, capacity: tuple[float, ...]):
         self.index = index
@@ -41,6 +45,7 @@ class NodeState:
         self.capacity = capacity
         self.free = list(capacity)
         self.alive = True
+        self.departed = False
         self.containers: set[int] = set()
         self.view = NodeView(self)          # what a policy reads (rm/core/views.py)
 
@@ -159,6 +164,7 @@ class ClusterState:
             if node.alive:
                 raise ValueError(f"node {spec.name} is already registered")
             node.spec, node.capacity, node.free, node.alive = spec, cap, list(cap), True
+            node.departed = False
         else:
             node = NodeState(len(self.nodes), spec, cap)
             self.nodes.append(node)
@@ -179,10 +185,13 @@ class ClusterState:
         """A node is lost: it leaves the cluster and its containers are released and returned."""
         return self.remove_nodes([name])
 
-    def remove_nodes(self, names: list[str]) -> list[Container]:
-        """Nodes are lost together: they leave and their containers (returned, node by node)
-        are released; eligibility and h of every app are recomputed once for the batch."""
+    def remove_nodes(self, names: list[str], departed: bool = False) -> list[Container]:
+        """Nodes are lost together (``departed``: they left for good): they leave and their
+        containers (returned, node by node) are released; eligibility and h of every app are
+        recomputed once for the batch."""
         lost_all, removed = [], False
+        if departed:
+            self.depart(names)
         for name in names:
             node = self.nodes[self.node_index[name]]
             if not node.alive:
@@ -200,6 +209,11 @@ class ClusterState:
         self._demand_cache.clear()
         self._refresh()
         return lost_all
+
+    def depart(self, names) -> None:
+        """These nodes, live or lost, left the cluster for good (``NodeState.departed``)."""
+        for name in names:
+            self.nodes[self.node_index[name]].departed = True
 
     def _count_type(self, node: NodeState, sign: int) -> None:
         real = node.capacity[:len(self.dims)]
@@ -316,15 +330,21 @@ class ClusterState:
     # ----- apps ----------------------------------------------------------------
 
     def rejection_reason(self, spec: AppSpec) -> str | None:
-        """Why no live node could ever run this app's tasks, or None if some node can."""
+        """Why no node could ever run this app's tasks, or None if some node can.
+
+        "Ever": over the nodes that have not left for good, live or lost — a node lost to a
+        fault comes back when its NM restarts, and an app that only it can run waits for it.
+        """
         unknown = sorted(k for k in spec.demand if k not in self.dims)
         if unknown:
             return f"demand names resource {', '.join(unknown)} that no node has"
-        _, alive = self._node_arrays()
-        matching = int((self.constraint_matches(spec.constraint) & alive).sum())
+        cap, _ = self._node_arrays()
+        standing = np.fromiter((not n.departed for n in self.nodes), dtype=bool, count=len(self.nodes))
+        matches = self.constraint_matches(spec.constraint) & standing
+        matching = int(matches.sum())
         if not matching:
             return f"no node matches constraint '{spec.constraint}'"
-        if not self._eligibility(spec, self.demand_vector(spec)).any():
+        if not ((cap + EPS >= np.asarray(self.demand_vector(spec))).all(axis=1) & matches).any():
             shown = ";".join(f"{k}:{v:g}" for k, v in spec.demand.items())
             return f"demand {shown} exceeds every eligible node ({matching} match the constraint)"
         return None

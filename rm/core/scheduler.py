@@ -95,13 +95,14 @@ class OnlineScheduler:
         self._dirty.update(node.index for node in nodes)
         return nodes
 
-    def remove_node(self, name: str) -> list[Container]:
-        """The node is lost; returns its containers, now released (the caller re-asks)."""
-        return self.remove_nodes([name])
+    def remove_node(self, name: str, departed: bool = False) -> list[Container]:
+        """The node is lost (``departed``: it left for good); returns its containers, now
+        released (the caller re-asks)."""
+        return self.remove_nodes([name], departed)
 
-    def remove_nodes(self, names: list[str]) -> list[Container]:
+    def remove_nodes(self, names: list[str], departed: bool = False) -> list[Container]:
         """Nodes are lost together (rekeyed once); returns their containers, now released."""
-        lost = self.cluster.remove_nodes(names)
+        lost = self.cluster.remove_nodes(names, departed)
         self._dirty.difference_update(self.cluster.node_index[n] for n in names)
         self._proof.clear()
         self._rekey_all()
@@ -110,17 +111,20 @@ class OnlineScheduler:
     def submit(self, spec: AppSpec, pending: int | None = None) -> tuple[AppState | None, str | None]:
         """Register an app with ``pending`` tasks to place (all of them by default).
 
-        Returns (app, None), or (None, reason) when no live node could ever run it.
+        Returns (app, None), or (None, reason) when no node could ever run it
+        (``ClusterState.rejection_reason``); an app only lost nodes can run waits for them.
         """
         cluster = self.cluster
         if any(k not in cluster.dims for k in spec.demand):
             return None, cluster.rejection_reason(spec)
         app = cluster.add_app(spec)
         if not app.eligible_count:
-            # No live node both matches and holds a task: exactly when rejection_reason
-            # speaks (for known dimensions), which runnable apps need not pay for.
-            del cluster.apps[spec.app_id]
-            return None, cluster.rejection_reason(spec)
+            # No live node both matches and holds a task (runnable apps need not pay for
+            # the question): rejected unless a lost node, back later, could
+            reason = cluster.rejection_reason(spec)
+            if reason is not None:
+                del cluster.apps[spec.app_id]
+                return None, reason
         self._index.add(app.app_id, app.demand, app.eligible, app)
         app.unit = self._unit(app)
         self._set_key(app)

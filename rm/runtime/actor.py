@@ -251,11 +251,12 @@ class ResourceManager:
         return out
 
     @_halts
-    async def lose_node(self, node: str, detail: str = "lost") -> list[int]:
-        """Declare an NM LOST now (its host stopped it); returns its containers."""
+    async def lose_node(self, node: str, detail: str = "lost", departed: bool = False) -> list[int]:
+        """Declare an NM LOST now (its host stopped it; ``departed``: for good); returns its
+        containers."""
         now = self._now()
-        out = self.state.lose_node(now, node, detail)
-        self._journal(Call.LOSE_NODE, now, (node, detail))
+        out = self.state.lose_node(now, node, detail, departed)
+        self._journal(Call.LOSE_NODE, now, (node, detail, departed))
         return out
 
     @_halts

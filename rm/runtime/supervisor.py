@@ -375,9 +375,12 @@ class Supervisor:
         return self.ams[hid].run.remote(self.start_wall)
 
     def _host_lost(self, hid: str, why: str) -> None:
-        """The NM host could not be resumed (its Ray node is gone): its NMs stay lost."""
+        """The NM host could not be resumed (its Ray node is gone): its NMs stay lost, and
+        the RM hears they left for good (a job only they could run is rejected from now on)."""
         self.dead_hosts.add(hid)
         self._resume_since.pop(hid, None)
+        for name in sorted(n for n, h in self.host_of_node.items() if h == hid):
+            rm_call(self.rm.lose_node, name, f"NM host {hid} is gone ({why})", True)
         print(f"\nrayrm replay: NodeManager host {hid} not restarted, its NMs stay lost ({why})",
               file=sys.stderr, flush=True)
         if self.dead_hosts >= set(self.hosts):

@@ -181,6 +181,7 @@ class RMClient:
     async def finish_apps(self, items: list[tuple[str, int]]) -> list[str]:
         return await self._call(self.rm.finish_apps, items)
 
-    async def lose_node(self, node: str, detail: str) -> list[int]:
-        """Declare one of this host's NMs LOST now (idempotent by itself: no request id)."""
-        return await call_with_retry(self.rm.lose_node, node, detail, link=self.link)
+    async def lose_node(self, node: str, detail: str, departed: bool = False) -> list[int]:
+        """Declare one of this host's NMs LOST now (``departed``: it left the cluster for
+        good); idempotent by itself: no request id."""
+        return await call_with_retry(self.rm.lose_node, node, detail, departed, link=self.link)

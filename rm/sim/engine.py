@@ -271,12 +271,13 @@ class Simulation:
 
     def _leave(self, event, t: float, changed: dict) -> None:
         if self.faults is not None and self.faults.leaves(event.node, t, changed):
-            return                          # a crashed NM (kill-nm) left
+            self.cluster.depart([event.node])   # a crashed NM (kill-nm) left: it never comes back
+            return
         index = self.cluster.node_index.get(event.node)
         if index is None or not self.cluster.nodes[index].alive:
             self.log.event("node_leave_ignored", t, node=event.node, detail="not a live node")
             return
-        lost = self.scheduler.remove_node(event.node)
+        lost = self.scheduler.remove_node(event.node, departed=True)
         self.log.remove_node(event.node, t)
         for c in lost:
             entry = self.running.pop(c.container_id, None)
