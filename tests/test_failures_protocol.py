@@ -251,6 +251,19 @@ def test_a_torn_journal_tail_is_ignored(tmp_path):
     assert len(list(read_journal(path))) == len(whole)
 
 
+def test_a_restarted_rm_journals_past_a_torn_tail_so_a_second_restart_reads_it_all(tmp_path):
+    c = Harness(StateStore(tmp_path))
+    c.run(until=3)
+    with open(c.store.journal_path(c.store.generation), "ab") as fh:
+        fh.write(b"\x40\x00\x00\x00\x00\x00\x00\x00partial")    # the dead RM's last write, cut short
+    c.restart()                  # the journal is cut after its last whole record, then appended to
+    c.run(until=8)
+    live = digest(c.rm)
+    state, records = StateStore(tmp_path).load()
+    replay_records(state, records)
+    assert digest(state) == live
+
+
 _REBUILD = """
 import hashlib, sys
 sys.path.insert(0, {tests!r})

@@ -184,17 +184,23 @@ class StateStore:
 
     def load(self):
         """(state, records) from the snapshot and the journals after it (its own, and later
-        ones a background snapshot started); opens the last journal to append."""
+        ones a background snapshot started); opens the last journal to append, cut after
+        its last whole record: what this RM appends must not land behind a torn tail,
+        where the next recovery would stop reading."""
         with open(self.snapshot_path, "rb") as fh:
             self.generation, state = pickle.load(fh)
         self._oldest = self.generation
         records = []
         while True:
             path = self.journal_path(self.generation)
-            records += list(read_journal(path)) if path.exists() else []
+            data, whole = (path.read_bytes(), 0) if path.exists() else (b"", 0)
+            for whole, record in _records(data):
+                records.append(record)
             if not self.journal_path(self.generation + 1).exists():
                 break
             self.generation += 1
+        if whole < len(data):
+            os.truncate(self.journal_path(self.generation), whole)
         self._fd = os.open(self.journal_path(self.generation), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self.records = len(records)
         self.bytes = sum(self.journal_path(g).stat().st_size for g in range(self._oldest, self.generation + 1)
@@ -223,15 +229,21 @@ def _write_snapshot(tmp: Path, final: Path, generation: int, state, keep: bool =
 
 def read_journal(path: Path):
     """The journal's records in order, stopping at a torn or corrupt tail."""
-    data = Path(path).read_bytes()
+    for _, record in _records(Path(path).read_bytes()):
+        yield record
+
+
+def _records(data: bytes):
+    """(offset just past it, record) of each whole record of a journal's bytes, in order,
+    stopping at a torn or corrupt tail."""
     pos = 0
     while pos + _HEADER.size <= len(data):
         length, crc = _HEADER.unpack_from(data, pos)
         body = data[pos + _HEADER.size: pos + _HEADER.size + length]
         if len(body) < length or zlib.crc32(body) != crc:
             return
-        yield pickle.loads(body)
         pos += _HEADER.size + length
+        yield pos, pickle.loads(body)
 
 
 def replay_records(state, records) -> int:
