@@ -379,7 +379,8 @@ class Supervisor:
         the RM hears they left for good (a job only they could run is rejected from now on)."""
         self.dead_hosts.add(hid)
         self._resume_since.pop(hid, None)
-        for name in sorted(n for n, h in self.host_of_node.items() if h == hid):
+        host_of_node = self.injector.host_of_node if self.injector is not None else {}
+        for name in sorted(n for n, h in host_of_node.items() if h == hid):
             rm_call(self.rm.lose_node, name, f"NM host {hid} is gone ({why})", True)
         print(f"\nrayrm replay: NodeManager host {hid} not restarted, its NMs stay lost ({why})",
               file=sys.stderr, flush=True)
