@@ -88,10 +88,14 @@ def restores(out: Path) -> str:
 
 def from_runs(base: Path) -> None:
     """Print the tables of the run directories ``base/<trace>-chaos-<seed>`` already written
-    (seeds run one at a time, e.g. one per turn of the shared lock)."""
+    (seeds run one at a time, e.g. one per turn of the shared lock), their fault costs
+    (faults.json, summary.json ``faults``) worked out again by this code."""
+    from rayrm.rm.runs.recovery import write_costs  # noqa: PLC0415
     for stem in ("google-200", "paper"):
         runs = sorted(base.glob(f"{stem}-chaos-*"), key=lambda p: int(p.name.rsplit("-", 1)[1]))
         runs = [p for p in runs if (p / "summary.json").exists()]
+        for p in runs:
+            write_costs(p, json.loads((p / "summary.json").read_text()))
         if runs:
             rows = [row(p, int(p.name.rsplit("-", 1)[1])) for p in runs]
             print(f"{stem}, {len(rows)} chaos seeds (from {base})")

@@ -86,6 +86,20 @@ def test_a_job_only_a_crashed_nm_can_run_waits_for_it_to_come_back(tmp_path):
     assert jobs.at["x", "reason"] == "no node matches constraint 'disk == ssd'"
 
 
+def test_an_nm_crash_the_rm_learns_of_at_its_resync_is_measured_there(tmp_path):
+    # b crashes at 5 and the RM at 6 (back at 7, before b's expiry at 8 could be judged):
+    # b restarts empty at 5 + 2 x 3 = 11 and registers into the restarted RM, which loses
+    # task 1's attempt (on b since 0) then.  The crash is detected at 11 (6 s after it);
+    # task 1 runs again at once on b: recovered 6; work lost 5 - 0 = 5 task-s.  b leaving
+    # the cluster at 35 is another matter, not this crash's detection.
+    nodes = dict(cluster("a", "b"), events=[{"time": 35, "leave": "b"}])
+    _, run = sim(tmp_path, config(nodes, [job("j", 4)], ["kill-nm:b@5", "kill-rm@6"], nm_expiry=3))
+    assert events(run, "node_resync")[-1] == (11.0, "", "b", "0 containers reported")
+    crash = recovery_times(run.path)[0]
+    assert (crash["fault"], crash["detected"], crash["recovered"], crash["lost_attempts"], crash["work_lost"]) == \
+        ("kill-nm:b@5", 6.0, 6.0, 1, 5.0)
+
+
 def test_kill_nm_loses_its_attempt_at_expiry_and_the_nm_comes_back_empty(tmp_path):
     # j: 4 tasks on a and b.  t0 on a and t1 on b at 0.  b crashes at 5; nm_expiry 3, so
     # the RM declares it lost at 5 + 3 = 8: t1's attempt 0 ends lost at 8 and t1 is asked

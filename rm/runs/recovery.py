@@ -10,9 +10,9 @@ fault          detected                                   recovered ("full recov
 ============== ========================================== =============================================
 kill-nm,       the first of its NMs declared LOST         every task that was running on those NMs is
 kill-nm-host,  (``node_lost``: heartbeat expiry or the    running again elsewhere (the latest start of
-kill-ray-node  host's death)                              the next attempt of each attempt lost there
-                                                          before the NM registered again); the
-                                                          detection time when nothing was running
+kill-ray-node  host's death), or, when the RM was down    the next attempt of each attempt lost there
+               through the expiry, its registration into  before the NM registered again); the
+               the restarted RM that lost its attempts    detection time when nothing was running
 kill-am        the attempt declared FAILED                the new attempt has registered and holds the
                (``am_expired``)                           app's finished tasks and running containers
                                                           (``am_registered``); it asks for the rest in
@@ -113,18 +113,7 @@ def recovery_times(path: str | Path) -> list[dict]:
                 synced = after[(after.kind == "rm_resynced") & after.detail.str.startswith(epoch + ":")]
                 recovered = _row(synced.iloc[0]) if len(synced) else None
         else:
-            nodes = affected_nodes(kind, f.node, f.detail)
-            gone = detecting[(detecting.kind == "node_lost") & detecting.node.isin(nodes)]
-            detected = _row(gone.iloc[0]) if len(gone) else None
-            # the attempts lost with those NMs until each registered again: a later loss of
-            # the same node (another fault) is not this fault's
-            back = {n: float(ev[(ev.kind == "node_join") & (ev.node == n)
-                                & (ev.time > float(g.time))].time.min())
-                    for n, g in gone.groupby("node").first().iterrows()} if len(gone) else {}
-            until = tasks.node.map(back).fillna(math.inf)
-            hit = tasks[(tasks.status == "lost") & tasks.node.isin(nodes) & (tasks.finish >= f.time)
-                        & (tasks.finish <= until)]
-            hit = hit if len(gone) else hit.iloc[:0]         # nothing lost: nothing of its own
+            detected, hit = _nm_losses(detecting, tasks, f, affected_nodes(kind, f.node, f.detail))
             lost, work = len(hit), work_lost(hit, kind, float(f.time))
             recovered = detected
             for t in hit.itertuples(index=False):
@@ -175,6 +164,31 @@ def availability(path: str | Path) -> float | None:
         if first is not None:
             total += end - first
     return round(alive / total, 4) if total > 0 else None
+
+
+def _nm_losses(detecting, tasks, f, nodes: list[str]):
+    """(detected, the attempts lost) of an NM fault at ``f`` on ``nodes``.
+
+    Each NM's window runs from the fault to its first registration after it, as a new NM
+    (``node_join``, once declared lost) or into a restarted RM (``node_resync``: an RM down
+    through the NM's expiry learns of the crash only then, and loses what the NM no longer
+    reports); a later loss of the node is another fault's.  Detected: the first NM declared
+    lost in its window, or that registration when it lost attempts."""
+    marks = detecting[detecting.node.isin(nodes) & detecting.kind.isin(["node_lost", "node_join", "node_resync"])]
+    lost = tasks[(tasks.status == "lost") & tasks.node.isin(nodes) & (tasks.finish >= f.time)]
+    back, detections = {}, []
+    for node, rows in marks.groupby("node", sort=False):
+        again = rows[rows.kind != "node_lost"]
+        back[node] = float(again.time.iloc[0]) if len(again) else math.inf
+        gone = rows[(rows.kind == "node_lost") & (rows.time <= back[node])]
+        if len(gone):
+            detections.append(_row(gone.iloc[0]))
+        elif len(again) and ((lost.node == node) & ((lost.finish - back[node]).abs() < 1e-6)).any():
+            detections.append(_row(again.iloc[0]))
+    if not detections:
+        return None, lost.iloc[:0]
+    until = [back.get(node, -math.inf) for node in lost.node]      # a node never back: none of its own
+    return min(detections), lost[lost.finish.to_numpy(dtype=float) <= until]
 
 
 def _detect_until(faults, f, spec: str) -> float:
