@@ -113,7 +113,7 @@ def recovery_times(path: str | Path) -> list[dict]:
                 synced = after[(after.kind == "rm_resynced") & after.detail.str.startswith(epoch + ":")]
                 recovered = _row(synced.iloc[0]) if len(synced) else None
         else:
-            detected, hit = _nm_losses(detecting, tasks, f, affected_nodes(kind, f.node, f.detail))
+            detected, hit = _nm_losses(after, detecting, tasks, f, affected_nodes(kind, f.node, f.detail))
             lost, work = len(hit), work_lost(hit, kind, float(f.time))
             recovered = detected
             for t in hit.itertuples(index=False):
@@ -166,21 +166,23 @@ def availability(path: str | Path) -> float | None:
     return round(alive / total, 4) if total > 0 else None
 
 
-def _nm_losses(detecting, tasks, f, nodes: list[str]):
-    """(detected, the attempts lost) of an NM fault at ``f`` on ``nodes``.
+def _nm_losses(after, detecting, tasks, f, nodes: list[str]):
+    """(detected, the attempts lost) of an NM fault at ``f`` on ``nodes``; ``after``: the
+    events from the fault on, ``detecting``: those a loss can be this fault's among.
 
     Each NM's window runs from the fault to its first registration after it, as a new NM
     (``node_join``, once declared lost) or into a restarted RM (``node_resync``: an RM down
     through the NM's expiry learns of the crash only then, and loses what the NM no longer
     reports); a later loss of the node is another fault's.  Detected: the first NM declared
     lost in its window, or that registration when it lost attempts."""
-    marks = detecting[detecting.node.isin(nodes) & detecting.kind.isin(["node_lost", "node_join", "node_resync"])]
+    kinds = ["node_lost", "node_join", "node_resync"]
+    marks = after[after.node.isin(nodes) & after.kind.isin(kinds)]
     lost = tasks[(tasks.status == "lost") & tasks.node.isin(nodes) & (tasks.finish >= f.time)]
     back, detections = {}, []
     for node, rows in marks.groupby("node", sort=False):
         again = rows[rows.kind != "node_lost"]
         back[node] = float(again.time.iloc[0]) if len(again) else math.inf
-        gone = rows[(rows.kind == "node_lost") & (rows.time <= back[node])]
+        gone = rows[(rows.kind == "node_lost") & (rows.time <= back[node]) & rows.index.isin(detecting.index)]
         if len(gone):
             detections.append(_row(gone.iloc[0]))
         elif len(again) and ((lost.node == node) & ((lost.finish - back[node]).abs() < 1e-6)).any():
