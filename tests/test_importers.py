@@ -434,6 +434,18 @@ def test_synth_spec_errors_name_the_field(tmp_path):
     assert str(e.value) == f"{spec}: field 'workloads[0].job_classes[0].tasks[0].count': needs a number, got 'many'"
 
 
+def test_synth_tiny_log_normal_mean_draws_nothing_instead_of_dividing_by_zero(tmp_path):
+    # mtasks_avg 1e-229 with stddev 1e-230: sigma² = log(1 + (std / avg)²) = log(1.01); the
+    # old form std² / avg² divided 1e-460 by 1e-458, both 0.0 in floats (found by the fuzzer).
+    text = (DATA / "sls" / "synth-flat.json").read_text()
+    spec = tmp_path / "tiny.json"
+    spec.write_text(text.replace('"mtasks_avg" : 5', '"mtasks_avg" : 1e-229')
+                    .replace('"mtasks_stddev" : 1', '"mtasks_stddev" : 1e-230'))
+    jobs = import_sls([spec], SkipReport("sls"), synth_time_unit="s").jobs
+    # every draw of ~1e-229 maps rounds to none: the 12 jobs are their reduces alone
+    assert [j.job_id for j in jobs] == [f"class_1_{k:06d}" for k in range(12)]
+
+
 # ----- openb -------------------------------------------------------------------------------
 
 def test_openb_nodes_and_pods():

@@ -205,7 +205,8 @@ class _Sample:
         std = self.std or self.val / 6
         if self.dist == "NORM":
             return float(rng.normal(self.val, std))
-        sigma2 = math.log1p(std * std / (self.val * self.val))
+        ratio = std / self.val                   # not std² / val²: val² underflows to 0 below 1e-162
+        sigma2 = math.log1p(ratio * ratio)
         return float(rng.lognormal(math.log(self.val) - sigma2 / 2, math.sqrt(sigma2)))
 
 
