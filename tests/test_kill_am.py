@@ -23,10 +23,17 @@ def silent_rm(local_ray):
 
     @ray.remote(num_cpus=0)
     class SilentRM:
-        """An RM that takes a registration and never answers it."""
+        """An RM that takes a registration and never answers it (on the RM's channel,
+        as the real RM's hosts call it)."""
 
         def __init__(self):
             self.called = asyncio.Event()
+            self.server = None
+
+        async def channel(self):
+            from rayrm.rm.service.channel import ChannelServer
+            self.server = self.server or ChannelServer(self, b"key")
+            return (*await self.server.start("127.0.0.1"), b"key")
 
         async def register_apps(self, *args):
             self.called.set()

@@ -44,6 +44,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
+import pickle
 import resource
 import time
 
@@ -54,6 +56,7 @@ from rayrm.rm.core.fault_rules import ALLOCATION_EXPIRIES, expiry
 from rayrm.rm.core.policies import PolicyError
 from rayrm.rm.service.protocol import (NAMESPACE, AllocateRequest, AllocateResponse, AppRegistered, AppRegistration,
                                       Call, HostMark, NodeHeartbeat, NodeHeartbeatResponse, NodeRegistration)
+from rayrm.rm.service.channel import ChannelServer
 from rayrm.rm.service.store import SNAPSHOT_SECONDS, StateStore, replay_records
 from rayrm.rm.service.client import call_host
 from rayrm.rm.runtime.pace import PaceMeter
@@ -126,6 +129,23 @@ def _halts(method):
     return call
 
 
+class _Pickled:
+    """A view's answer, pickled on the RM's event loop; it unpickles as the object itself.
+
+    Ray serialises an actor's answer in its main thread while the event loop goes on
+    running the hosts' channel calls (rm/service/channel.py), which change the state the
+    answer may share (the run log, the records); pickled here, the answer is the state as
+    of the call."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, answer):
+        self.data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def __reduce__(self):
+        return pickle.loads, (self.data,)
+
+
 @ray.remote(num_cpus=0, max_concurrency=10_000)
 class ResourceManager:
     """The central RM (see the module docstring for the calls)."""
@@ -145,6 +165,7 @@ class ResourceManager:
         self._am_hosts: dict = {}                        # AM host id -> its actor handle
         self._last_snapshot = time.time()
         self.calls = 0
+        self._channel = ChannelServer(self, os.urandom(32))  # the hosts' calls (rm/service/channel.py)
         self.policy_error: str | None = None           # set when the policy failed: the RM halts
         self.ui_memo: dict = {}                        # what ui_snapshot has sent (rm_snapshot)
         self.liveness = Liveness(host_silence)
@@ -258,6 +279,11 @@ class ResourceManager:
         out = self.state.lose_node(now, node, detail, departed)
         self._journal(Call.LOSE_NODE, now, (node, detail, departed))
         return out
+
+    async def channel(self) -> tuple[str, int, bytes]:
+        """Where the hosts' channel to this RM listens, and its key: (address, port, key)."""
+        host, port = await self._channel.start(ray.util.get_node_ip_address())
+        return host, port, self._channel.key
 
     @_halts
     async def fault(self, caller: str, request_id: int, spec: str, node: str = "", app: str = "") -> None:
@@ -412,16 +438,18 @@ class ResourceManager:
 
     # ----- views -----------------------------------------------------------------
 
+    # Each view's answer is ``_Pickled`` on the loop: the state goes on changing meanwhile.
+
     async def progress(self) -> dict:
         lag, behind = self.pace.current()
-        return self.state.progress(time.time()) | {"calls": self.calls, "lag": round(lag, 3), "behind": behind,
-                                                   "policy_error": self.policy_error}
+        return _Pickled(self.state.progress(time.time()) | {"calls": self.calls, "lag": round(lag, 3),
+                                                            "behind": behind, "policy_error": self.policy_error})
 
     async def ui_snapshot(self) -> dict:
         """The compact view the driver's web UI polls, at most once per heartbeat interval
         (``rayrm.rm.ui.snapshot``); ended apps cross once."""
         self.state.nodes.settle()
-        return rm_snapshot(self.state, time.time(), self.ui_memo, self.pace)
+        return _Pickled(rm_snapshot(self.state, time.time(), self.ui_memo, self.pace))
 
     async def export(self) -> dict:
         """The run log and the RM's measurements, for the driver to write out."""
@@ -429,14 +457,15 @@ class ResourceManager:
             self._metrics.update(self.state)
         s = self.state
         usage = resource.getrusage(resource.RUSAGE_SELF)
-        return {"log": s.log, "alloc_to_running": list(s.records.alloc_to_running),
-                "alloc_to_launch": list(s.records.alloc_to_launch), "progress": s.progress(time.time()),
-                "calls": self.calls, "pace": self.pace.export(),
-                "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024,
-                "snapshots": list(self.snapshots), "snapshot_blocked": list(self.snapshot_blocked),
-                "recoveries": list(s.recoveries), "policy_error": self.policy_error,
-                "journal_bytes": self.store.journal_bytes() if self.store is not None else 0,
-                "journal_written": self.store.written if self.store is not None else 0}
+        return _Pickled({
+            "log": s.log, "alloc_to_running": list(s.records.alloc_to_running),
+            "alloc_to_launch": list(s.records.alloc_to_launch), "progress": s.progress(time.time()),
+            "calls": self.calls, "pace": self.pace.export(),
+            "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024,
+            "snapshots": list(self.snapshots), "snapshot_blocked": list(self.snapshot_blocked),
+            "recoveries": list(s.recoveries), "policy_error": self.policy_error,
+            "journal_bytes": self.store.journal_bytes() if self.store is not None else 0,
+            "journal_written": self.store.written if self.store is not None else 0})
 
     async def stop(self) -> None:
         if self._monitor is not None:

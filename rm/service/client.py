@@ -33,6 +33,7 @@ import time
 import zlib
 
 from rayrm.rm.core.fault_rules import LinkFault, link_passage
+from rayrm.rm.service.channel import Channel, ChannelBroken
 
 MAX_DELAY = 0.25
 BUDGET = 60.0
@@ -115,7 +116,7 @@ async def call_with_retry(method, *args, link: Link | None = None):
             if time.time() + wait > max(start, link.healed_at()) + BUDGET:
                 raise TimeoutError(f"no answer from the RM for {BUDGET:.0f}s after the link healed") from None
             await asyncio.sleep(wait or delay)
-        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError, ChannelBroken):
             if time.time() > max(start, link.healed_at() if link else 0.0) + BUDGET:
                 raise
             await asyncio.sleep(delay)
@@ -145,11 +146,14 @@ class RMClient:
     """One host's calls to the RM actor ``rm``, as ``caller``, with increasing request ids.
 
     Each call is retried with its own request id while the RM restarts, so the RM
-    applies it at most once (see the module docstring).  ``calls`` counts them.
+    applies it at most once (see the module docstring).  ``calls`` counts them.  The
+    calls travel on the RM's channel (rm/service/channel.py), found through the Ray
+    call ``rm.channel``, so a restarted RM is found at its new address.
     """
 
     def __init__(self, rm, caller: str):
         self.rm, self.caller = rm, caller
+        self.channel = Channel(self._resolve)
         self.link = Link(caller)
         # ids start from the clock in microseconds: a host Ray restarted (same caller name)
         # never reuses an id the RM still holds the answer of
@@ -161,27 +165,28 @@ class RMClient:
         self.calls += 1
         return self.request_id
 
-    async def _call(self, method, *args):
-        return await call_with_retry(method, self.caller, self._next(), *args, link=self.link)
+    async def _resolve(self) -> tuple[str, int, bytes]:
+        return await self.rm.channel.remote()
+
+    async def _call(self, name: str, *args):
+        return await call_with_retry(self.channel.method(name), self.caller, self._next(), *args, link=self.link)
 
     async def register_nodes(self, regs: list) -> list[str]:
-        return await self._call(self.rm.register_nodes, regs)
+        return await self._call("register_nodes", regs)
 
     async def node_heartbeat(self, beats: list, idle: tuple = (), due: float = 0.0, mark=None) -> list:
-        return await self._call(self.rm.node_heartbeat, beats, idle, due,
-                                     time.time(), mark)
+        return await self._call("node_heartbeat", beats, idle, due, time.time(), mark)
 
     async def register_apps(self, regs: list) -> list:
-        return await self._call(self.rm.register_apps, regs)
+        return await self._call("register_apps", regs)
 
     async def allocate(self, requests: list, wait: float = 0.0, idle: tuple = ()) -> list:
-        return await self._call(self.rm.allocate, requests, wait, time.time(),
-                                     idle)
+        return await self._call("allocate", requests, wait, time.time(), idle)
 
     async def finish_apps(self, items: list[tuple[str, int]]) -> list[str]:
-        return await self._call(self.rm.finish_apps, items)
+        return await self._call("finish_apps", items)
 
     async def lose_node(self, node: str, detail: str, departed: bool = False) -> list[int]:
         """Declare one of this host's NMs LOST now (``departed``: it left the cluster for
         good); idempotent by itself: no request id."""
-        return await call_with_retry(self.rm.lose_node, node, detail, departed, link=self.link)
+        return await call_with_retry(self.channel.method("lose_node"), node, detail, departed, link=self.link)

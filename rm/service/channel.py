@@ -1,0 +1,228 @@
+"""The hosts' calls to the ResourceManager over one TCP stream each, beside Ray.
+
+A Ray actor call costs its two ends about half a millisecond of CPU whatever it carries:
+the task is specified, sent over gRPC, handed from the receiving worker's main thread to
+its event loop, and its answer is stored and sent back the same way.  At the paper's scale
+(1,000 NMs, 0.02 wall seconds per trace second) the RM answers some 200 calls a wall
+second, and that work was most of the RM's CPU and more of its hosts' (docs/replay.md,
+"The RM's channel").  The channel carries the same calls, with the same arguments and
+answers, as length-prefixed pickles on an asyncio stream: a frame is read, the RM's own
+method runs on its event loop, the answer is written back.
+
+* **Server** (``ChannelServer``, in the RM actor).  Listens on the RM's node address, on a
+  port the system picks, and serves only ``CALLS``.  A connection starts with a challenge:
+  the server sends a random nonce, the client answers HMAC-SHA256(key, nonce), and a wrong
+  answer closes the connection before anything is unpickled.  The key is made by the RM
+  process and handed out only through a Ray call (``ResourceManager.channel``), so the
+  channel is as closed as the Ray cluster is.
+* **Order.** Frames of one connection start their calls in the order they were sent, as
+  Ray starts an actor's calls from one caller; calls may overlap (a long-polling
+  ``allocate`` does not hold the next call), so answers carry the call's number.
+* **Client** (``Channel``).  Connects on first use, asking ``resolve`` (a Ray call to the
+  RM) where to.  When the RM dies its connections close: every call out on them fails with
+  ``ChannelBroken``, which callers treat as Ray's ``RayActorError`` (retry with the same
+  request id, ``rm/service/client.py``), and the next call resolves the restarted RM's new
+  address.  Nothing the protocol promises changes: what is journaled before it is answered,
+  idempotent retries and fencing are the RM's, whichever way a call arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import os
+import pickle
+import struct
+
+#: the RM's methods the channel serves (the hosts' calls, rm/runtime/actor.py)
+CALLS = frozenset({"register_nodes", "node_heartbeat", "register_apps", "allocate", "finish_apps", "lose_node"})
+_HEADER = struct.Struct("!I")
+_NONCE = 16
+#: the largest frame either side accepts (a host registering 100,000 NMs is ~20 MB)
+MAX_FRAME = 1 << 30
+
+
+class ChannelBroken(ConnectionError):
+    """The connection to the RM closed (it died or restarts) with this call out or unsent."""
+
+
+def _frame(obj) -> bytes:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return _HEADER.pack(len(data)) + data
+
+
+async def _read(reader: asyncio.StreamReader):
+    (n,) = _HEADER.unpack(await reader.readexactly(_HEADER.size))
+    if n > MAX_FRAME:
+        raise ConnectionError(f"frame of {n} bytes")
+    return pickle.loads(await reader.readexactly(n))
+
+
+def _proof(key: bytes, nonce: bytes) -> bytes:
+    return hmac.new(key, nonce, hashlib.sha256).digest()
+
+
+class ChannelServer:
+    """Serves ``CALLS`` of ``target`` (the RM actor) on a TCP port (module docstring)."""
+
+    def __init__(self, target, key: bytes):
+        self.target, self.key = target, key
+        self.server: asyncio.base_events.Server | None = None
+        self.address: tuple[str, int] | None = None
+        self._starting: asyncio.Lock | None = None
+        self._open: set[asyncio.StreamWriter] = set()
+        self.calls = 0
+        self.refused = 0                 # connections that failed the challenge
+
+    async def start(self, host: str) -> tuple[str, int]:
+        """Listen on ``host`` (the RM's node address), a free port; returns (host, port)."""
+        if self._starting is None:
+            self._starting = asyncio.Lock()
+        async with self._starting:
+            if self.server is None:
+                self.server = await asyncio.start_server(self._serve, host, 0)
+                self.address = (host, self.server.sockets[0].getsockname()[1])
+        return self.address
+
+    def close(self) -> None:
+        """Stop listening and close every connection (the callers' calls out fail)."""
+        if self.server is not None:
+            self.server.close()
+        for writer in list(self._open):
+            writer.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._open.add(writer)
+        try:
+            nonce = os.urandom(_NONCE)
+            writer.write(nonce)
+            proof = await reader.readexactly(hashlib.sha256().digest_size)
+            if not hmac.compare_digest(proof, _proof(self.key, nonce)):
+                self.refused += 1
+                return
+            while True:
+                seq, name, args = await _read(reader)
+                # a task per call, created in arrival order: calls start in the order sent
+                asyncio.get_running_loop().create_task(self._call(writer, seq, name, args))
+        except Exception:  # noqa: BLE001 - a stream that breaks or garbles ends; its caller reconnects
+            pass
+        finally:
+            self._open.discard(writer)
+            writer.close()
+
+    async def _call(self, writer: asyncio.StreamWriter, seq: int, name: str, args: tuple) -> None:
+        self.calls += 1
+        try:
+            if name not in CALLS:
+                raise AttributeError(f"the RM's channel serves no call {name!r}")
+            answer = (seq, True, await getattr(self.target, name)(*args))
+        except Exception as e:  # noqa: BLE001 - the caller raises it, as a Ray call would
+            answer = (seq, False, e)
+        if writer.is_closing():
+            return                        # the caller is gone; it retries on a new connection
+        try:
+            writer.write(_frame(answer))
+        except Exception as e:  # noqa: BLE001 - an answer that does not pickle is the caller's error
+            writer.write(_frame((seq, False, RuntimeError(f"{name}: answer not sent: {e}"))))
+        await writer.drain()
+
+
+class _Connection:
+    """One open stream to the RM and the calls out on it."""
+
+    __slots__ = ("writer", "pending")
+
+    def __init__(self, writer: asyncio.StreamWriter):
+        self.writer = writer
+        self.pending: dict[int, asyncio.Future] = {}
+
+    def broken(self) -> None:
+        """The stream ended: every call out on it fails with ChannelBroken."""
+        self.writer.close()
+        pending, self.pending = self.pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(ChannelBroken("the RM's connection closed"))
+
+
+class Channel:
+    """One host's connection to the RM (module docstring).  ``resolve``: an async function
+    returning the RM's (host, port, key), or raising while the RM is down."""
+
+    def __init__(self, resolve):
+        self.resolve = resolve
+        self._conn: _Connection | None = None
+        self._seq = 0
+        self._connecting: asyncio.Lock | None = None
+
+    async def call(self, name: str, *args):
+        """``name(*args)`` on the RM; raises what the RM's method raised, or ChannelBroken."""
+        conn = await self._connect()
+        self._seq += 1
+        fut = asyncio.get_running_loop().create_future()
+        conn.pending[self._seq] = fut
+        try:
+            conn.writer.write(_frame((self._seq, name, args)))
+        except (ConnectionError, OSError):
+            conn.broken()
+        ok, value = await fut
+        if not ok:
+            raise value
+        return value
+
+    def method(self, name: str) -> "ChannelMethod":
+        return ChannelMethod(self, name)
+
+    async def _connect(self) -> _Connection:
+        conn = self._conn
+        if conn is not None and not conn.writer.is_closing():
+            return conn
+        if self._connecting is None:
+            self._connecting = asyncio.Lock()
+        async with self._connecting:            # one connection however many calls wait for it
+            conn = self._conn
+            if conn is not None and not conn.writer.is_closing():
+                return conn
+            host, port, key = await self.resolve()
+            try:
+                reader, writer = await asyncio.open_connection(host, port)
+                nonce = await reader.readexactly(_NONCE)
+                writer.write(_proof(key, nonce))
+            except (ConnectionError, OSError, asyncio.IncompleteReadError) as e:
+                raise ChannelBroken(f"connecting to the RM at {host}:{port}: {e}") from None
+            self._conn = conn = _Connection(writer)
+            asyncio.get_running_loop().create_task(self._answers(reader, conn))
+            return conn
+
+    @staticmethod
+    async def _answers(reader: asyncio.StreamReader, conn: _Connection) -> None:
+        """Hand each answer to its call; when the stream ends, fail the calls still out."""
+        try:
+            while True:
+                seq, ok, value = await _read(reader)
+                fut = conn.pending.pop(seq, None)
+                if fut is not None and not fut.done():
+                    fut.set_result((ok, value))
+        except Exception:  # noqa: BLE001 - a stream that breaks or garbles ends: its calls fail
+            pass
+        finally:
+            conn.broken()
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.broken()
+            self._conn = None
+
+
+class ChannelMethod:
+    """One RM call through a ``Channel``, awaited like a Ray actor method:
+    ``await method.remote(*args)``."""
+
+    __slots__ = ("channel", "name")
+
+    def __init__(self, channel: Channel, name: str):
+        self.channel, self.name = channel, name
+
+    def remote(self, *args):
+        return self.channel.call(self.name, *args)
