@@ -72,6 +72,7 @@ class ChannelServer:
         self.address: tuple[str, int] | None = None
         self._starting: asyncio.Lock | None = None
         self._open: set[asyncio.StreamWriter] = set()
+        self._running: set[asyncio.Task] = set()    # held: the loop keeps only weak references
         self.calls = 0
         self.refused = 0                 # connections that failed the challenge
 
@@ -104,7 +105,9 @@ class ChannelServer:
             while True:
                 seq, name, args = await _read(reader)
                 # a task per call, created in arrival order: calls start in the order sent
-                asyncio.get_running_loop().create_task(self._call(writer, seq, name, args))
+                task = asyncio.get_running_loop().create_task(self._call(writer, seq, name, args))
+                self._running.add(task)
+                task.add_done_callback(self._running.discard)
         except Exception:  # noqa: BLE001 - a stream that breaks or garbles ends; its caller reconnects
             pass
         finally:
@@ -122,10 +125,14 @@ class ChannelServer:
         if writer.is_closing():
             return                        # the caller is gone; it retries on a new connection
         try:
-            writer.write(_frame(answer))
+            frame = _frame(answer)
         except Exception as e:  # noqa: BLE001 - an answer that does not pickle is the caller's error
-            writer.write(_frame((seq, False, RuntimeError(f"{name}: answer not sent: {e}"))))
-        await writer.drain()
+            frame = _frame((seq, False, RuntimeError(f"{name}: answer not sent: {e}")))
+        try:
+            writer.write(frame)
+            await writer.drain()
+        except ConnectionError:
+            pass                          # the caller is gone; it retries on a new connection
 
 
 class _Connection:
@@ -155,6 +162,7 @@ class Channel:
         self._conn: _Connection | None = None
         self._seq = 0
         self._connecting: asyncio.Lock | None = None
+        self._reading: asyncio.Task | None = None    # held: the loop keeps only weak references
 
     async def call(self, name: str, *args):
         """``name(*args)`` on the RM; raises what the RM's method raised, or ChannelBroken."""
@@ -192,7 +200,7 @@ class Channel:
             except (ConnectionError, OSError, asyncio.IncompleteReadError) as e:
                 raise ChannelBroken(f"connecting to the RM at {host}:{port}: {e}") from None
             self._conn = conn = _Connection(writer)
-            asyncio.get_running_loop().create_task(self._answers(reader, conn))
+            self._reading = asyncio.get_running_loop().create_task(self._answers(reader, conn))
             return conn
 
     @staticmethod
