@@ -19,7 +19,8 @@ method runs on its event loop, the answer is written back.
   Ray starts an actor's calls from one caller; calls may overlap (a long-polling
   ``allocate`` does not hold the next call), so answers carry the call's number.
 * **Client** (``Channel``).  Connects on first use, asking ``resolve`` (a Ray call to the
-  RM) where to.  When the RM dies its connections close: every call out on them fails with
+  RM) where to.  When the RM dies its connections close (when its machine dies, TCP
+  keepalive gives up on them within about five seconds): every call out on them fails with
   ``ChannelBroken``, which callers treat as Ray's ``RayActorError`` (retry with the same
   request id, ``rm/service/client.py``), and the next call resolves the restarted RM's new
   address.  Nothing the protocol promises changes: what is journaled before it is answered,
@@ -33,12 +34,16 @@ import hashlib
 import hmac
 import os
 import pickle
+import socket
 import struct
 
 #: the RM's methods the channel serves (the hosts' calls, rm/runtime/actor.py)
 CALLS = frozenset({"register_nodes", "node_heartbeat", "register_apps", "allocate", "finish_apps", "lose_node"})
 _HEADER = struct.Struct("!I")
 _NONCE = 16
+#: a silent stream is probed after this many seconds, then every second, and given up after 3
+#: unanswered probes: the RM's machine dying sends no FIN, and a call out would wait for ever
+KEEPALIVE_IDLE = 2
 #: the largest frame either side accepts (a host registering 100,000 NMs is ~20 MB)
 MAX_FRAME = 1 << 30
 
@@ -57,6 +62,17 @@ async def _read(reader: asyncio.StreamReader):
     if n > MAX_FRAME:
         raise ConnectionError(f"frame of {n} bytes")
     return pickle.loads(await reader.readexactly(n))
+
+
+def _keepalive(writer: asyncio.StreamWriter) -> None:
+    """TCP keepalive on the stream (KEEPALIVE_IDLE), where the system has it."""
+    sock = writer.get_extra_info("socket")
+    if sock is None:
+        return
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for option, value in (("TCP_KEEPIDLE", KEEPALIVE_IDLE), ("TCP_KEEPINTVL", 1), ("TCP_KEEPCNT", 3)):
+        if hasattr(socket, option):
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
 
 
 def _proof(key: bytes, nonce: bytes) -> bytes:
@@ -195,6 +211,7 @@ class Channel:
             host, port, key = await self.resolve()
             try:
                 reader, writer = await asyncio.open_connection(host, port)
+                _keepalive(writer)
                 nonce = await reader.readexactly(_NONCE)
                 writer.write(_proof(key, nonce))
             except (ConnectionError, OSError, asyncio.IncompleteReadError) as e:
