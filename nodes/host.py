@@ -19,7 +19,7 @@ than ``MIN_BATCH_WINDOW`` wall seconds) whose phases spread over the interval, a
 slot's NMs beat in one call, so a host makes at most ten calls per interval however
 many NMs it holds, and its loop does per-slot, not per-NM, scheduling work (at 1,000
 NMs and 0.02 s intervals that is 50,000 NM heartbeats per wall second); no slot is
-narrower because a call costs the RM and the host ~0.5 ms of Ray work whatever it
+narrower because a call costs the RM and the host work whatever it
 carries.  Inside a call only the NMs with something to report (statuses, refused
 launches) go by name; every other NM of the host is in the call's one ``HostMark``
 (all but those it knows have stopped), so a quiet NM costs neither the host nor the RM

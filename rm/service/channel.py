@@ -1,8 +1,9 @@
 """The hosts' calls to the ResourceManager over one TCP stream each, beside Ray.
 
-A Ray actor call costs its two ends about half a millisecond of CPU whatever it carries:
-the task is specified, sent over gRPC, handed from the receiving worker's main thread to
-its event loop, and its answer is stored and sent back the same way.  At the paper's scale
+A Ray actor call costs each of its two ends about a millisecond of CPU on a small machine
+(``benchmarks/bench_channel.py``), whatever it carries: the task is specified, sent over
+gRPC, handed from the receiving worker's main thread to its event loop, and its answer is
+stored and sent back the same way.  At the paper's scale
 (1,000 NMs, 0.02 wall seconds per trace second) the RM answers some 200 calls a wall
 second, and that work was most of the RM's CPU and more of its hosts' (docs/replay.md,
 "The RM's channel").  The channel carries the same calls, with the same arguments and
@@ -184,10 +185,11 @@ class Channel:
         """``name(*args)`` on the RM; raises what the RM's method raised, or ChannelBroken."""
         conn = await self._connect()
         self._seq += 1
+        frame = _frame((self._seq, name, args))
         fut = asyncio.get_running_loop().create_future()
         conn.pending[self._seq] = fut
         try:
-            conn.writer.write(_frame((self._seq, name, args)))
+            conn.writer.write(frame)
         except (ConnectionError, OSError):
             conn.broken()
         ok, value = await fut
