@@ -13,6 +13,9 @@ can find it (``ray.get_actor("rayrm-rm", namespace="rayrm")``).  Calls
     lose_host(caller, request_id, host, detail)                     -> [node]   (the driver)
     fault(caller, request_id, spec, node, app)                      -> None     (the driver)
 
+The NM and AM hosts make their calls on the RM's channel (``rm/service/channel.py``: one
+TCP stream per host, its address and key from ``channel()``); the driver's are Ray calls.
+
 Node heartbeats are YARN's NODE_UPDATE: statuses are applied and the scheduler
 runs.  ``allocate`` is the AM heartbeat; with ``wait > 0`` it is a long poll —
 when nothing is waiting for the caller's apps it holds the answer until a

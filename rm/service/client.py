@@ -3,12 +3,13 @@
 ``RMClient`` is the hosts' typed side of the protocol (rm/service/protocol.py): one
 method per call, each numbered with the caller's next ``request_id``.
 
-A call to the RM actor fails with ``RayActorError`` (``ActorUnavailableError``
-while Ray restarts it) when the RM dies.  The caller repeats it — with the same
-``request_id``, so the recovered RM answers it as it did before if it had already
-journaled it, and applies it once otherwise — backing off from 50 ms to at most
-``MAX_DELAY`` so that callers find the restarted RM within a quarter second, for
-up to ``BUDGET`` seconds before giving up.
+The calls travel on the RM's channel (``rm/service/channel.py``).  A call fails with
+``ChannelBroken`` when the RM dies (its stream closes), and finding the restarted RM
+fails with ``RayActorError`` (``ActorUnavailableError`` while Ray restarts it).  The
+caller repeats it — with the same ``request_id``, so the recovered RM answers it as it
+did before if it had already journaled it, and applies it once otherwise — backing off
+from 50 ms to at most ``MAX_DELAY`` so that callers find the restarted RM within a
+quarter second, for up to ``BUDGET`` seconds before giving up.
 
 A host's calls pass its ``Link`` (the partition, slow and lossy link faults of
 ``rayrm.rm.core.fault_rules.link_passage``): a call lost on the way, or whose answer is
