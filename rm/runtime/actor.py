@@ -240,15 +240,18 @@ class ResourceManager:
         out = self.state.allocate(now, caller, request_id, requests, sent, idle)
         self._journal(Call.ALLOCATE, now, (caller, request_id, requests, sent, idle))
         if wait > 0 and not any(r.allocated or r.completed or r.action != "normal" for r in out):
+            # a timer sets the event when nothing else does: no task and no exception per poll
             event = self._events.setdefault(caller, asyncio.Event())
             event.clear()
+            timer = asyncio.get_running_loop().call_later(wait, event.set)
             try:
-                await asyncio.wait_for(event.wait(), timeout=wait)
-            except asyncio.TimeoutError:
-                pass
+                await event.wait()
+            finally:
+                timer.cancel()
             now = self._now()
             out = self.state.poll(now, caller, request_id, requests, idle)
-            self._journal(Call.POLL, now, (caller, request_id, requests, idle))
+            if any(r.allocated or r.completed for r in out):    # a poll that delivers nothing changes nothing
+                self._journal(Call.POLL, now, (caller, request_id, requests, idle))
         return out
 
     @_halts
@@ -393,7 +396,6 @@ class ResourceManager:
     def _expire(self, at: float) -> None:
         """NMs and AM attempts silent at ``at`` for longer than their expiry (``Liveness``)
         are lost."""
-        self.state.nodes.settle()                # the hosts' marks, into the NMs' records
         silent = self.liveness.silent_nodes(self.state, at, self.expiry_wall)
         if silent:
             now = self._now()

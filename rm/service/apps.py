@@ -187,20 +187,22 @@ class AppMasters:
     def poll(self, now: float, requests: list[AllocateRequest],
              idle: tuple[tuple[str, int], ...]) -> list[AllocateResponse]:
         """Deliver what arrived since ``allocate`` answered the same request (the long poll).
-        Idle apps (see ``allocate``) are answered only when something arrived for them."""
+        Idle apps (see ``allocate``) are answered only when something arrived for them.
+
+        Only a delivery changes the state: the AMs were heard when the call arrived
+        (``allocate``), not when the RM answers, so a poll with nothing to deliver
+        changes nothing and is not journaled."""
         out = []
         for req in requests:
             app = self.table.get(req.app)
             if app is None or app.done or app.attempt != req.attempt or app.resync or app.launching:
                 out.append(AllocateResponse(req.app))     # the next allocate says why
                 continue
-            app.last_seen = now
             out.append(self._deliver(app))
         for app_id, attempt in idle:
             app = self.table.get(app_id)
             if app is None or app.done or app.attempt != attempt or app.resync or app.launching:
                 continue                                   # the next allocate says why
-            app.last_seen = now
             if app.undelivered or app.completed:
                 out.append(self._deliver(app))
         return out

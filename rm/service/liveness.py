@@ -151,10 +151,22 @@ class Liveness:
             self.heard(host_seen, now) > silent_host_expiry(expiry, self.host_factor)
 
     def silent_nodes(self, state, now: float, expiry: float) -> list[str]:
-        """Live NMs silent for longer than ``expiry`` by the rules of the module docstring."""
+        """Live NMs silent for longer than ``expiry`` by the rules of the module docstring.
+
+        An NM its host's latest mark covers was heard when that mark was: if the mark came
+        within the expiry, the NM is not silent, whatever its record says before the mark is
+        folded in.  So the records are settled (``NodeManagers.settle``, a write to every NM)
+        only when some NM may be silent, not at every scan."""
+        heard, table = state.liveness, state.nodes.table
+        fresh = {h for h, (seen, _, _) in heard.marked.items() if now - seen <= expiry}
+        dead = heard.dead
         # ``_silent``'s first test inlined: most NMs were heard within the expiry
-        return [n for n, r in state.nodes.table.items()
-                if r.alive and now - r.last_seen > expiry and self._silent(r, state, now, expiry)]
+        maybe = [n for n, r in table.items() if r.alive and now - r.last_seen > expiry
+                 and (r.host not in fresh or n in dead.get(r.host, ()))]
+        if not maybe:
+            return []
+        state.nodes.settle()
+        return [n for n in maybe if self._silent(table[n], state, now, expiry)]
 
     def silent_apps(self, state, now: float, expiry: float) -> list[str]:
         """Current AM attempts silent for longer than ``expiry`` (module docstring).
