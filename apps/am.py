@@ -7,9 +7,9 @@ Each logical AM runs one job of the trace (YARN's ApplicationMaster protocol):
 2. it heartbeats ``allocate`` with ``ask`` = its tasks that have no container yet
    and ``releases`` = containers it got but has no task for; the host sends every
    active AM's request in one call, as a long poll (the RM answers as soon as
-   something is there for one of them, or after one heartbeat interval); an AM
-   whose ask is the one it sent last and that releases nothing is sent bare
-   (``idle``) and answered only when the RM has news for it;
+   something is there for one of them, or after one heartbeat interval); the AMs
+   whose ask is the one they sent last and that release nothing (idle) travel as
+   one ``AppMark`` and are answered only when the RM has news for them;
 3. each granted container gets the next task in index order (a lost task first)
    and is started on its NM (``start_containers``, batched per NM host, in the
    background so a slow NM host never delays the AMs' heartbeats; one call in flight
@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import ray
 
 from rayrm.rm.core.model import AppSpec
-from rayrm.rm.service.protocol import (FENCED, FINISHED, NAMESPACE, NORMAL, RESYNC, SHUTDOWN, AllocateRequest,
+from rayrm.rm.service.protocol import (FENCED, FINISHED, NAMESPACE, NORMAL, RESYNC, SHUTDOWN, AllocateRequest, AppMark,
                                       AppRegistered, AppRegistration, ContainerLaunch)
 from rayrm.rm.service.client import RMClient, call_host
 from rayrm.rm.service.heap import quiet_gc
@@ -172,7 +172,10 @@ class ApplicationMasterHost:
             # an AM's silence against its host's heartbeats (rm/service/liveness.py)
             self._sent_any = True
             self._last_allocate = time.time()
-            await self._heartbeat(active, wait)
+            # the AMs submitted, not ended and not running as such (crashed, fenced, registering
+            # again): the mark leaves them out, so the RM stops hearing a crashed one
+            left = tuple(sorted(a for a in opened if self.ams[a].state not in TERMINAL and self.ams[a].state != "active"))
+            await self._heartbeat(active, wait, left)
         return self.outcome()
 
     def _wall(self, trace_time: float) -> float:
@@ -198,10 +201,10 @@ class ApplicationMasterHost:
             else:
                 am.state, am.reason = "rejected", ans.reason
 
-    async def _heartbeat(self, active: list[_AM], wait: float) -> None:
+    async def _heartbeat(self, active: list[_AM], wait: float, left: tuple[str, ...] = ()) -> None:
         """One allocate for every active AM: a full request for those whose ask changed or
-        that release something, the others bare (``idle``; the RM answers them only when it
-        has news for them)."""
+        that release something, the others (idle) in one ``AppMark`` that leaves out ``left``
+        (the RM answers them only when it has news for them)."""
         full, idle_ams = [], []
         for am in active:
             if am.releases or am.sent_ask != len(am.unplaced):
@@ -212,8 +215,7 @@ class ApplicationMasterHost:
         for am in full:
             am.releases = []
             am.sent_ask = len(am.unplaced)
-        idle = tuple((am.app, am.attempt) for am in idle_ams)
-        responses = await self.rm.allocate(requests, wait, idle)
+        responses = await self.rm.allocate(requests, wait, AppMark(left))
         got = time.time()
         self.delivery.extend(got - a.allocated for resp in responses for a in resp.allocated)
         # answers to the full requests in order, then those idle AMs have news for

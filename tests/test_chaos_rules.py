@@ -118,7 +118,7 @@ def test_a_retried_allocate_whose_long_polled_answer_was_lost_gets_the_same_cont
     done = next(k for k, v in c.running.items() if v[2] == "n1")
     app, task, node, t0 = c.running.pop(done)
     c.beat([ContainerStatus(done, app, task, 0, node, COMPLETE, t0, t0, 3.0, FINISHED)])
-    polled = c.apply(Call.POLL, "am", c.rid["am"], reqs, ())
+    polled = c.apply(Call.POLL, "am", c.rid["am"], reqs, None)
     (given,) = polled[0].allocated
     # the answer is lost on the way; the AM repeats the call with the same request id
     again = c.call("am", Call.ALLOCATE, reqs, again=True)

@@ -8,7 +8,7 @@ can find it (``ray.get_actor("rayrm-rm", namespace="rayrm")``).  Calls
     register_nodes(caller, request_id, [NodeRegistration])          -> [action]
     node_heartbeat(caller, request_id, [NodeHeartbeat], idle, due, sent, HostMark) -> [NodeHeartbeatResponse]
     register_apps(caller, request_id, [AppRegistration])            -> [AppRegistered]
-    allocate(caller, request_id, [AllocateRequest], wait=seconds, sent, idle) -> [AllocateResponse]
+    allocate(caller, request_id, [AllocateRequest], wait=seconds, sent, AppMark) -> [AllocateResponse]
     finish_apps(caller, request_id, [(app, attempt)])               -> [action]
     lose_host(caller, request_id, host, detail)                     -> [node]   (the driver)
     fault(caller, request_id, spec, node, app)                      -> None     (the driver)
@@ -57,8 +57,8 @@ import ray
 from rayrm.rm.core.config import MIN_EXPIRY_WALL
 from rayrm.rm.core.fault_rules import ALLOCATION_EXPIRIES, expiry
 from rayrm.rm.core.policies import PolicyError
-from rayrm.rm.service.protocol import (NAMESPACE, AllocateRequest, AllocateResponse, AppRegistered, AppRegistration,
-                                      Call, HostMark, NodeHeartbeat, NodeHeartbeatResponse, NodeRegistration)
+from rayrm.rm.service.protocol import (NAMESPACE, AllocateRequest, AllocateResponse, AppMark, AppRegistered,
+                                      AppRegistration, Call, HostMark, NodeHeartbeat, NodeHeartbeatResponse, NodeRegistration)
 from rayrm.rm.service.channel import ChannelServer
 from rayrm.rm.service.store import SNAPSHOT_SECONDS, StateStore, replay_records
 from rayrm.rm.service.client import call_host
@@ -235,10 +235,10 @@ class ResourceManager:
     @_halts
     async def allocate(self, caller: str, request_id: int, requests: list[AllocateRequest],
                        wait: float = 0.0, sent: float = 0.0,
-                       idle: tuple[tuple[str, int], ...] = ()) -> list[AllocateResponse]:
+                       mark: AppMark | None = None) -> list[AllocateResponse]:
         now = self._now()
-        out = self.state.allocate(now, caller, request_id, requests, sent, idle)
-        self._journal(Call.ALLOCATE, now, (caller, request_id, requests, sent, idle))
+        out = self.state.allocate(now, caller, request_id, requests, sent, mark)
+        self._journal(Call.ALLOCATE, now, (caller, request_id, requests, sent, mark))
         if wait > 0 and not any(r.allocated or r.completed or r.action != "normal" for r in out):
             # a timer sets the event when nothing else does: no task and no exception per poll
             event = self._events.setdefault(caller, asyncio.Event())
@@ -249,9 +249,9 @@ class ResourceManager:
             finally:
                 timer.cancel()
             now = self._now()
-            out = self.state.poll(now, caller, request_id, requests, idle)
+            out = self.state.poll(now, caller, request_id, requests, mark)
             if any(r.allocated or r.completed for r in out):    # a poll that delivers nothing changes nothing
-                self._journal(Call.POLL, now, (caller, request_id, requests, idle))
+                self._journal(Call.POLL, now, (caller, request_id, requests, mark))
         return out
 
     @_halts

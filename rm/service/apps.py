@@ -9,7 +9,9 @@ In YARN's words (ApplicationMasterService, RMAppAttempt, AMLivelinessMonitor):
   answer lists the app's finished tasks and its running containers.
 * ``allocate`` — the AM heartbeat: releases of unused containers, the absolute
   ask, and what was allocated and completed since the last call.  ``poll``
-  finishes a long-polled ``allocate``.
+  finishes a long-polled ``allocate``.  An AM host's idle AMs travel as one
+  ``AppMark``: the RM keeps it per host (``Heard.app_marked``, folded into the apps'
+  records by ``settle``) and answers only the apps it has something for (``notice``).
 * ``finish_apps`` — FinishApplicationMaster: the app is done; containers it
   still holds are killed.
 * ``expire`` (``expire_apps``; ``lose_host``: ``lose_am_host``) — an attempt silent for
@@ -40,7 +42,7 @@ from rayrm.rm.core.scheduler import OnlineScheduler
 from rayrm.rm.service.containers import Containers
 from rayrm.rm.service.liveness import Heard
 from rayrm.rm.service.protocol import (FENCED, NORMAL, RESYNC, RUNNING, SHUTDOWN, AllocateRequest, AllocateResponse,
-                                      AppRegistered, AppRegistration, ContainerStatus)
+                                      AppMark, AppRegistered, AppRegistration, ContainerStatus)
 from rayrm.rm.service.records import ACQUIRED, ALLOCATED, RELEASED, AppRecord, NodeRecord
 from rayrm.rm.service.runrecords import RunRecords
 
@@ -56,12 +58,16 @@ class AppMasters:
     waiting to resync, may allocate or finish.  ``launching`` holds the apps whose next
     attempt the RM started and that has not registered (the actor's AM launcher reads
     ``pending_launches``), ``failed`` those that ended with tasks unfinished; ``news`` the
-    AM hosts with something to deliver (a long poll wakes for them).  ``nodes`` is the
-    ``NodeManagers``' table (a killed container goes on its node's cleanup list).
+    AM hosts with something to deliver (a long poll wakes for them); ``notice`` per AM host
+    the apps the RM has, or may have, something for (their idle AMs are answered from it);
+    ``hosted`` per AM host the apps not done it runs (those its ``AppMark`` covers).
+    ``nodes`` is the ``NodeManagers``' table (a killed container goes on its node's cleanup
+    list).
     """
 
     table: dict[str, AppRecord]
     news: set[str]
+    notice: dict[str, set[str]]
     nodes: dict[str, NodeRecord] = field(repr=False)
     containers: Containers = field(repr=False)
     scheduler: OnlineScheduler = field(repr=False)
@@ -71,11 +77,13 @@ class AppMasters:
     max_attempts: int = 2
     launching: set[str] = field(default_factory=set)
     failed: set[str] = field(default_factory=set)
+    hosted: dict[str, set[str]] = field(default_factory=dict)
 
     def register(self, now: float, caller: str, regs: list[AppRegistration]) -> list[AppRegistered]:
         """Apps arrive or attempts (re-)register; see the module docstring."""
         out = []
         records = self.records
+        self.settle((caller,))                   # the marks so far cover the attempts current until now
         for reg in regs:
             spec = reg.spec
             app = self.table.get(spec.app_id)
@@ -93,7 +101,9 @@ class AppMasters:
                 out.append(AppRegistered(spec.app_id, False, "not the current attempt", FENCED, app.attempt))
                 continue
             kind = on_am_registers(app.launching).value
-            app.launching, app.resync, app.host, app.last_seen = False, False, caller, now
+            app.launching, app.resync, app.last_seen = False, False, now
+            self._rehost(app, caller)
+            self.containers.tell(app, wake=False)     # what waits for it, at its host's next allocate
             self.launching.discard(spec.app_id)
             self.liveness.as_of_host(app, caller)
             self.resync.registered(("app", spec.app_id))
@@ -120,6 +130,7 @@ class AppMasters:
             records.log.reject(spec, reason, t, records.wall(now))
             return AppRegistered(spec.app_id, False, reason)
         self.table[spec.app_id] = AppRecord(spec, caller, 1, t, last_seen=now)
+        self.hosted.setdefault(caller, set()).add(spec.app_id)
         self.liveness.as_of_host(self.table[spec.app_id], caller)
         records.total_tasks += spec.num_tasks
         records.log.submit(spec, t, records.wall(now))
@@ -142,15 +153,16 @@ class AppMasters:
     # ----- the AM heartbeat ----------------------------------------------------------------
 
     def allocate(self, now: float, caller: str, requests: list[AllocateRequest], sent: float,
-                 idle: tuple[tuple[str, int], ...]) -> list[AllocateResponse]:
+                 mark: AppMark | None) -> list[AllocateResponse]:
         """AM heartbeats: releases, absolute asks, and what is waiting for each app.
 
         ``sent``: the host's wall time sending the call (liveness, ``rm/service/liveness.py``).
-        ``idle``: (app, attempt) of AMs whose ask is the one they sent last and that release
-        nothing, sent bare; each is handled as that request again (its ask is kept as
-        ``last_ask``) and answered, after the ``requests``' answers, only when there is
-        something for it (containers, statuses, an action).  Most AMs are idle most of the
-        time, and the call's size and the RM's work then follow the AMs with news.
+        ``mark`` (``AppMark``) stands for the host's idle AMs: those whose ask is the one they
+        sent last and that release nothing.  It is kept as one entry (``Heard.app_mark``), each
+        idle AM counts as its full request again, and only the apps of the host in ``notice``
+        are looked at: answered, after the ``requests``' answers, when there is something for
+        them (containers, statuses, an action).  Most AMs are idle most of the time, and the
+        call's size and the RM's work then follow the AMs with news, not the AMs.
         """
         self.liveness.call(caller, sent)
         out = []
@@ -159,35 +171,94 @@ class AppMasters:
             if app is None:
                 out.append(refusal)
                 continue
-            app.host, app.last_seen = caller, now
+            app.last_seen = now
+            self._rehost(app, caller)
             self.liveness.carried(app, caller, sent)
             for cid in req.releases:
                 self._release_unused(now, app, cid)
             app.last_ask = req.ask
             self._set_ask(app, req.ask - len(app.undelivered))
             out.append(self._deliver(app))
-        # Idle AMs are most of every call: the common case — the current attempt, its ask
-        # unchanged — is ``_current``, ``Heard.carried`` and ``_set_ask`` inlined, the ask
-        # touched only when it differs (an allocation withdrawn meanwhile).
-        table, pending, calls = self.table, self.scheduler.cluster.apps, self.liveness.host_calls.get(caller, 0)
-        for app_id, attempt in idle:
+        if mark is not None:
+            left = frozenset(mark.left_out)
+            if self.liveness.app_left.get(caller, frozenset()) != left:
+                self.settle((caller,))           # the earlier marks covered apps this one does not
+            self.liveness.app_mark(caller, now, sent, left)
+            out += self._news(now, caller, {r.app for r in requests}, left)
+        return out
+
+    def _news(self, now: float, caller: str, asked: set[str], left: frozenset[str]) -> list[AllocateResponse]:
+        """Answers for the idle AMs of ``caller`` the RM has something for (``notice``): what
+        waits for it, or why it may not go on (as ``_current`` would answer its request).  An
+        app the call asked for by request was answered there; one ``left`` out stays in
+        ``notice`` for a later call."""
+        names = self.notice.pop(caller, None)
+        if not names:
+            return []
+        later = names & left
+        if later:
+            self.notice[caller] = later
+        out, table, pending = [], self.table, self.scheduler.cluster.apps
+        for app_id in sorted(names - asked - left):
             app = table.get(app_id)
-            if app is None or app.done or attempt != app.attempt or app.resync or app.launching:
-                out.append(self._current(now, app_id, attempt, "allocate")[1])
+            if app is None or app.host != caller:
+                continue                         # another host runs it now: nothing to say here
+            if app.done or app.resync or app.launching:
+                # an earlier attempt, idle while the RM launches the next, is fenced; an
+                # attempt a restarted RM waits for registers again; an ended app stops
+                action = SHUTDOWN if app.done else RESYNC if app.resync else FENCED
+                if action == FENCED:
+                    self.records.refuse(now, "fenced", app=app_id,
+                                        detail=f"allocate from an idle AM; the current attempt is {app.attempt}")
+                out.append(AllocateResponse(app_id, action))
                 continue
-            app.host, app.last_seen = caller, now
-            if sent:
-                app.last_sent, app.last_call = sent, calls
+            # its ask is the one it sent last: less what waits undelivered (an allocation
+            # withdrawn meanwhile leaves it one short)
             if max(0, app.last_ask - len(app.undelivered)) != pending[app_id].pending:
                 self._set_ask(app, app.last_ask - len(app.undelivered))
             if app.undelivered or app.completed:
                 out.append(self._deliver(app))
         return out
 
-    def poll(self, now: float, requests: list[AllocateRequest],
-             idle: tuple[tuple[str, int], ...]) -> list[AllocateResponse]:
+    def settle(self, hosts=None) -> None:
+        """Fold each AM host's latest mark (of ``hosts``, or all) into the records of the
+        attempts it covered, as if the call had carried each (``Heard.carried``): run before
+        the records are read (liveness scans, expiry) or who runs which attempt changes (a
+        registration, an attempt failing, a restart), so a mark only covers the attempts it
+        was sent for."""
+        marked, left = self.liveness.app_marked, self.liveness.app_left
+        if hosts is not None:
+            marks = {h: marked.pop(h) for h in hosts if h in marked}
+        else:
+            marks, self.liveness.app_marked = marked, {}
+        table = self.table
+        for host, (seen, sent, calls) in marks.items():
+            out = left.get(host, ())
+            for app_id in self.hosted.get(host, ()):
+                rec = table[app_id]
+                if rec.done or rec.resync or rec.launching or app_id in out:
+                    continue
+                if sent and calls >= rec.last_call:
+                    rec.last_seen, rec.last_sent, rec.last_call = seen, sent, calls
+                elif seen > rec.last_seen:
+                    rec.last_seen = seen
+
+    def _rehost(self, app: AppRecord, caller: str) -> None:
+        """``caller`` runs ``app``'s AM (registered or heard from there)."""
+        if app.host != caller:
+            self.settle((app.host,))             # its old host's marks covered it until now
+            hosted = self.hosted.get(app.host)
+            if hosted is not None:
+                hosted.discard(app.spec.app_id)
+            app.host = caller
+        if not app.done:
+            self.hosted.setdefault(caller, set()).add(app.spec.app_id)
+
+    def poll(self, now: float, caller: str, requests: list[AllocateRequest],
+             mark: AppMark | None) -> list[AllocateResponse]:
         """Deliver what arrived since ``allocate`` answered the same request (the long poll).
-        Idle apps (see ``allocate``) are answered only when something arrived for them.
+        The idle AMs (``mark``) are answered only when something arrived for them; they stay
+        in ``notice`` (the next allocate looks at their asks and says why one may not go on).
 
         Only a delivery changes the state: the AMs were heard when the call arrived
         (``allocate``), not when the RM answers, so a poll with nothing to deliver
@@ -199,12 +270,15 @@ class AppMasters:
                 out.append(AllocateResponse(req.app))     # the next allocate says why
                 continue
             out.append(self._deliver(app))
-        for app_id, attempt in idle:
-            app = self.table.get(app_id)
-            if app is None or app.done or app.attempt != attempt or app.resync or app.launching:
-                continue                                   # the next allocate says why
-            if app.undelivered or app.completed:
-                out.append(self._deliver(app))
+        names = self.notice.get(caller) if mark is not None else None
+        if names:
+            skip = {r.app for r in requests} | set(mark.left_out)
+            for app_id in sorted(names - skip):
+                app = self.table.get(app_id)
+                if app is None or app.host != caller or app.done or app.resync or app.launching:
+                    continue                               # the next allocate says why
+                if app.undelivered or app.completed:
+                    out.append(self._deliver(app))
         return out
 
     def _deliver(self, app: AppRecord) -> AllocateResponse:
@@ -260,7 +334,11 @@ class AppMasters:
     def _finish_app(self, now: float, app: AppRecord, reason: str = "") -> None:
         """The app ends: finished if every task finished once, else failed."""
         app_id = app.spec.app_id
+        self.settle((app.host,))                 # its host's marks so far covered it
         app.done = True
+        hosted = self.hosted.get(app.host)
+        if hosted is not None:
+            hosted.discard(app_id)
         self.resync.registered(("app", app_id))
         containers, records = self.containers, self.records
         for c in self.scheduler.finish_app(app_id):
@@ -278,6 +356,7 @@ class AppMasters:
         records.log.app_done(app_id, t, records.wall(now), status=status)
         if reason:
             records.log.mark(app_id, status, reason)
+            self.containers.tell(app, wake=False)     # an AM of it still idle is told to stop
         records.resynced(self.resync, now)
 
     # ----- AM liveness and attempts ----------------------------------------------
@@ -289,6 +368,8 @@ class AppMasters:
         without it, wall-clock silence.
         """
         table = self.table
+        if names is None:
+            self.settle()
         gone = [a for a, r in table.items() if not r.done and now - r.last_seen > expiry_wall] \
             if names is None else [a for a in names if a in table and not table[a].done]
         for a in gone:
@@ -304,6 +385,7 @@ class AppMasters:
         ``fault_rules.on_attempt_failed``: running ones are kept, undelivered ones stay
         for the next attempt, those delivered and not started are withdrawn."""
         app = self.table[app_id]
+        self.settle((app.host,))                 # its host's marks so far covered this attempt
         self.records.event(now, "am_expired", app=app_id, detail=failure.why)
         for c in self.containers.live(app=app_id):
             if on_attempt_failed(c.state != ALLOCATED, c.state == RUNNING) is Handover.WITHDRAWN:
@@ -320,6 +402,7 @@ class AppMasters:
             return
         app.attempt = outcome.attempt
         app.launching, app.resync, app.last_seen = True, False, now
+        self.containers.tell(app, wake=False)    # its AM, if still idle on its host, is fenced
         self.launching.add(app_id)
         self.liveness.as_of_host(app, app.host)              # the new attempt's silence starts now
         self.records.event(now, "am_launch", app=app_id, detail=failure.launch)

@@ -181,8 +181,8 @@ class RMClient:
     async def register_apps(self, regs: list) -> list:
         return await self._call("register_apps", regs)
 
-    async def allocate(self, requests: list, wait: float = 0.0, idle: tuple = ()) -> list:
-        return await self._call("allocate", requests, wait, time.time(), idle)
+    async def allocate(self, requests: list, wait: float = 0.0, mark=None) -> list:
+        return await self._call("allocate", requests, wait, time.time(), mark)
 
     async def finish_apps(self, items: list[tuple[str, int]]) -> list[str]:
         return await self._call("finish_apps", items)

@@ -26,14 +26,16 @@ class Containers:
     nor RELEASED), so failing an app, losing a node or a resync reads only their own, never
     the whole ``table``; ``running`` counts the RUNNING ones.  A container that ends gives
     its resources back to the scheduler, and its app hears of it: a COMPLETE status in
-    ``AppRecord.completed`` and its AM host in ``news``.  ``apps`` and ``news`` are the
-    ``AppMasters``' own (shared, not copied).
+    ``AppRecord.completed``, the app in its AM host's ``notice`` and the host in ``news``
+    (``tell``).  ``apps``, ``news`` and ``notice`` are the ``AppMasters``' own (shared, not
+    copied).
     """
 
     scheduler: OnlineScheduler = field(repr=False)
     records: RunRecords = field(repr=False)
     apps: dict[str, AppRecord] = field(repr=False)
-    news: set[str] = field(repr=False)           # AM hosts with something to deliver
+    news: set[str] = field(repr=False)           # AM hosts with something to deliver (wakes long polls)
+    notice: dict[str, set[str]] = field(repr=False)   # AM host -> its apps the RM has news for
     table: dict[int, ContainerRecord] = field(default_factory=dict)
     by_app: dict[str, set[int]] = field(default_factory=dict)
     by_node: dict[str, set[int]] = field(default_factory=dict)
@@ -68,6 +70,13 @@ class Containers:
         """The containers delivered to their AMs and not reported running (ACQUIRED)."""
         table = self.table
         return [table[i] for ids in self.by_app.values() for i in ids if table[i].state == ACQUIRED]
+
+    def tell(self, app: AppRecord, wake: bool = True) -> None:
+        """The RM has, or may have, something for ``app``'s AM: its host's next allocate looks
+        at it (``AppMasters.allocate``), and (``wake``) a long poll of that host wakes."""
+        if wake:
+            self.news.add(app.host)
+        self.notice.setdefault(app.host, set()).add(app.spec.app_id)
 
     def _release(self, c: ContainerRecord) -> None:
         if c.container in self.scheduler.cluster.containers:
@@ -146,7 +155,7 @@ class Containers:
         else:
             app.asked[c.task] = t_end
         app.completed.append(st)
-        self.news.add(app.host)
+        self.tell(app)
 
     # ----- containers nobody will run ---------------------------------------------------
 
@@ -161,6 +170,7 @@ class Containers:
             self._release(c)
             if app is not None:
                 app.undelivered = [a for a in app.undelivered if a.container != c.container]
+                self.tell(app, wake=False)         # its ask counts one container fewer now
             return
         launched = c.launched if c.launched is not None else now
         st = ContainerStatus(c.container, c.app, c.task, c.attempt, c.node, COMPLETE, launched,
@@ -170,7 +180,7 @@ class Containers:
             self._release(c)
             if app is not None:
                 app.completed.append(st)
-                self.news.add(app.host)
+                self.tell(app)
         else:
             self.complete(now, c, st)
 

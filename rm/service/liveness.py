@@ -23,7 +23,8 @@ are the host's own.  An NM host carries its quiet NMs in one mark
 as carrying each of them; the RM keeps the latest mark per host (``Heard.marked``)
 and folds it into the NMs' records before reading or changing them
 (``NodeManagers.settle``), so a crashed NM, left out of its host's marks, expires
-as above, and the RM does nothing per quiet NM per call.
+as above, and the RM does nothing per quiet NM per call.  An AM host carries its idle
+AMs the same way (``AppMark``, ``Heard.app_marked``, ``AppMasters.settle``).
 
 **The host itself silent.**  A host that makes no call at all (it hung, or has
 nothing active) is judged on the RM's own clock with its stalls taken out.  The
@@ -81,6 +82,10 @@ class Heard:
     #: its NMs' records (``NodeManagers.settle``), and the NMs that mark left out
     marked: dict[str, tuple[float, float, int]] = field(default_factory=dict)
     dead: dict[str, frozenset[str]] = field(default_factory=dict)
+    #: the same for the AM hosts' ``AppMark``s (``AppMasters.settle``): host -> its latest
+    #: mark not yet folded into its apps' records, and the apps that mark left out
+    app_marked: dict[str, tuple[float, float, int]] = field(default_factory=dict)
+    app_left: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def call(self, caller: str, sent: float) -> None:
         """A heartbeat or allocate of host ``caller`` sent at ``sent`` (0: not stamped)."""
@@ -99,6 +104,12 @@ class Heard:
         until ``NodeManagers.settle`` folds it into the records."""
         self.marked[caller] = (now, sent, self.host_calls.get(caller, 0))
         self.dead[caller] = dead
+
+    def app_mark(self, caller: str, now: float, sent: float, left: frozenset[str]) -> None:
+        """AM host ``caller`` vouched, in an allocate sent at ``sent``, for every current attempt
+        it runs but ``left``: kept as one entry until ``AppMasters.settle`` folds it in."""
+        self.app_marked[caller] = (now, sent, self.host_calls.get(caller, 0))
+        self.app_left[caller] = left
 
     def as_of_host(self, rec, host: str, grace: float = 0.0) -> None:
         """Start ``rec``'s silence from its host's latest call (registered, launched,
@@ -175,6 +186,7 @@ class Liveness:
         an app once done stays done, so the open ones are kept from scan to scan (the
         table's new entries added, those done since dropped) — not all 4,500 of the paper's
         trace ten times per expiry."""
+        state.apps.settle()                # the AM hosts' marks, into the apps' records
         table = state.apps.table
         known, seen, open_ = self._apps
         if known is not table:

@@ -12,9 +12,10 @@ retried call never allocates, releases or finishes twice.
                                   earliest wall time a heartbeat of the batch was due;
                                   mark: a HostMark, the host's quiet NMs in one)
     AppMaster host    -> RM   register_apps([AppRegistration])       -> [AppRegistered]
-                              allocate([AllocateRequest], wait, sent, idle) -> [AllocateResponse]
-                                  (idle: (app, attempt) of AMs whose ask is unchanged and that
-                                  release nothing, answered only when there is news for them)
+                              allocate([AllocateRequest], wait, sent, mark) -> [AllocateResponse]
+                                  (mark: an AppMark, the host's idle AMs in one: those whose
+                                  ask is unchanged and that release nothing, answered only when
+                                  there is news for them)
                               finish_apps([(app, attempt)])           -> [str action]
     AppMaster host    -> NM   start_containers([ContainerLaunch])     -> [str]  ("ok" or why not)
     RM (AM launcher)  -> AM   launch_attempts([(app, attempt)])       -> None
@@ -162,6 +163,26 @@ class HostMark:
     def __post_init__(self):
         if self.beats < 0 or not all(isinstance(n, str) for n in self.dead):
             raise ValueError(f"bad host mark: {self!r}")
+
+
+@dataclass(frozen=True)
+class AppMark:
+    """An AM host's idle AMs in one mark: every app whose current attempt the RM knows this
+    host runs, except those ``left_out``, asks what it asked last, releases nothing and is
+    alive as of the call's send time.
+
+    The AM-side twin of ``HostMark``: at paper scale an AM host runs hundreds of AMs, nearly
+    all idle in any one call, so neither the host nor the RM does anything per idle AM per
+    call.  ``left_out`` names the host's AMs that are not running as such (crashed, fenced,
+    registering, launching), so that the RM stops hearing a crashed one and expires it as
+    silent; an idle AM is answered only when the RM has something for it (``AppMasters.notice``).
+    """
+
+    left_out: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if not all(isinstance(a, str) for a in self.left_out):
+            raise ValueError(f"bad app mark: {self!r}")
 
 
 @dataclass(frozen=True)

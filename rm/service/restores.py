@@ -11,8 +11,8 @@ state at the instant journal g ended, so
 
 must hold field by field for every g.  What the RM changes between calls on purpose,
 outside the journal, is brought to the same point on both sides first: the hosts' marks
-folded into the NMs' records (``NodeManagers.settle``, liveness only) and the AM hosts to
-wake (``AppMasters.news``, cleared by a restart).
+folded into the NMs' and the apps' records (``NodeManagers.settle``, ``AppMasters.settle``,
+liveness only) and the AM hosts to wake (``AppMasters.news``, cleared by a restart).
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ def check_restores(state_dir: str | Path, limit: int = 20) -> list[RestoreCheck]
         replay_records(replayed, records)
         for state in (replayed, live):
             state.nodes.settle()
+            state.apps.settle()
             state.apps.news.clear()
         check = RestoreCheck(g, len(records))
         differences(replayed, live, "state", check.differences, limit)

@@ -57,8 +57,8 @@ from rayrm.rm.service.apps import AppMasters
 from rayrm.rm.service.containers import Containers
 from rayrm.rm.service.liveness import Heard
 from rayrm.rm.service.nodes import NodeManagers
-from rayrm.rm.service.protocol import (Allocation, AllocateRequest, AllocateResponse, AppRegistered, AppRegistration,
-                                      Call, HostMark, NodeHeartbeat, NodeHeartbeatResponse, NodeRegistration,
+from rayrm.rm.service.protocol import (Allocation, AllocateRequest, AllocateResponse, AppMark, AppRegistered,
+                                      AppRegistration, Call, HostMark, NodeHeartbeat, NodeHeartbeatResponse, NodeRegistration,
                                       container_token)
 from rayrm.rm.service.records import ACQUIRED, NOT_ANSWERED, ContainerRecord, NodeRecord, answered, idempotent
 from rayrm.rm.service.runrecords import RunRecords
@@ -92,11 +92,11 @@ class ResourceManagerState:
         self.records = records = RunRecords(RunLog(tuple(dims), mode="ray", policy=policy_name, name=name,
                                                    seed=seed), float(time_scale))
         self.liveness, self.resync = Heard(), Resync(wall_seconds)
-        apps, news = {}, set()
-        self.containers = Containers(scheduler, records, apps, news)
+        apps, news, notice = {}, set(), {}
+        self.containers = Containers(scheduler, records, apps, news, notice)
         self.nodes = NodeManagers({n.name: NodeRecord(n) for n in nodes}, self.containers, scheduler, records,
                                   self.liveness, self.resync)
-        self.apps = AppMasters(apps, news, self.nodes.table, self.containers, scheduler, records, self.liveness,
+        self.apps = AppMasters(apps, news, notice, self.nodes.table, self.containers, scheduler, records, self.liveness,
                                self.resync, int(max_attempts))
         self.secret = secret
         self.responses = {}
@@ -139,14 +139,15 @@ class ResourceManagerState:
 
     @idempotent
     def allocate(self, now: float, caller: str, request_id: int, requests: list[AllocateRequest],
-                 sent: float = 0.0, idle: tuple[tuple[str, int], ...] = ()) -> list[AllocateResponse]:
-        """AM heartbeats: releases, absolute asks, and what is waiting (``AppMasters.allocate``)."""
-        out = self.apps.allocate(now, caller, requests, sent, idle)
+                 sent: float = 0.0, mark: AppMark | None = None) -> list[AllocateResponse]:
+        """AM heartbeats: releases, absolute asks, and what is waiting (``AppMasters.allocate``;
+        ``mark``: the host's idle AMs, ``AppMark``)."""
+        out = self.apps.allocate(now, caller, requests, sent, mark)
         self._after(now)
         return out
 
     def poll(self, now: float, caller: str, request_id: int, requests: list[AllocateRequest],
-             idle: tuple[tuple[str, int], ...] = ()) -> list[AllocateResponse]:
+             mark: AppMark | None = None) -> list[AllocateResponse]:
         """Deliver what arrived since ``allocate`` answered the same request (the long poll).
 
         A request already answered with containers or statuses (a retry raced the
@@ -156,7 +157,7 @@ class ResourceManagerState:
         cached = answered(self.responses, caller, request_id)
         if cached is not NOT_ANSWERED and any(r.allocated or r.completed for r in cached):
             return cached
-        out = self.apps.poll(now, requests, idle)
+        out = self.apps.poll(now, caller, requests, mark)
         if cached is not NOT_ANSWERED and any(r.allocated or r.completed for r in out):
             # what the poll delivers is the request's answer: a retry whose first answer was
             # lost on the way gets these containers again, not a second, empty delivery
@@ -251,6 +252,7 @@ class ResourceManagerState:
         every running AM attempt has registered again (``fault_rules.Resync``).
         """
         self.nodes.settle()
+        self.apps.settle()
         text = self.resync.recovered(now, detail)
         self.recoveries.append(dict(stats or {}, epoch=self.resync.epoch))
         nodes = [r for r in self.nodes.table.values() if r.alive]
@@ -263,6 +265,8 @@ class ResourceManagerState:
             r.resync = a in apps
             r.last_seen = now + grace
             self.liveness.as_of_host(r, r.host, grace)
+            if r.resync:
+                self.containers.tell(r, wake=False)       # RESYNC, at its host's next allocate
         self.nodes.notify(r.spec.name for r in nodes)    # RESYNC each, named or marked
         self.records.event(now, "rm_recovered", detail=text)
         self.records.resynced(self.resync, now)
@@ -278,14 +282,14 @@ class ResourceManagerState:
 
     def _schedule(self, now: float) -> None:
         """The offer rule runs; what it places is queued for the apps' AMs (undelivered)."""
-        apps, nodes, records, news = self.apps.table, self.nodes.table, self.records, self.apps.news
+        apps, nodes, records, tell = self.apps.table, self.nodes.table, self.records, self.containers.tell
         for c in self.scheduler.schedule():
             self.containers.add(ContainerRecord(c.container_id, c.app_id, c.node, now))
             app = apps[c.app_id]
             node = nodes[c.node]
             token = container_token(self.secret, c.container_id, c.app_id, c.node) if self.secret else ""
             app.undelivered.append(Allocation(c.container_id, c.app_id, c.node, node.host, now, token))
-            news.add(app.host)
+            tell(app)
             records.touched.add(c.app_id)
             records.allocations += 1
 
