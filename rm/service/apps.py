@@ -83,7 +83,6 @@ class AppMasters:
         """Apps arrive or attempts (re-)register; see the module docstring."""
         out = []
         records = self.records
-        self.settle((caller,))                   # the marks so far cover the attempts current until now
         for reg in regs:
             spec = reg.spec
             app = self.table.get(spec.app_id)
@@ -232,16 +231,19 @@ class AppMasters:
         else:
             marks, self.liveness.app_marked = marked, {}
         table = self.table
-        for host, (seen, sent, calls) in marks.items():
+        for host, mark in marks.items():
             out = left.get(host, ())
             for app_id in self.hosted.get(host, ()):
                 rec = table[app_id]
-                if rec.done or rec.resync or rec.launching or app_id in out:
-                    continue
-                if sent and calls >= rec.last_call:
-                    rec.last_seen, rec.last_sent, rec.last_call = seen, sent, calls
-                elif seen > rec.last_seen:
-                    rec.last_seen = seen
+                if not (rec.done or rec.resync or rec.launching or app_id in out):
+                    _carried_by(rec, mark)
+
+    def _fold(self, app: AppRecord) -> None:
+        """Its host's latest mark, into ``app``'s record alone (it is about to leave the marks)."""
+        mark = self.liveness.app_marked.get(app.host)
+        if mark is not None and not (app.done or app.resync or app.launching) \
+                and app.spec.app_id not in self.liveness.app_left.get(app.host, ()):
+            _carried_by(app, mark)
 
     def _rehost(self, app: AppRecord, caller: str) -> None:
         """``caller`` runs ``app``'s AM (registered or heard from there)."""
@@ -334,7 +336,7 @@ class AppMasters:
     def _finish_app(self, now: float, app: AppRecord, reason: str = "") -> None:
         """The app ends: finished if every task finished once, else failed."""
         app_id = app.spec.app_id
-        self.settle((app.host,))                 # its host's marks so far covered it
+        self._fold(app)                          # its host's latest mark covered it until now
         app.done = True
         hosted = self.hosted.get(app.host)
         if hosted is not None:
@@ -385,7 +387,6 @@ class AppMasters:
         ``fault_rules.on_attempt_failed``: running ones are kept, undelivered ones stay
         for the next attempt, those delivered and not started are withdrawn."""
         app = self.table[app_id]
-        self.settle((app.host,))                 # its host's marks so far covered this attempt
         self.records.event(now, "am_expired", app=app_id, detail=failure.why)
         for c in self.containers.live(app=app_id):
             if on_attempt_failed(c.state != ALLOCATED, c.state == RUNNING) is Handover.WITHDRAWN:
@@ -427,3 +428,16 @@ class AppMasters:
     def failed_apps(self) -> list[tuple[str, str]]:
         """(AM host, app) of every app that ended without all its tasks finished."""
         return [(self.table[a].host, a) for a in sorted(self.failed)]
+
+
+def _carried_by(rec: AppRecord, mark: tuple[float, float, int]) -> None:
+    """``rec`` was carried by the mark (RM time, send time, its host's call count): as
+    ``Heard.carried``, unless a later call carried it already.  A mark no later than the
+    call that last carried it — or than its registration, which starts its silence at its
+    host's latest call (``Heard.as_of_host``) — moves nothing back: so an attempt that
+    (re-)registers needs no settling first."""
+    seen, sent, calls = mark
+    if sent and calls > rec.last_call:
+        rec.last_seen, rec.last_sent, rec.last_call = seen, sent, calls
+    elif seen > rec.last_seen:
+        rec.last_seen = seen

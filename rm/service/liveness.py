@@ -186,7 +186,6 @@ class Liveness:
         an app once done stays done, so the open ones are kept from scan to scan (the
         table's new entries added, those done since dropped) — not all 4,500 of the paper's
         trace ten times per expiry."""
-        state.apps.settle()                # the AM hosts' marks, into the apps' records
         table = state.apps.table
         known, seen, open_ = self._apps
         if known is not table:
@@ -195,4 +194,14 @@ class Liveness:
             open_ += itertools.islice(table, seen, None)
         open_ = [a for a in open_ if not table[a].done]
         self._apps = (table, len(table), open_)
-        return [a for a in open_ if now - table[a].last_seen > expiry and self._silent(table[a], state, now, expiry)]
+        # as for the NMs: an attempt its host's mark covers, the mark within the expiry, is
+        # not silent; the apps' records are settled only when some attempt may be
+        heard = state.liveness
+        fresh = {h for h, (seen_at, _, _) in heard.app_marked.items() if now - seen_at <= expiry}
+        maybe = [a for a in open_ if now - table[a].last_seen > expiry and not (
+            table[a].host in fresh and not (table[a].resync or table[a].launching)
+            and a not in heard.app_left.get(table[a].host, ()))]
+        if not maybe:
+            return []
+        state.apps.settle()
+        return [a for a in maybe if self._silent(table[a], state, now, expiry)]
