@@ -174,7 +174,7 @@ class ApplicationMasterHost:
             self._last_allocate = time.time()
             # the AMs submitted, not ended and not running as such (crashed, fenced, registering
             # again): the mark leaves them out, so the RM stops hearing a crashed one
-            left = tuple(sorted(a for a in opened if self.ams[a].state not in TERMINAL and self.ams[a].state != "active"))
+            left = tuple(sorted(a for a in opened if self.ams[a].state not in TERMINAL + ("active",)))
             await self._heartbeat(active, wait, left)
         return self.outcome()
 

@@ -58,7 +58,8 @@ from rayrm.rm.core.config import MIN_EXPIRY_WALL
 from rayrm.rm.core.fault_rules import ALLOCATION_EXPIRIES, expiry
 from rayrm.rm.core.policies import PolicyError
 from rayrm.rm.service.protocol import (NAMESPACE, AllocateRequest, AllocateResponse, AppMark, AppRegistered,
-                                      AppRegistration, Call, HostMark, NodeHeartbeat, NodeHeartbeatResponse, NodeRegistration)
+                                      AppRegistration, Call, HostMark, NodeHeartbeat, NodeHeartbeatResponse,
+                                      NodeRegistration)
 from rayrm.rm.service.channel import ChannelServer
 from rayrm.rm.service.store import SNAPSHOT_SECONDS, StateStore, replay_records
 from rayrm.rm.service.client import call_host

@@ -58,8 +58,8 @@ from rayrm.rm.service.containers import Containers
 from rayrm.rm.service.liveness import Heard
 from rayrm.rm.service.nodes import NodeManagers
 from rayrm.rm.service.protocol import (Allocation, AllocateRequest, AllocateResponse, AppMark, AppRegistered,
-                                      AppRegistration, Call, HostMark, NodeHeartbeat, NodeHeartbeatResponse, NodeRegistration,
-                                      container_token)
+                                      AppRegistration, Call, HostMark, NodeHeartbeat, NodeHeartbeatResponse,
+                                      NodeRegistration, container_token)
 from rayrm.rm.service.records import ACQUIRED, NOT_ANSWERED, ContainerRecord, NodeRecord, answered, idempotent
 from rayrm.rm.service.runrecords import RunRecords
 
