@@ -222,9 +222,11 @@ class AppMasters:
     def settle(self, hosts=None) -> None:
         """Fold each AM host's latest mark (of ``hosts``, or all) into the records of the
         attempts it covered, as if the call had carried each (``Heard.carried``): run before
-        the records are read (liveness scans, expiry) or who runs which attempt changes (a
-        registration, an attempt failing, a restart), so a mark only covers the attempts it
-        was sent for."""
+        the records are read (liveness scans, expiry, a restart) or a host's marks change
+        what they leave out, so a mark only covers the attempts it was sent for.  An app
+        leaving the marks (ending) takes its host's latest mark alone (``_fold``); an attempt
+        registering or failing restarts its record from its host's latest call, which a later
+        fold never moves back (``_carried_by``), so neither needs a settle first."""
         marked, left = self.liveness.app_marked, self.liveness.app_left
         if hosts is not None:
             marks = {h: marked.pop(h) for h in hosts if h in marked}
