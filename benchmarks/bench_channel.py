@@ -20,7 +20,6 @@ import multiprocessing as mp
 import os
 import pickle
 import statistics
-import struct
 import sys
 import time
 
@@ -29,9 +28,8 @@ try:
 except ImportError:       # not a rayrm dependency: only this script reads another process's CPU
     sys.exit("bench_channel.py needs psutil, which rayrm does not install: pip install psutil")
 
-from rayrm.rm.service.channel import Channel, ChannelServer
+from rayrm.rm.service.channel import _HEADER as HEADER, Channel, ChannelServer, _frame, _read
 
-HEADER = struct.Struct("!I")
 KEY = os.urandom(32)
 
 
@@ -41,7 +39,7 @@ class Echo:
 
 
 class EchoProtocol(asyncio.Protocol):
-    """Length-prefixed pickles in, the same out: no task, no coroutine per call."""
+    """The channel's frames in, the same out, in ``data_received``: no task, no coroutine per call."""
 
     def connection_made(self, transport):
         self.transport, self.buf = transport, bytearray()
@@ -54,8 +52,7 @@ class EchoProtocol(asyncio.Protocol):
                 return
             seq, _, args = pickle.loads(bytes(self.buf[HEADER.size:HEADER.size + n]))
             del self.buf[:HEADER.size + n]
-            out = pickle.dumps((seq, True, args[0]), protocol=pickle.HIGHEST_PROTOCOL)
-            self.transport.write(HEADER.pack(len(out)) + out)
+            self.transport.write(_frame((seq, True, args[0])))
 
 
 def serve(way: str, queue) -> None:
@@ -87,10 +84,8 @@ async def bare_client(address):
     async def call(message):
         nonlocal seq
         seq += 1
-        data = pickle.dumps((seq, "node_heartbeat", (message,)), protocol=pickle.HIGHEST_PROTOCOL)
-        writer.write(HEADER.pack(len(data)) + data)
-        (n,) = HEADER.unpack(await reader.readexactly(HEADER.size))
-        return pickle.loads(await reader.readexactly(n))
+        writer.write(_frame((seq, "node_heartbeat", (message,))))
+        return await _read(reader)
     return call
 
 
