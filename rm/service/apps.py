@@ -202,7 +202,7 @@ class AppMasters:
             app = table.get(app_id)
             if app is None or app.host != caller:
                 continue                         # another host runs it now: nothing to say here
-            if app.done or app.resync or app.launching:
+            if not app.active:
                 # an earlier attempt, idle while the RM launches the next, is fenced; an
                 # attempt a restarted RM waits for registers again; an ended app stops
                 action = SHUTDOWN if app.done else RESYNC if app.resync else FENCED
@@ -226,26 +226,25 @@ class AppMasters:
         what they leave out, so a mark only covers the attempts it was sent for.  An app
         leaving the marks (ending) takes its host's latest mark alone (``_fold``); an attempt
         registering or failing restarts its record from its host's latest call, which a later
-        fold never moves back (``_carried_by``), so neither needs a settle first."""
+        fold never moves back (``Heard.fold``), so neither needs a settle first."""
         marked, left = self.liveness.app_marked, self.liveness.app_left
         if hosts is not None:
             marks = {h: marked.pop(h) for h in hosts if h in marked}
         else:
             marks, self.liveness.app_marked = marked, {}
-        table = self.table
+        table, fold = self.table, self.liveness.fold
         for host, mark in marks.items():
             out = left.get(host, ())
             for app_id in self.hosted.get(host, ()):
                 rec = table[app_id]
-                if not (rec.done or rec.resync or rec.launching or app_id in out):
-                    _carried_by(rec, mark)
+                if rec.active and app_id not in out:
+                    fold(rec, mark)
 
     def _fold(self, app: AppRecord) -> None:
         """Its host's latest mark, into ``app``'s record alone (it is about to leave the marks)."""
         mark = self.liveness.app_marked.get(app.host)
-        if mark is not None and not (app.done or app.resync or app.launching) \
-                and app.spec.app_id not in self.liveness.app_left.get(app.host, ()):
-            _carried_by(app, mark)
+        if mark is not None and app.active and app.spec.app_id not in self.liveness.app_left.get(app.host, ()):
+            self.liveness.fold(app, mark)
 
     def _rehost(self, app: AppRecord, caller: str) -> None:
         """``caller`` runs ``app``'s AM (registered or heard from there)."""
@@ -270,7 +269,7 @@ class AppMasters:
         out = []
         for req in requests:
             app = self.table.get(req.app)
-            if app is None or app.done or app.attempt != req.attempt or app.resync or app.launching:
+            if app is None or not app.active or app.attempt != req.attempt:
                 out.append(AllocateResponse(req.app))     # the next allocate says why
                 continue
             out.append(self._deliver(app))
@@ -279,7 +278,7 @@ class AppMasters:
             skip = {r.app for r in requests} | set(mark.left_out)
             for app_id in sorted(names - skip):
                 app = self.table.get(app_id)
-                if app is None or app.host != caller or app.done or app.resync or app.launching:
+                if app is None or app.host != caller or not app.active:
                     continue                               # the next allocate says why
                 if app.undelivered or app.completed:
                     out.append(self._deliver(app))
@@ -430,16 +429,3 @@ class AppMasters:
     def failed_apps(self) -> list[tuple[str, str]]:
         """(AM host, app) of every app that ended without all its tasks finished."""
         return [(self.table[a].host, a) for a in sorted(self.failed)]
-
-
-def _carried_by(rec: AppRecord, mark: tuple[float, float, int]) -> None:
-    """``rec`` was carried by the mark (RM time, send time, its host's call count): as
-    ``Heard.carried``, unless a later call carried it already.  A mark no later than the
-    call that last carried it — or than its registration, which starts its silence at its
-    host's latest call (``Heard.as_of_host``) — moves nothing back: so an attempt that
-    (re-)registers needs no settling first."""
-    seen, sent, calls = mark
-    if sent and calls > rec.last_call:
-        rec.last_seen, rec.last_sent, rec.last_call = seen, sent, calls
-    elif seen > rec.last_seen:
-        rec.last_seen = seen

@@ -111,6 +111,24 @@ class Heard:
         self.app_marked[caller] = (now, sent, self.host_calls.get(caller, 0))
         self.app_left[caller] = left
 
+    @staticmethod
+    def fold(rec, mark: tuple[float, float, int]) -> None:
+        """``rec`` (an NM or AM record) was carried by ``mark`` (RM time, send time, its host's
+        call count), as ``carried``, unless a later call carried it already.  A mark no later
+        than the call that last carried it — or than the host's latest call when its silence
+        was restarted (``as_of_host``: registered, launched, restarted) — moves nothing back."""
+        seen, sent, calls = mark
+        if sent and calls > rec.last_call:
+            rec.last_seen, rec.last_sent, rec.last_call = seen, sent, calls
+        elif seen > rec.last_seen:
+            rec.last_seen = seen
+
+    @staticmethod
+    def fresh(marked: dict[str, tuple[float, float, int]], now: float, expiry: float) -> set[str]:
+        """The hosts whose latest mark (``marked`` or ``app_marked``) came within ``expiry``:
+        nothing it covers is silent."""
+        return {h for h, (seen, _, _) in marked.items() if now - seen <= expiry}
+
     def as_of_host(self, rec, host: str, grace: float = 0.0) -> None:
         """Start ``rec``'s silence from its host's latest call (registered, launched,
         restarted), ``grace`` seconds later."""
@@ -169,8 +187,7 @@ class Liveness:
         folded in.  So the records are settled (``NodeManagers.settle``, a write to every NM)
         only when some NM may be silent, not at every scan."""
         heard, table = state.liveness, state.nodes.table
-        fresh = {h for h, (seen, _, _) in heard.marked.items() if now - seen <= expiry}
-        dead = heard.dead
+        fresh, dead = heard.fresh(heard.marked, now, expiry), heard.dead
         # ``_silent``'s first test inlined: most NMs were heard within the expiry
         maybe = [n for n, r in table.items() if r.alive and now - r.last_seen > expiry
                  and (r.host not in fresh or n in dead.get(r.host, ()))]
@@ -197,10 +214,9 @@ class Liveness:
         # as for the NMs: an attempt its host's mark covers, the mark within the expiry, is
         # not silent; the apps' records are settled only when some attempt may be
         heard = state.liveness
-        fresh = {h for h, (seen_at, _, _) in heard.app_marked.items() if now - seen_at <= expiry}
+        fresh = heard.fresh(heard.app_marked, now, expiry)
         maybe = [a for a in open_ if now - table[a].last_seen > expiry and not (
-            table[a].host in fresh and not (table[a].resync or table[a].launching)
-            and a not in heard.app_left.get(table[a].host, ()))]
+            table[a].host in fresh and table[a].active and a not in heard.app_left.get(table[a].host, ()))]
         if not maybe:
             return []
         state.apps.settle()

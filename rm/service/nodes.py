@@ -186,7 +186,7 @@ class NodeManagers:
         if the call had carried each NM the mark covers (``Heard.carried``): run before the
         records are read (liveness scans, expiry, the UI) or who runs what changes (a
         registration, a loss, a restart), so a mark only ever covers the NMs it was sent for."""
-        marked, dead = self.liveness.marked, self.liveness.dead
+        marked, dead, fold = self.liveness.marked, self.liveness.dead, self.liveness.fold
         if hosts is not None:
             marks = {h: marked.pop(h) for h in hosts if h in marked}
         else:
@@ -195,13 +195,8 @@ class NodeManagers:
             return
         for name, rec in self.table.items():
             m = marks.get(rec.host) if rec.alive else None
-            if m is None or name in dead.get(rec.host, ()):
-                continue
-            seen, sent, calls = m
-            if sent and calls >= rec.last_call:
-                rec.last_seen, rec.last_sent, rec.last_call = seen, sent, calls
-            elif seen > rec.last_seen:
-                rec.last_seen = seen
+            if m is not None and name not in dead.get(rec.host, ()):
+                fold(rec, m)
 
     def _beat(self, now: float, caller: str, name: str, beat: NodeHeartbeat | None,
               sent: float = 0.0) -> NodeHeartbeatResponse:

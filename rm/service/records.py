@@ -85,6 +85,13 @@ class AppRecord:
     uncounted: int = 0                   # attempts lost with their AM host (not held against max_attempts)
     resync: bool = False
 
+    @property
+    def active(self) -> bool:
+        """The app goes on and its current attempt has registered (it is not being launched,
+        and no restarted RM waits for it to register again): the attempt an AM host's mark
+        covers and whose calls are answered as its own."""
+        return not (self.done or self.resync or self.launching)
+
 
 NOT_ANSWERED = object()
 
