@@ -64,6 +64,8 @@ from rayrm.rm.service.channel import ChannelServer
 from rayrm.rm.service.store import SNAPSHOT_SECONDS, StateStore, replay_records
 from rayrm.rm.service.client import call_host
 from rayrm.rm.runtime.pace import PaceMeter
+from rayrm.rm.runtime.polls import LongPolls
+from rayrm.rm.runtime.ticker import Ticker
 from rayrm.rm.service.heap import quiet_gc
 from rayrm.rm.service.liveness import HOST_FACTOR, Liveness
 from rayrm.rm.service.state import ResourceManagerState
@@ -163,8 +165,9 @@ class ResourceManager:
         self.expiry_wall = expiry(nm_expiry, self.interval_wall, MIN_EXPIRY_WALL)
         self.am_expiry_wall = expiry(am_expiry, self.interval_wall, MIN_EXPIRY_WALL)
         self.store = StateStore(state_dir, keep=keep_state) if state_dir else None
-        self._events: dict[str, asyncio.Event] = {}
-        self._monitor: asyncio.Task | None = None
+        self.polls = LongPolls()                         # the AM hosts' long polls held
+        self._ticker: Ticker | None = None               # the monitor (``_tick``)
+        self._last_scan = 0.0
         self._launching: set[tuple[str, int]] = set()
         self._am_hosts: dict = {}                        # AM host id -> its actor handle
         self._last_snapshot = time.time()
@@ -223,6 +226,7 @@ class ResourceManager:
             self.pace.heartbeat_due(now, due)
         out = self.state.node_heartbeat(now, caller, request_id, beats, idle, sent, mark)
         self._journal(Call.NODE_HEARTBEAT, now, (caller, request_id, beats, idle, sent, mark))
+        self._nudge()
         return out
 
     @_halts
@@ -241,19 +245,18 @@ class ResourceManager:
         out = self.state.allocate(now, caller, request_id, requests, sent, mark)
         self._journal(Call.ALLOCATE, now, (caller, request_id, requests, sent, mark))
         if wait > 0 and not any(r.allocated or r.completed or r.action != "normal" for r in out):
-            # a timer sets the event when nothing else does: no task and no exception per poll
-            event = self._events.setdefault(caller, asyncio.Event())
-            event.clear()
-            timer = asyncio.get_running_loop().call_later(wait, event.set)
-            try:
-                await event.wait()
-            finally:
-                timer.cancel()
+            await self.polls.hold(caller, now, wait, self._ticker)
             now = self._now()
             out = self.state.poll(now, caller, request_id, requests, mark)
             if any(r.allocated or r.completed for r in out):    # a poll that delivers nothing changes nothing
                 self._journal(Call.POLL, now, (caller, request_id, requests, mark))
+        self._nudge()
         return out
+
+    def _nudge(self) -> None:
+        """A call is done: the monitor's tick runs now if it is due (``Ticker.nudge``)."""
+        if self._ticker is not None:
+            self._ticker.nudge()
 
     @_halts
     async def finish_apps(self, caller: str, request_id: int, items: list[tuple[str, int]]) -> list[str]:
@@ -326,10 +329,7 @@ class ResourceManager:
     def _wake(self) -> None:
         """Wake the long polls of AM hosts that have something to collect."""
         news = self.state.apps.news
-        for host in news:
-            event = self._events.get(host)
-            if event is not None:
-                event.set()
+        self.polls.wake(news)
         news.clear()
 
     # ----- the replay's clock, liveness and the AM launcher -----------------------
@@ -342,57 +342,59 @@ class ResourceManager:
         self._start_monitor()
 
     def _start_monitor(self) -> None:
-        if self._monitor is None and self.state.start_wall is not None:
-            self._monitor = asyncio.get_running_loop().create_task(self._monitor_halts())
+        if self._ticker is None and self.state.start_wall is not None:
+            period = min(max(self.interval_wall, 0.01), 1.0)
+            # liveness and launches are looked at ten times per expiry, not every tick: a scan
+            # reads every NM and app record
+            self._scan_every = max(period, min(self.expiry_wall, self.am_expiry_wall) / 10)
+            self._last_beats, self._last_rate = self.state.records.heartbeats, time.time()
+            self._ticker = Ticker(period, period / 2, self._tick)
 
-    async def _monitor_halts(self) -> None:
-        """The monitor loop, ended by a policy failure (expiring a node rekeys every app)."""
+    def _tick(self, now: float, planned: float) -> None:
+        """The monitor (``Ticker``: once per heartbeat interval, on a wake-up the RM has
+        anyway): the loop's lateness and the pace, liveness and launches every
+        ``_scan_every``, the long polls whose wait is up, the snapshot, the metrics.  A
+        policy failure (expiring a node rekeys every app) ends it."""
         try:
-            await self._monitor_loop()
+            self._monitor_tick(now, planned)
         except PolicyError as e:
             self.policy_error = self.policy_error or str(e)
+            self._ticker.stop()
+            self._ticker = None
 
-    async def _monitor_loop(self) -> None:
-        period = min(max(self.interval_wall, 0.01), 1.0)
-        # liveness and launches are looked at ten times per expiry, not every tick: a scan
-        # reads every NM and app record
-        scan_every = max(period, min(self.expiry_wall, self.am_expiry_wall) / 10)
-        last_beats, last_t, last_scan = self.state.records.heartbeats, time.time(), 0.0
-        while True:
-            planned = time.time() + period
-            await asyncio.sleep(period)
-            now = time.time()
-            late = self.liveness.tick(now, planned)
-            self.pace.tick(now, late)
-            s = self.state
-            if now > s.start_wall and now - last_scan >= scan_every:
-                last_scan = now
-                self._expire(now)
-                # one call per AM host, whatever the number of its apps: a restarted host
-                # of 1,500 AMs is launched in one call, not 1,500
-                launches: dict[str, list[tuple[str, int]]] = {}
-                for host, app, attempt in s.pending_launches():
-                    if (app, attempt) not in self._launching:
-                        launches.setdefault(host, []).append((app, attempt))
-                for host, app in s.failed_apps():
-                    if (app, 0) not in self._launching:
-                        launches.setdefault(host, []).append((app, 0))
-                for host, items in launches.items():
-                    self._launching.update(items)
-                    asyncio.get_running_loop().create_task(self._launch(host, items))
-            if self.store is not None:
-                written = self.store.poll()
-                if written is not None:
-                    self.snapshots.append(written)
-                if self.store.records and now - self._last_snapshot > SNAPSHOT_SECONDS:
-                    self._snapshot()
-            if now - last_t >= 1.0:
-                rate = (s.records.heartbeats - last_beats) / (now - last_t)
-                last_beats, last_t = s.records.heartbeats, now
-                if self._metrics is not None:
-                    self._metrics.rate.set(rate)
-                    self._metrics.update(s)
-                    self._metrics.running.set(s.running)
+    def _monitor_tick(self, now: float, planned: float) -> None:
+        late = self.liveness.tick(now, planned)
+        self.pace.tick(now, late)
+        s = self.state
+        self.polls.end(now + self._ticker.slack)
+        if now > s.start_wall and now - self._last_scan >= self._scan_every:
+            self._last_scan = now
+            self._expire(now)
+            # one call per AM host, whatever the number of its apps: a restarted host
+            # of 1,500 AMs is launched in one call, not 1,500
+            launches: dict[str, list[tuple[str, int]]] = {}
+            for host, app, attempt in s.pending_launches():
+                if (app, attempt) not in self._launching:
+                    launches.setdefault(host, []).append((app, attempt))
+            for host, app in s.failed_apps():
+                if (app, 0) not in self._launching:
+                    launches.setdefault(host, []).append((app, 0))
+            for host, items in launches.items():
+                self._launching.update(items)
+                asyncio.get_running_loop().create_task(self._launch(host, items))
+        if self.store is not None:
+            written = self.store.poll()
+            if written is not None:
+                self.snapshots.append(written)
+            if self.store.records and now - self._last_snapshot > SNAPSHOT_SECONDS:
+                self._snapshot()
+        if now - self._last_rate >= 1.0:
+            rate = (s.records.heartbeats - self._last_beats) / (now - self._last_rate)
+            self._last_beats, self._last_rate = s.records.heartbeats, now
+            if self._metrics is not None:
+                self._metrics.rate.set(rate)
+                self._metrics.update(s)
+                self._metrics.running.set(s.running)
 
     def _expire(self, at: float) -> None:
         """NMs and AM attempts silent at ``at`` for longer than their expiry (``Liveness``)
@@ -474,9 +476,10 @@ class ResourceManager:
             "journal_written": self.store.written if self.store is not None else 0})
 
     async def stop(self) -> None:
-        if self._monitor is not None:
-            self._monitor.cancel()
-            self._monitor = None
+        if self._ticker is not None:
+            self._ticker.stop()
+            self._ticker = None
+        self.polls.end(float("inf"))
         if self.store is not None:
             self.store.close()
             self.store = None            # a long poll still out must not journal into a closed file
