@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from harness import Harness
 from rayrm.rm.service.liveness import Liveness
-from rayrm.rm.service.protocol import RESYNC, Call, HostMark
+from rayrm.rm.service.protocol import RESYNC, Call, HostMark, NodeRegistration
 from rayrm.rm.service.store import StateStore, replay_records
 
 
@@ -68,3 +68,16 @@ def test_marks_replay_from_the_journal_and_a_restart_resyncs_every_marked_nm(tmp
     assert {n: (r.last_seen, r.last_sent, r.last_call) for n, r in sorted(state.nodes.table.items())} == before
     h.restart()
     assert sorted((r.node, r.action) for r in marked(h)) == [("n1", RESYNC), ("n2", RESYNC)]
+
+
+def test_live_hosts_follow_registrations_and_losses():
+    h = Harness(apps=())
+    assert h.rm.nodes.live_hosts() == {"nm"}
+    h.now = 1.0
+    marked(h)
+    # host "nm" marked at 1.0, nothing left out: no NM is read, none is silent at 5.0
+    assert Liveness().silent_nodes(h.rm, 5.0, 5.0) == []
+    h.apply(Call.EXPIRE_NODES, 1.0, ["n1", "n2"])
+    assert h.rm.nodes.live_hosts() == frozenset()
+    h.rm.register_nodes(2.0, "nm2", 1, [NodeRegistration("n1", {"cpu": 2}, {}, "ray", 0)])
+    assert h.rm.nodes.live_hosts() == {"nm2"}

@@ -20,7 +20,8 @@ Node heartbeats are YARN's NODE_UPDATE: statuses are applied and the scheduler
 runs.  ``allocate`` is the AM heartbeat; with ``wait > 0`` it is a long poll —
 when nothing is waiting for the caller's apps it holds the answer until a
 NODE_UPDATE queues something for them or ``wait`` passes, so a container freed on
-one NM reaches the next task's AM without a heartbeat interval in between.
+one NM reaches the next task's AM without a heartbeat interval in between
+(``LongPolls``, rm/runtime/polls.py).
 
 Each call runs the state machine synchronously (no await inside), so calls never
 interleave inside the state, and is journaled (``rm/service/store.py``) before its
@@ -28,7 +29,9 @@ answer leaves: the actor runs with ``max_restarts``, and a restarted actor finds
 the snapshot and journal in ``state_dir``, rebuilds the state, and tells every NM
 and AM to RESYNC (``ResourceManagerState.recovered``).
 
-A monitor loop is the RM's NMLivelinessMonitor and AMLivelinessMonitor: NMs
+The monitor — one tick per heartbeat interval, run on a call the RM wakes for anyway
+when one comes near it, else on its own timer (``Ticker``, rm/runtime/ticker.py) — is
+the RM's NMLivelinessMonitor and AMLivelinessMonitor: NMs
 silent for ``nm_expiry`` heartbeats are LOST, AM attempts silent for
 ``am_expiry`` heartbeats FAIL (both at least ``MIN_EXPIRY_WALL`` seconds), and it
 is the AMLauncher: each attempt the RM started is launched by calling

@@ -188,6 +188,8 @@ class Liveness:
         only when some NM may be silent, not at every scan."""
         heard, table = state.liveness, state.nodes.table
         fresh, dead = heard.fresh(heard.marked, now, expiry), heard.dead
+        if all(h in fresh and not dead.get(h) for h in state.nodes.live_hosts()):
+            return []                    # every live NM is in a fresh mark: none is read
         # ``_silent``'s first test inlined: most NMs were heard within the expiry
         maybe = [n for n, r in table.items() if r.alive and now - r.last_seen > expiry
                  and (r.host not in fresh or n in dead.get(r.host, ()))]

@@ -58,6 +58,9 @@ class NodeManagers:
     resync: Resync = field(repr=False)
     #: host -> its NMs the RM has, or may have, something for (``notify``, ``_news``)
     notice: dict[str, set[str]] = field(default_factory=dict)
+    changes: int = 0                     # registrations and losses so far (``live_hosts``)
+    _live_hosts: frozenset[str] = frozenset()
+    _hosts_at: int = -1                  # ``changes`` when ``_live_hosts`` was computed
 
     def register(self, now: float, caller: str, regs: list[NodeRegistration]) -> list[str]:
         """NMs join, come back after being lost, or register again; an action per NM."""
@@ -88,6 +91,7 @@ class NodeManagers:
             verdict = on_nm_registers(not rec.alive, rec.resync)
             rejoin = verdict is Registration.REJOIN
             rec.host, rec.ray_node, rec.alive, rec.last_seen, rec.resync = caller, reg.ray_node, True, now, False
+            self.changes += 1
             self.liveness.as_of_host(rec, caller)
             if records.start_wall is not None:
                 if rejoin:
@@ -236,6 +240,7 @@ class NodeManagers:
             rec = self.table[name]
             rec.alive, rec.resync, rec.cleanup = False, False, []
             self.resync.registered(("node", name))
+        self.changes += 1
         self.scheduler.remove_nodes([n for n, _ in gone])     # releases their containers there
         self.records.touch_all()
         lost = []
@@ -248,6 +253,13 @@ class NodeManagers:
                     self.containers.lose(now, c, detail)
         records.resynced(self.resync, now)
         return lost
+
+    def live_hosts(self) -> frozenset[str]:
+        """The hosts that run a live NM, computed again only after a registration or a loss."""
+        if self._hosts_at != self.changes:
+            self._live_hosts = frozenset(r.host for r in self.table.values() if r.alive)
+            self._hosts_at = self.changes
+        return self._live_hosts
 
     def on_host(self, host: str) -> list[str]:
         """The live NMs host ``host`` runs."""
