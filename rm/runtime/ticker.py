@@ -1,8 +1,8 @@
 """The RM monitor's schedule: one tick per heartbeat interval, run on a wake-up the RM has anyway.
 
 A process that sleeps between events pays for each wake-up: on this project's 2-core VM,
-an asyncio loop woken by its own timer after 20 ms asleep spends about 0.2 ms of CPU on
-the wake-up alone, 0.05 ms when woken again half a millisecond later
+an asyncio loop woken by its own timer after 20 ms asleep spends about 0.25 ms of CPU on
+the wake-up alone, under 0.1 ms when woken again half a millisecond later
 (``benchmarks/bench_wakeups.py``).  Once the last job of a trace has arrived, the RM
 does little but answer heartbeats, and a monitor on its own timer was one more wake-up
 per heartbeat interval beside the NM hosts' calls and the AM hosts' long polls.
