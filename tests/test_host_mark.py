@@ -6,6 +6,8 @@ app "a" asks for 4 tasks of <cpu:1>, 3 of which fit at once (2 on n1, 1 on n2).
 
 from __future__ import annotations
 
+import pickle
+
 from harness import Harness
 from rayrm.rm.service.liveness import Liveness
 from rayrm.rm.service.protocol import RESYNC, Call, HostMark, NodeRegistration
@@ -71,13 +73,16 @@ def test_marks_replay_from_the_journal_and_a_restart_resyncs_every_marked_nm(tmp
 
 
 def test_live_hosts_follow_registrations_and_losses():
-    h = Harness(apps=())
-    assert h.rm.nodes.live_hosts() == {"nm"}
+    h, live = Harness(apps=()), Liveness()
     h.now = 1.0
     marked(h)
-    # host "nm" marked at 1.0, nothing left out: no NM is read, none is silent at 5.0
-    assert Liveness().silent_nodes(h.rm, 5.0, 5.0) == []
+    # host "nm" marked at 1.0, nothing left out: no NM is read, none is silent at 5.0, and
+    # the state (what snapshots and restores compare) is unchanged by the scan
+    before = pickle.dumps(h.rm)
+    assert live.silent_nodes(h.rm, 5.0, 5.0) == []
+    assert pickle.dumps(h.rm) == before
+    assert live.live_hosts(h.rm.nodes) == {"nm"}
     h.apply(Call.EXPIRE_NODES, 1.0, ["n1", "n2"])
-    assert h.rm.nodes.live_hosts() == frozenset()
+    assert live.live_hosts(h.rm.nodes) == frozenset()
     h.rm.register_nodes(2.0, "nm2", 1, [NodeRegistration("n1", {"cpu": 2}, {}, "ray", 0)])
-    assert h.rm.nodes.live_hosts() == {"nm2"}
+    assert live.live_hosts(h.rm.nodes) == {"nm2"}

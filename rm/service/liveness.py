@@ -146,6 +146,7 @@ class Liveness:
         self.last_lag = 0.0
         # the apps not known to be done, in the apps table's order (see ``silent_apps``)
         self._apps: tuple[dict | None, int, list[str]] = (None, 0, [])
+        self._hosts: tuple[object, int, frozenset[str]] = (None, -1, frozenset())
 
     def tick(self, now: float, planned: float) -> float:
         """The monitor woke at ``now`` for a tick due at ``planned``; returns its lateness."""
@@ -179,6 +180,16 @@ class Liveness:
         return self.heard(r.last_seen, now) > expiry and \
             self.heard(host_seen, now) > silent_host_expiry(expiry, self.host_factor)
 
+    def live_hosts(self, nodes) -> frozenset[str]:
+        """The hosts that run a live NM of ``nodes`` (``NodeManagers``), computed again only
+        after a registration or a loss (``nodes.changes``).  Kept here, beside the RM's
+        other scan caches, not in the state its snapshots compare."""
+        known, at, hosts = self._hosts
+        if known is not nodes or at != nodes.changes:
+            hosts = frozenset(r.host for r in nodes.table.values() if r.alive)
+            self._hosts = (nodes, nodes.changes, hosts)
+        return hosts
+
     def silent_nodes(self, state, now: float, expiry: float) -> list[str]:
         """Live NMs silent for longer than ``expiry`` by the rules of the module docstring.
 
@@ -188,7 +199,7 @@ class Liveness:
         only when some NM may be silent, not at every scan."""
         heard, table = state.liveness, state.nodes.table
         fresh, dead = heard.fresh(heard.marked, now, expiry), heard.dead
-        if all(h in fresh and not dead.get(h) for h in state.nodes.live_hosts()):
+        if all(h in fresh and not dead.get(h) for h in self.live_hosts(state.nodes)):
             return []                    # every live NM is in a fresh mark: none is read
         # ``_silent``'s first test inlined: most NMs were heard within the expiry
         maybe = [n for n, r in table.items() if r.alive and now - r.last_seen > expiry

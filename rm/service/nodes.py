@@ -58,9 +58,7 @@ class NodeManagers:
     resync: Resync = field(repr=False)
     #: host -> its NMs the RM has, or may have, something for (``notify``, ``_news``)
     notice: dict[str, set[str]] = field(default_factory=dict)
-    changes: int = 0                     # registrations and losses so far (``live_hosts``)
-    _live_hosts: frozenset[str] = frozenset()
-    _hosts_at: int = -1                  # ``changes`` when ``_live_hosts`` was computed
+    changes: int = 0                     # registrations and losses so far (``Liveness.live_hosts``)
 
     def register(self, now: float, caller: str, regs: list[NodeRegistration]) -> list[str]:
         """NMs join, come back after being lost, or register again; an action per NM."""
@@ -253,13 +251,6 @@ class NodeManagers:
                     self.containers.lose(now, c, detail)
         records.resynced(self.resync, now)
         return lost
-
-    def live_hosts(self) -> frozenset[str]:
-        """The hosts that run a live NM, computed again only after a registration or a loss."""
-        if self._hosts_at != self.changes:
-            self._live_hosts = frozenset(r.host for r in self.table.values() if r.alive)
-            self._hosts_at = self.changes
-        return self._live_hosts
 
     def on_host(self, host: str) -> list[str]:
         """The live NMs host ``host`` runs."""
