@@ -170,7 +170,8 @@ class ResourceManager:
         self.store = StateStore(state_dir, keep=keep_state) if state_dir else None
         self.polls = LongPolls()                         # the AM hosts' long polls held
         self._ticker: Ticker | None = None               # the monitor (``_tick``)
-        self._last_scan = 0.0
+        self._scan_every = self._last_scan = 0.0         # liveness scans: how often, and the last
+        self._last_beats, self._last_rate = 0, 0.0       # the heartbeat rate's last reading
         self._launching: set[tuple[str, int]] = set()
         self._am_hosts: dict = {}                        # AM host id -> its actor handle
         self._last_snapshot = time.time()
