@@ -215,7 +215,7 @@ class ApplicationMasterHost:
         for am in full:
             am.releases = []
             am.sent_ask = len(am.unplaced)
-        responses = await self.rm.allocate(requests, wait, AppMark(left))
+        responses = await self.rm.allocate(requests, AppMark(left, wait))
         got = time.time()
         self.delivery.extend(got - a.allocated for resp in responses for a in resp.allocated)
         # answers to the full requests in order, then those idle AMs have news for

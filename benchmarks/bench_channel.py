@@ -50,7 +50,8 @@ class EchoProtocol(asyncio.Protocol):
             (n,) = HEADER.unpack_from(self.buf)
             if len(self.buf) < HEADER.size + n:
                 return
-            seq, _, args = pickle.loads(bytes(self.buf[HEADER.size:HEADER.size + n]))
+            seq, _, wire = pickle.loads(bytes(self.buf[HEADER.size:HEADER.size + n]))
+            args = pickle.loads(wire)
             del self.buf[:HEADER.size + n]
             self.transport.write(_frame((seq, True, args[0])))
 
@@ -84,7 +85,7 @@ async def bare_client(address):
     async def call(message):
         nonlocal seq
         seq += 1
-        writer.write(_frame((seq, "node_heartbeat", (message,))))
+        writer.write(_frame((seq, "node_heartbeat", pickle.dumps((message,), protocol=pickle.HIGHEST_PROTOCOL))))
         return await _read(reader)
     return call
 

@@ -245,12 +245,12 @@ class NodeManagerHost:
             sent_by[name] = nm
         self._news = set()
         born = self._started
-        mark = HostMark(tuple(sorted(self._dead)), max(0, n_due - len(beats)))
+        mark = HostMark(tuple(sorted(self._dead)), max(0, n_due - len(beats)), min(slots.values(), default=0.0))
         sent = time.time()
         self.stats["sent"] += n_due + n_oob
         self.stats["batches"] += 1
         self.stats["oob"] += n_oob
-        responses = await self.rm.node_heartbeat(beats, (), min(slots.values(), default=0.0), mark)
+        responses = await self.rm.node_heartbeat(beats, (), mark)
         got = time.time()
         self.stats["answered"] += n_due + n_oob
         if self.keep_samples:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pickle
 
 import pytest
 
@@ -117,3 +118,55 @@ def test_calls_out_when_the_rm_dies_fail_and_the_next_call_finds_the_new_rm():
         assert servers[1].calls == 1
         ch.close()
     asyncio.run(main())
+
+
+class JournalingRM:
+    """Reads the arguments' bytes the server offers (``ChannelServer.wire``) as the RM's
+    journal does."""
+
+    def __init__(self):
+        self.server: ChannelServer | None = None
+        self.read: list = []
+
+    async def node_heartbeat(self, *args):
+        wire = self.server.wire("node_heartbeat")
+        self.read += [(pickle.loads(wire), args), self.server.wire("node_heartbeat")]
+        return "ok"
+
+    async def allocate(self, *args):
+        self.read.append(self.server.wire("register_apps"))    # another call's name
+        await asyncio.sleep(0)
+        self.read.append(self.server.wire("allocate"))          # after its first wait
+        return "ok"
+
+
+def test_a_call_is_offered_its_arguments_bytes_once_and_only_until_it_first_waits():
+    async def main():
+        rm = JournalingRM()
+        rm.server = await started(rm, os.urandom(32))
+        ch = Channel(resolver(rm.server))
+        args = ("nm-0", 7, [("n1", (1, 2))], (), 1.5, None)
+        assert await ch.call("node_heartbeat", *args) == "ok"
+        assert await ch.call("allocate", "am-0", 8) == "ok"
+        # the bytes are those arguments (a journal replays them as the call got them); a
+        # second read in the same start, another call's name, or a read after a wait: none
+        assert rm.read == [(args, args), None, None, None]
+        ch.close()
+    asyncio.run(main())
+
+
+def test_every_call_the_channel_serves_takes_exactly_the_arguments_the_state_journals():
+    """The journal keeps a host's call as the bytes its arguments came in (``wire``) and
+    replays them through ``ResourceManagerState``: so each call the channel serves has the
+    state method's parameters after ``now``, names and defaults alike."""
+    import inspect  # noqa: PLC0415
+
+    from rayrm.rm.runtime.actor import ResourceManager  # noqa: PLC0415
+    from rayrm.rm.service.channel import CALLS  # noqa: PLC0415
+    from rayrm.rm.service.state import ResourceManagerState  # noqa: PLC0415
+    actor = ResourceManager.__ray_metadata__.modified_class
+    for name in sorted(CALLS):
+        served = [p for p in list(inspect.signature(getattr(actor, name)).parameters.values())[1:]   # self
+                  if not p.name.startswith("_ray_")]                  # Ray's tracing adds one
+        applied = list(inspect.signature(getattr(ResourceManagerState, name)).parameters.values())[2:]  # self, now
+        assert [(p.name, p.default) for p in served] == [(p.name, p.default) for p in applied], name

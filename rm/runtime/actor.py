@@ -6,9 +6,9 @@ can find it (``ray.get_actor("rayrm-rm", namespace="rayrm")``).  Calls
 ``request_id`` and is answered idempotently):
 
     register_nodes(caller, request_id, [NodeRegistration])          -> [action]
-    node_heartbeat(caller, request_id, [NodeHeartbeat], idle, due, sent, HostMark) -> [NodeHeartbeatResponse]
+    node_heartbeat(caller, request_id, [NodeHeartbeat], idle, sent, HostMark) -> [NodeHeartbeatResponse]
     register_apps(caller, request_id, [AppRegistration])            -> [AppRegistered]
-    allocate(caller, request_id, [AllocateRequest], wait=seconds, sent, AppMark) -> [AllocateResponse]
+    allocate(caller, request_id, [AllocateRequest], sent, AppMark) -> [AllocateResponse]
     finish_apps(caller, request_id, [(app, attempt)])               -> [action]
     lose_host(caller, request_id, host, detail)                     -> [node]   (the driver)
     fault(caller, request_id, spec, node, app)                      -> None     (the driver)
@@ -17,7 +17,7 @@ The NM and AM hosts make their calls on the RM's channel (``rm/service/channel.p
 TCP stream per host, its address and key from ``channel()``); the driver's are Ray calls.
 
 Node heartbeats are YARN's NODE_UPDATE: statuses are applied and the scheduler
-runs.  ``allocate`` is the AM heartbeat; with ``wait > 0`` it is a long poll —
+runs.  ``allocate`` is the AM heartbeat; with ``AppMark.wait > 0`` it is a long poll —
 when nothing is waiting for the caller's apps it holds the answer until a
 NODE_UPDATE queues something for them or ``wait`` passes, so a container freed on
 one NM reaches the next task's AM without a heartbeat interval in between
@@ -212,7 +212,9 @@ class ResourceManager:
     # ----- the protocol --------------------------------------------------------
 
     # Each call: the wall time now, the state's typed method, then the journal record of
-    # the same call and arguments (``Call``; ``ResourceManagerState.apply`` replays it).
+    # the same call and arguments (``Call``; ``ResourceManagerState.apply`` replays it).  A
+    # host's call takes exactly the state method's arguments, so the journal can keep the
+    # bytes they arrived as (``_journal``).
 
     @_halts
     async def register_nodes(self, caller: str, request_id: int, regs: list[NodeRegistration]) -> list[str]:
@@ -223,11 +225,11 @@ class ResourceManager:
 
     @_halts
     async def node_heartbeat(self, caller: str, request_id: int, beats: list[NodeHeartbeat],
-                             idle: tuple[str, ...] = (), due: float = 0.0, sent: float = 0.0,
+                             idle: tuple[str, ...] = (), sent: float = 0.0,
                              mark: HostMark | None = None) -> list[NodeHeartbeatResponse]:
         now = self._now()
-        if due:
-            self.pace.heartbeat_due(now, due)
+        if mark is not None and mark.due:
+            self.pace.heartbeat_due(now, mark.due)
         out = self.state.node_heartbeat(now, caller, request_id, beats, idle, sent, mark)
         self._journal(Call.NODE_HEARTBEAT, now, (caller, request_id, beats, idle, sent, mark))
         self._nudge()
@@ -243,11 +245,11 @@ class ResourceManager:
 
     @_halts
     async def allocate(self, caller: str, request_id: int, requests: list[AllocateRequest],
-                       wait: float = 0.0, sent: float = 0.0,
-                       mark: AppMark | None = None) -> list[AllocateResponse]:
+                       sent: float = 0.0, mark: AppMark | None = None) -> list[AllocateResponse]:
         now = self._now()
         out = self.state.allocate(now, caller, request_id, requests, sent, mark)
         self._journal(Call.ALLOCATE, now, (caller, request_id, requests, sent, mark))
+        wait = mark.wait if mark is not None else 0.0
         if wait > 0 and not any(r.allocated or r.completed or r.action != "normal" for r in out):
             await self.polls.hold(caller, now, wait, self._ticker)
             now = self._now()
@@ -316,9 +318,11 @@ class ResourceManager:
 
     def _journal(self, call: Call, now: float, args: tuple) -> None:
         """The call just applied at ``now``: journal it before its answer leaves, snapshot
-        when due, and wake the long polls it gave news."""
+        when due, and wake the long polls it gave news.  A host's call that came over the
+        channel is journaled as the bytes its arguments arrived as (``ChannelServer.wire``:
+        the same arguments, not pickled a second time)."""
         if self.store is not None:
-            self.store.append(call, now, args)
+            self.store.append(call, now, args, self._channel.wire(call))
             if self.store.due():
                 self._snapshot()
         self._wake()

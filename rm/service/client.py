@@ -175,14 +175,14 @@ class RMClient:
     async def register_nodes(self, regs: list) -> list[str]:
         return await self._call("register_nodes", regs)
 
-    async def node_heartbeat(self, beats: list, idle: tuple = (), due: float = 0.0, mark=None) -> list:
-        return await self._call("node_heartbeat", beats, idle, due, time.time(), mark)
+    async def node_heartbeat(self, beats: list, idle: tuple = (), mark=None) -> list:
+        return await self._call("node_heartbeat", beats, idle, time.time(), mark)
 
     async def register_apps(self, regs: list) -> list:
         return await self._call("register_apps", regs)
 
-    async def allocate(self, requests: list, wait: float = 0.0, mark=None) -> list:
-        return await self._call("allocate", requests, wait, time.time(), mark)
+    async def allocate(self, requests: list, mark=None) -> list:
+        return await self._call("allocate", requests, time.time(), mark)
 
     async def finish_apps(self, items: list[tuple[str, int]]) -> list[str]:
         return await self._call("finish_apps", items)

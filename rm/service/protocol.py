@@ -7,15 +7,14 @@ repeated ``(caller, request_id)`` with the response it gave the first time, so a
 retried call never allocates, releases or finishes twice.
 
     NodeManager host  -> RM   register_nodes([NodeRegistration])     -> [str action]
-                              node_heartbeat([NodeHeartbeat], idle, due, sent, mark) -> [NodeHeartbeatResponse]
-                                  (idle: names of NMs with nothing to report; due: the
-                                  earliest wall time a heartbeat of the batch was due;
-                                  mark: a HostMark, the host's quiet NMs in one)
+                              node_heartbeat([NodeHeartbeat], idle, sent, mark) -> [NodeHeartbeatResponse]
+                                  (idle: names of NMs with nothing to report; mark: a
+                                  HostMark, the host's quiet NMs in one)
     AppMaster host    -> RM   register_apps([AppRegistration])       -> [AppRegistered]
-                              allocate([AllocateRequest], wait, sent, mark) -> [AllocateResponse]
+                              allocate([AllocateRequest], sent, mark) -> [AllocateResponse]
                                   (mark: an AppMark, the host's idle AMs in one: those whose
                                   ask is unchanged and that release nothing, answered only when
-                                  there is news for them)
+                                  there is news for them; and how long the call may wait for it)
                               finish_apps([(app, attempt)])           -> [str action]
     AppMaster host    -> NM   start_containers([ContainerLaunch])     -> [str]  ("ok" or why not)
     RM (AM launcher)  -> AM   launch_attempts([(app, attempt)])       -> None
@@ -30,6 +29,11 @@ Container tokens (YARN's ContainerToken): every ``Allocation`` carries
 the NMs share and the AMs never see; an NM starts a container only when the launch
 carries the token of that container, app and node, so an AM can start only the
 containers the RM granted to its own app, where the RM placed them.
+
+Every call takes exactly the arguments the RM's state applies and journals
+(``ResourceManagerState``'s method of the same name, after ``now``): what only the RM
+actor reads travels inside a mark (``HostMark.due``, ``AppMark.wait``), so the journal
+can keep the bytes a call arrived as (rm/service/channel.py).
 
 Wall times are ``time.time()`` seconds read by the actor that observed the event;
 the RM turns them into trace seconds with trace = (wall - start) / time_scale.
@@ -154,11 +158,13 @@ class HostMark:
     neither the host nor the RM does anything per quiet NM per call.  ``dead`` lists the
     NMs the host knows have stopped (crashed, refused, left) so that the RM stops hearing
     them and expires them as silent; ``beats`` is how many NM heartbeats were due in the
-    call (the RM's heartbeat count).
+    call (the RM's heartbeat count); ``due``, the earliest wall time one of them was due
+    (the RM actor's pace meter, rm/runtime/pace.py; the state does not read it).
     """
 
     dead: tuple[str, ...] = ()
     beats: int = 0
+    due: float = 0.0
 
     def __post_init__(self):
         if self.beats < 0 or not all(isinstance(n, str) for n in self.dead):
@@ -176,12 +182,15 @@ class AppMark:
     call.  ``left_out`` names the host's AMs that are not running as such (crashed, fenced,
     registering, launching), so that the RM stops hearing a crashed one and expires it as
     silent; an idle AM is answered only when the RM has something for it (``AppMasters.notice``).
+    ``wait``: how long the RM may hold the call when it has nothing for any AM of it (the
+    long poll, rm/runtime/polls.py; the state does not read it).
     """
 
     left_out: tuple[str, ...] = ()
+    wait: float = 0.0
 
     def __post_init__(self):
-        if not all(isinstance(a, str) for a in self.left_out):
+        if self.wait < 0 or not all(isinstance(a, str) for a in self.left_out):
             raise ValueError(f"bad app mark: {self!r}")
 
 

@@ -174,15 +174,15 @@ class ResourceManagerState:
 
     # ----- faults: the driver's calls and the RM's own liveness -----------------------
 
-    def lose_node(self, now: float, name: str, detail: str = "lost", departed: bool = False) -> list[int]:
+    def lose_node(self, now: float, node: str, detail: str = "lost", departed: bool = False) -> list[int]:
         """The NM is LOST (``departed``: it left the cluster for good, so an app only it could
         run is rejected from now on): its containers are reported lost to their AMs;
         returns their ids."""
         self.nodes.settle()
-        if departed and name in self.nodes.table:
-            self.scheduler.cluster.depart([name])
-        lost = self.nodes.lose(now, [(name, detail)])
-        self.nodes.notify((name,))
+        if departed and node in self.nodes.table:
+            self.scheduler.cluster.depart([node])
+        lost = self.nodes.lose(now, [(node, detail)])
+        self.nodes.notify((node,))
         self._after(now)
         return lost
 

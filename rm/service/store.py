@@ -26,7 +26,8 @@ Files (in the directory given, ``<run dir>/rm-state`` by default)::
 
     snapshot.pkl        pickle of (generation, state); replaced atomically (os.replace)
     journal-<g>.log     records after snapshot g: [u32 length][u32 crc32][pickle of
-                        (Call value, now, args)]
+                        (Call value, now, args)]; args may be the bytes of their own pickle
+                        (a host's call, journaled as it arrived)
     snapshot-<g>.pkl    with ``keep``: every generation's snapshot (a hard link, no copy),
                         and no journal is deleted — for ``restores.check_restores``
 
@@ -103,9 +104,10 @@ class StateStore:
 
     # ----- writing ---------------------------------------------------------------
 
-    def append(self, call: Call, now: float, args: tuple) -> None:
-        """Journal one applied call (a single write: a killed process never half-writes it)."""
-        body = pickle.dumps((Call(call).value, now, args), protocol=pickle.HIGHEST_PROTOCOL)
+    def append(self, call: Call, now: float, args: tuple, wire: bytes | None = None) -> None:
+        """Journal one applied call (a single write: a killed process never half-writes it).
+        ``wire``: ``args`` already pickled (as a host sent them), kept as they are."""
+        body = pickle.dumps((Call(call).value, now, args if wire is None else wire), protocol=pickle.HIGHEST_PROTOCOL)
         os.write(self._fd, _HEADER.pack(len(body), zlib.crc32(body)) + body)
         self.records += 1
         self.bytes += _HEADER.size + len(body)
@@ -258,7 +260,7 @@ def replay_records(state, records) -> int:
         except ValueError:
             raise JournalError(f"journal record {i}: unknown call {name!r} "
                                f"(known: {', '.join(c.value for c in Call)})") from None
-        state.apply(call, now, *args)
+        state.apply(call, now, *(pickle.loads(args) if isinstance(args, bytes) else args))
     return len(records)
 
 
