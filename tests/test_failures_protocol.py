@@ -7,6 +7,8 @@ once (2 on n1, 1 on n2); each ``step`` is one second and a task runs ``DURATION`
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import pickle
 import struct
@@ -71,6 +73,9 @@ def test_an_nm_may_report_only_containers_it_runs():
 
 def test_container_tokens_bind_container_app_and_node():
     token = container_token(SECRET, 7, "a", "n1")
+    # HMAC-SHA256 over "7␟a␟n1", the first 128 bits in hex, the same however often the key is used
+    assert token == hmac.new(SECRET, b"7\x1fa\x1fn1", hashlib.sha256).hexdigest()[:32]
+    assert container_token(SECRET, 7, "a", "n1") == token != container_token(SECRET + b"x", 7, "a", "n1")
     launch = ContainerLaunch(7, "a", 0, 0, "n1", 1.0, token=token)
     assert token_valid(SECRET, launch)
     for forged in (ContainerLaunch(7, "b", 0, 0, "n1", 1.0, token=token),      # another app
