@@ -1,10 +1,14 @@
 """Messages of the replay's YARN-style protocol (docs/design.md, "The protocol").
 
-Everything that crosses an actor boundary is one of these small frozen
-dataclasses.  Every call to the ResourceManager carries ``caller`` (the id of the
-host actor making it) and ``request_id`` (increasing per caller); the RM answers a
-repeated ``(caller, request_id)`` with the response it gave the first time, so a
-retried call never allocates, releases or finishes twice.
+Everything that crosses an actor boundary is one of these small immutable
+records: the messages that travel once or more per container (statuses, heartbeats,
+allocations and their answers) are ``NamedTuple``s, which a process builds and unpickles
+in a third of a frozen dataclass's time; the rest are frozen dataclasses.
+
+Every call to the ResourceManager carries ``caller`` (the id of the host actor making
+it) and ``request_id`` (increasing per caller); the RM answers a repeated ``(caller,
+request_id)`` with the response it gave the first time, so a retried call never
+allocates, releases or finishes twice.
 
     NodeManager host  -> RM   register_nodes([NodeRegistration])     -> [str action]
                               node_heartbeat([NodeHeartbeat], idle, sent, mark) -> [NodeHeartbeatResponse]
@@ -46,7 +50,7 @@ import functools
 import hashlib
 import hmac
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 from rayrm.rm.core.model import AppSpec
 
@@ -109,8 +113,7 @@ def token_valid(secret: bytes, launch: "ContainerLaunch") -> bool:
     return hmac.compare_digest(want, launch.token)
 
 
-@dataclass(frozen=True)
-class ContainerStatus:
+class ContainerStatus(NamedTuple):
     """What an NM knows of one container (YARN ContainerStatus).
 
     ``launched`` is when the NM started it; ``start`` and ``finish`` are when the
@@ -144,8 +147,7 @@ class NodeRegistration:
     running: tuple[ContainerStatus, ...] = ()
 
 
-@dataclass(frozen=True)
-class NodeHeartbeat:
+class NodeHeartbeat(NamedTuple):
     """One NM's heartbeat: container statuses not yet acknowledged (YARN NodeStatus).
 
     ``refused`` lists launches the NM refused since its last heartbeat (fencing: a
@@ -203,8 +205,7 @@ class AppMark:
             raise ValueError(f"bad app mark: {self!r}")
 
 
-@dataclass(frozen=True)
-class NodeHeartbeatResponse:
+class NodeHeartbeatResponse(NamedTuple):
     """The RM's answer to one NM: what to kill (``cleanup``), what it recorded (``ack``)."""
 
     node: str
@@ -245,8 +246,7 @@ class AppRegistered:
     running: tuple[ContainerStatus, ...] = ()
 
 
-@dataclass(frozen=True)
-class AllocateRequest:
+class AllocateRequest(NamedTuple):
     """One AM's heartbeat (YARN AllocateRequest).
 
     ``ask`` is absolute: the number of tasks the AM still wants containers for,
@@ -261,8 +261,7 @@ class AllocateRequest:
     releases: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True)
-class Allocation:
+class Allocation(NamedTuple):
     """A container granted to an app (YARN Container): where, and when the RM placed it."""
 
     container: int
@@ -273,8 +272,7 @@ class Allocation:
     token: str = ""
 
 
-@dataclass(frozen=True)
-class AllocateResponse:
+class AllocateResponse(NamedTuple):
     app: str
     action: str = NORMAL
     allocated: tuple[Allocation, ...] = ()
