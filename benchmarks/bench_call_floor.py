@@ -1,0 +1,212 @@
+"""What bounds the RM's CPU per allocation: the calls it must answer, and the state work it
+must do, each measured alone on this machine.
+
+``bench_rm_throughput.py`` sets the RM's CPU per allocation against the simulator's CPU per
+task (the goal: at most 5 times).  This script takes one replay of the same workload, with
+the RM's journal and snapshots kept (``rayrm replay --keep-rm-state``: every call the
+hosts made, when it came and the bytes its arguments arrived as), and splits what the RM
+spent into two parts that no faithful RM of this protocol in Python avoids:
+
+* **answering the calls** — the journal's host calls sent again, at the times they came,
+  with the same argument bytes, over the same kind of channel (a TCP stream per host,
+  length-prefixed pickles), to a bare asyncio ``Protocol`` server that unpickles each
+  call's arguments, as the RM must, and answers a small pickle at once.  No state, no
+  journal, no scheduling, no monitor: only the wake-ups, the socket work and the
+  unpickling of the calls the protocol makes.  Its CPU is a floor under the RM's.
+* **the state's work** — the same journal applied to the state restored from the first
+  snapshot, in this process, one call after another (``replay_records``, as a restarted
+  RM does): the scheduling, the protocol's bookkeeping and the run log, with the loop,
+  the sockets and the journal's writes taken out, and every cache warm.
+
+Both parts are set against the run's allocations and the simulator's CPU per task on the
+same workload (``rayrm simulate``, as ``bench_rm_throughput.py`` measures it).  If the two
+floors together exceed 5 times the simulator's per task, the goal is out of reach of any
+RM that makes these calls and keeps this state, on this machine.
+
+    flock /tmp/rayrm-heavy.lock timeout 1800 python benchmarks/bench_call_floor.py \\
+        [--nodes 1000] [--time-scale 0.02] [--until 0] [--out DIR]
+
+The replay takes as long as ``bench_rm_throughput.py``'s (about five minutes for the whole
+trace at 0.02) and the floor's resend as long again; the state's replay takes seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import pickle
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_rm_throughput import measure_sim, task_attempts, trace  # noqa: E402
+
+from rayrm.rm.core.config import load_config  # noqa: E402
+from rayrm.rm.runtime.driver import replay  # noqa: E402
+from rayrm.rm.service.channel import _HEADER, CALLS, _frame  # noqa: E402
+from rayrm.rm.service.store import read_journal, replay_records  # noqa: E402
+
+#: what the bare server answers every call with (an RM's answer is at least this)
+ANSWER = [("normal", ())]
+
+
+def journals(state_dir: Path) -> list[tuple]:
+    """Every record of the kept journals, in order."""
+    gens = sorted(int(re.search(r"\d+", p.name).group()) for p in state_dir.glob("journal-*.log"))
+    return [r for g in gens for r in read_journal(state_dir / f"journal-{g}.log")]
+
+
+def host_calls(records: list[tuple]) -> list[tuple[float, str, str, bytes]]:
+    """(wall time, caller, call, argument bytes) of each call a host made on the channel."""
+    out = []
+    for name, now, args in records:
+        if name in CALLS and name != "lose_node":
+            if not isinstance(args, bytes):          # a journal that pickled them with the record
+                args = pickle.dumps(args, protocol=pickle.HIGHEST_PROTOCOL)
+            out.append((now, pickle.loads(args)[0], name, args))
+    return out
+
+
+def bare_server(conn) -> None:
+    """A channel server that does nothing but read, unpickle and answer (module docstring);
+    sends its address on ``conn``, then — told to stop — its own CPU seconds and calls."""
+
+    class Bare(asyncio.Protocol):
+        def connection_made(self, transport):
+            self.transport, self.buf = transport, bytearray()
+
+        def data_received(self, data):
+            buf = self.buf
+            buf += data
+            while len(buf) >= _HEADER.size:
+                (n,) = _HEADER.unpack_from(buf)
+                end = _HEADER.size + n
+                if len(buf) < end:
+                    return
+                seq, _, wire = pickle.loads(bytes(buf[_HEADER.size:end]))
+                pickle.loads(wire)
+                del buf[:end]
+                counts[0] += 1
+                self.transport.write(_frame((seq, True, ANSWER)))
+
+    counts = [0]
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(Bare, "127.0.0.1", 0)
+        conn.send(server.sockets[0].getsockname())
+        t0 = time.process_time()
+        await loop.run_in_executor(None, conn.recv)
+        conn.send((time.process_time() - t0, counts[0]))
+    asyncio.run(main())
+
+
+async def resend(address, calls: list[tuple[float, str, str, bytes]]) -> float:
+    """Each host's calls on its own connection, each at its recorded offset from the first;
+    returns how late the sends ran at most (seconds)."""
+    start, first = time.time() + 0.5, calls[0][0]
+    by_caller: dict[str, list] = {}
+    for c in calls:
+        by_caller.setdefault(c[1], []).append(c)
+    late = [0.0]
+
+    async def one(mine):
+        reader, writer = await asyncio.open_connection(*address)
+
+        async def drain_answers():
+            while True:
+                (n,) = _HEADER.unpack(await reader.readexactly(_HEADER.size))
+                await reader.readexactly(n)
+        answers = asyncio.get_running_loop().create_task(drain_answers())
+        for seq, (now, _, name, wire) in enumerate(mine):
+            delay = start + (now - first) - time.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            else:
+                late[0] = max(late[0], -delay)
+            writer.write(_frame((seq, name, wire)))
+        await asyncio.sleep(0.5)
+        answers.cancel()
+        writer.close()
+    await asyncio.gather(*(one(m) for m in by_caller.values()))
+    return late[0]
+
+
+def floor(calls: list[tuple]) -> tuple[float, int, float]:
+    """The bare server's CPU seconds for ``calls`` resent at their times, the calls it
+    answered, and the resend's worst lateness."""
+    ctx = mp.get_context("spawn")
+    mine, theirs = ctx.Pipe()
+    proc = ctx.Process(target=bare_server, args=(theirs,), daemon=True)
+    proc.start()
+    address = mine.recv()
+    late = asyncio.run(resend(address, calls))
+    mine.send("stop")
+    cpu, answered = mine.recv()
+    proc.join(10)
+    return cpu, answered, late
+
+
+def state_work(state_dir: Path, records: list[tuple]) -> float:
+    """CPU seconds of applying ``records`` to the state of the first kept snapshot."""
+    first = min(int(re.search(r"\d+", p.name).group()) for p in state_dir.glob("snapshot-*.pkl"))
+    with open(state_dir / f"snapshot-{first}.pkl", "rb") as fh:
+        _, state = pickle.load(fh)
+    t0 = time.process_time()
+    replay_records(state, records)
+    return time.process_time() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=1000)
+    ap.add_argument("--time-scale", type=float, default=0.02)
+    ap.add_argument("--until", type=float, default=0.0, help="trace seconds replayed (0: the whole trace)")
+    ap.add_argument("--policy", default="tsf")
+    ap.add_argument("--out", help="the replay's and the simulator's run directories (default: a temporary one)")
+    ap.add_argument("--run", help="take this replay's run directory (its rm-state kept, of the same "
+                                  "workload and --until) instead of replaying")
+    args = ap.parse_args()
+    out = Path(args.out or tempfile.mkdtemp(prefix="rayrm-call-floor-"))
+    out.mkdir(parents=True, exist_ok=True)
+    config = trace(out, args.nodes, 7200.0)
+    if args.run:
+        run = Path(args.run)
+        summary = json.loads((run / "summary.json").read_text())
+    else:
+        run = out / "replay"
+        summary = replay(load_config(config), policy=args.policy, out=run, time_scale=args.time_scale,
+                         executor="actor", payload="sleep", until=args.until or None, progress=False,
+                         keep_state=True)
+    allocations, rm_cpu = task_attempts(summary), summary["rm"]["cpu_seconds"]
+    sim = measure_sim(config, args.policy, args.until or None, out / "sim")
+    sim_us = 1e6 * sim["sim_cpu_s"] / sim["sim_tasks"]
+    records = journals(run / "rm-state")
+    calls = host_calls(records)
+    state_cpu = state_work(run / "rm-state", records)
+    floor_cpu, answered, late = floor(calls)
+    us = lambda s: 1e6 * s / allocations  # noqa: E731
+    rows = [("the RM (the replay's summary.json)", rm_cpu),
+            ("answering its calls, a bare server", floor_cpu),
+            ("its state's work, replayed warm", state_cpu),
+            ("the two floors together", floor_cpu + state_cpu)]
+    print(f"{args.nodes} NMs, time scale {args.time_scale:g}, until {args.until or 'the end'}: "
+          f"{allocations} allocations, {len(calls)} host calls over {calls[-1][0] - calls[0][0]:.0f} s "
+          f"(resent: {answered} answered, at most {1000 * late:.1f} ms late); "
+          f"simulator {sim_us:.1f} us CPU per task, 5x = {5 * sim_us:.0f} us\n")
+    print("| what | CPU s | us per allocation | x the simulator's per task |")
+    print("|---|---|---|---|")
+    for what, cpu in rows:
+        print(f"| {what} | {cpu:.1f} | {us(cpu):.0f} | {us(cpu) / sim_us:.1f} |")
+    (out / "floor.json").write_text(json.dumps({
+        "allocations": allocations, "calls": len(calls), "rm_cpu_s": rm_cpu, "floor_cpu_s": floor_cpu,
+        "state_cpu_s": state_cpu, "sim_us_per_task": sim_us, "late_s": late}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
