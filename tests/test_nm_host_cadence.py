@@ -1,10 +1,9 @@
 """How often an NM host calls the RM (nodes/host.py): a host with nothing to report calls
-once per heartbeat interval, every NM it runs beating once in each call's interval."""
+once per heartbeat interval, every NM it runs in each call."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 
 from rayrm.nodes.host import NodeManagerHost
 from rayrm.rm.core.model import NodeSpec, Resources
@@ -14,11 +13,11 @@ from rayrm.rm.service.protocol import NORMAL
 
 class QuietRM:
     """Stands in for the host's RMClient: registers every NM, answers every heartbeat with
-    nothing, and records when each came and how many NM beats its mark counted."""
+    nothing, and records how many NM beats each one's mark counted."""
 
     def __init__(self, calls: int):
         self.link = Link("nm-0")                   # a link with no fault on it
-        self.seen: list[tuple[float, int]] = []
+        self.seen: list[int] = []
         self.enough = asyncio.Event()
         self.calls = calls
 
@@ -27,7 +26,7 @@ class QuietRM:
 
     async def node_heartbeat(self, beats, idle=(), mark=None):
         assert beats == [] and idle == ()          # nothing to report: the mark carries them all
-        self.seen.append((time.time(), mark.beats))
+        self.seen.append(mark.beats)
         if len(self.seen) >= self.calls:
             self.enough.set()
         return []
@@ -47,12 +46,10 @@ def test_a_quiet_host_calls_once_an_interval_with_every_nm_in_it():
         return rm.seen
     seen = asyncio.run(main())
     # the 40 NMs are dealt into interval / window = 50 / 5 = 10 slots, 5 ms apart.  A call
-    # that took only the slots due within the 10 ms call gap (two slots) made five calls an
-    # interval; a quiet call takes the slots of a whole interval, so the 20 calls after the
-    # first span at least 19 intervals, whatever the machine's load (a late loop calls less
-    # often, never more), and every NM beat once an interval in them: 20 calls x 40 NMs,
-    # give or take the slots at the edges
-    span = seen[-1][0] - seen[1][0]
-    assert span >= 19 * interval * 0.95, f"20 calls in {span:.3f}s: more than one an interval"
-    beats = sum(b for _, b in seen[1:])
-    assert 19 * n <= beats <= 21 * n, beats
+    # that takes only the slots due before the next call may start (the 10 ms call gap)
+    # carries two or three slots, 8-12 NMs' beats, in its mark, five calls an interval
+    # (12 each, measured with that rule put back); a quiet call
+    # takes the slots of a whole interval, all 40 NMs but those at its edges.  A late
+    # loop makes a call take more slots, never fewer
+    beats = sorted(seen[1:])
+    assert beats[len(beats) // 2] >= 30, beats
