@@ -1,52 +1,45 @@
 """NodeManager host: many logical NodeManagers in one async actor on one Ray node.
 
-Each logical NM has its own capacity, attributes and heartbeat schedule (phases
-spread over the interval so a host's NMs do not all beat at once).  The host
-batches: one ``node_heartbeat`` call to the RM carries every NM that is due, and
-one NM whose container just completed beats *out of band* at once (YARN's
-``sendOutOfBandHeartBeat``), so the RM reschedules freed resources without
-waiting for the next interval.  A host has one RM call in flight at a time,
-numbered by ``request_id``; a failed call is retried with the same id.
+Each logical NM has its own capacity, attributes and heartbeat schedule (phases spread
+over the interval so a host's NMs do not all beat at once).  The host batches: one
+``node_heartbeat`` call to the RM carries every NM that is due, and an NM whose container
+just completed beats *out of band* at once (YARN's ``sendOutOfBandHeartBeat``), so the RM
+reschedules freed resources without waiting for the next interval.  A host has one RM
+call in flight at a time, numbered by ``request_id``; a failed one is retried as it was.
 
-What an NM reports (YARN NodeStatus): a container once as RUNNING when launched,
-and as COMPLETE until the RM acknowledges it (``ack``).  It kills what the RM
-lists in ``cleanup``.  ``start_containers`` (from AMs) starts a container only on
-an NM of this host that is alive, and at most once per container id.
+What an NM reports (YARN NodeStatus): a container once as RUNNING when launched, and as
+COMPLETE until the RM acknowledges it (``ack``).  It kills what the RM lists in
+``cleanup``.  ``start_containers`` (from AMs) starts a container only on an NM of this
+host that is alive, and at most once per container id.
 
-Regular heartbeats go out in slots: the host's NMs are dealt into
-interval / ``batch_window`` slots (default ten per interval, but no slot narrower
-than ``MIN_BATCH_WINDOW`` wall seconds) whose phases spread over the interval, and a
-slot's NMs beat in one call, so a host makes at most ten calls per interval however
-many NMs it holds, and its loop does per-slot, not per-NM, scheduling work (at 1,000
-NMs and 0.02 s intervals that is 50,000 NM heartbeats per wall second); no slot is
-narrower because a call costs the RM and the host work whatever it
-carries.  Inside a call only the NMs with something to report (statuses, refused
-launches) go by name; every other NM of the host is in the call's one ``HostMark``
-(all but those it knows have stopped), so a quiet NM costs neither the host nor the RM
+Regular heartbeats go out in slots: the host's NMs are dealt into interval /
+``batch_window`` slots (default ten per interval, none narrower than ``MIN_BATCH_WINDOW``
+wall seconds: a call costs the RM and the host work whatever it carries) whose phases
+spread over the interval, and a slot's NMs beat in one call, so the loop does per-slot,
+not per-NM, work (at 1,000 NMs and 0.02 s intervals, 50,000 NM heartbeats a wall
+second).  Inside a call only the NMs with something to report (statuses, refused
+launches) go by name; every other NM of the host is in the call's one ``HostMark`` (all
+but those it knows have stopped), so a quiet NM costs neither the host nor the RM
 anything per beat, and a crashed one, left out of the marks, expires as a silent NM.
 
 Calls are bounded per host, not per slot or per completion: two start at least
 ``MIN_CALL_GAP`` (10 ms, at most half an interval) apart, and what falls due meanwhile —
-out-of-band completions (600 a wall second at paper scale and 0.02), slots due — goes
-in the next call, at most 100 a second.  A call that carries nothing but the mark (no
-NM of the host has anything to report) takes every slot due within the next interval,
-so a quiet host calls once an interval, not twice: each NM still beats once an
-interval (up to an interval early), and a host with news calls as soon as the gap
-allows.  What it costs: an ask made while every host is quiet waits up to an interval,
-not half of one, for the NODE_UPDATE that schedules it — while jobs arrive, the hosts
-are seldom quiet (completions come hundreds a second at paper scale); in a trace's
-tail, where they are, the RM answers a third fewer calls.
+out-of-band completions (600 a wall second at paper scale and 0.02), slots due — goes in
+the next call, at most 100 a second.  A call with nothing but the mark takes the slots due
+within the next interval: a quiet host calls once an interval (each NM beating once, up
+to an interval early), a host with news as soon as the gap allows.  The cost: an ask made
+while every host is quiet waits up to an interval for its NODE_UPDATE, not half of one;
+jobs arrive while hosts are busy, and in a trace's tail the RM answers a third fewer calls.
 
 Failures.  ``start_containers`` refuses a launch whose container token
 (rm/service/protocol.py) is not the RM's for that container, app and node — an AM can
-start only what the RM granted its own app — and reports the refusal in the NM's
-next heartbeat so the RM logs it.  A RESYNC answer (the RM restarted, or declared
-the NM lost) makes the NM register again listing the containers it still runs
-and the completions not yet acknowledged (YARN's NMContainerStatus).
-``kill_nm`` crashes one logical NM (its containers die, it stops heartbeating;
-the RM finds out by heartbeat expiry) and, with ``restart_after``, starts it
-again empty that many seconds later.  When the whole host actor dies, Ray
-restarts it (``max_restarts``); the driver, told by ``lifeline`` failing,
+start only what the RM granted its own app — and reports the refusal in the NM's next
+heartbeat so the RM logs it.  A RESYNC answer (the RM restarted, or declared the NM lost)
+makes the NM register again listing the containers it still runs and the completions not
+yet acknowledged (YARN's NMContainerStatus).  ``kill_nm`` crashes one logical NM (its
+containers die, it stops heartbeating; the RM finds out by heartbeat expiry) and, with
+``restart_after``, starts it again empty that many seconds later.  When the whole host
+actor dies, Ray restarts it (``max_restarts``); the driver, told by ``lifeline`` failing,
 declares its NMs lost and calls ``resume``, which registers them again.
 
 Measured per host for benchmarks: heartbeats sent and answered, round trip (sent ->
@@ -215,8 +208,7 @@ class NodeManagerHost:
                     continue                               # woken early: the gap still holds
             now = time.time()
             due_slots: dict[int, float] = {}
-            # a call with news takes the slots due before the next call may start; a call
-            # with nothing but the mark takes a whole interval of them (module docstring)
+            # with news: the slots due before the next call may start; else an interval's
             ahead = max(self.window, self.gap) if self._news or self._oob else self.interval
             while heap and heap[0][0] <= now + ahead:
                 t, sid = heapq.heappop(heap)
