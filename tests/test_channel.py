@@ -10,6 +10,7 @@ import pickle
 import pytest
 
 from rayrm.rm.service.channel import Channel, ChannelBroken, ChannelServer
+from rayrm.rm.service.protocol import Call
 
 
 class FakeRM:
@@ -129,8 +130,8 @@ class JournalingRM:
         self.read: list = []
 
     async def node_heartbeat(self, *args):
-        wire = self.server.wire("node_heartbeat")
-        self.read += [(pickle.loads(wire), args), self.server.wire("node_heartbeat")]
+        wire = self.server.wire(Call.NODE_HEARTBEAT)      # the journal names the call so
+        self.read += [(pickle.loads(wire), args), self.server.wire(Call.NODE_HEARTBEAT)]
         return "ok"
 
     async def allocate(self, *args):
