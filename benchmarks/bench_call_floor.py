@@ -89,6 +89,19 @@ def host_calls(records: list[tuple]) -> list[tuple[float, str, str, bytes, int]]
     return out
 
 
+def frames(buf: bytearray):
+    """Each whole frame at the front of ``buf``, unpickled (seq, call, argument bytes), taken
+    off it as it is read."""
+    while len(buf) >= _HEADER.size:
+        (n,) = _HEADER.unpack_from(buf)
+        end = _HEADER.size + n
+        if len(buf) < end:
+            return
+        frame = pickle.loads(bytes(buf[_HEADER.size:end]))
+        del buf[:end]
+        yield frame
+
+
 def bare_server(conn) -> None:
     """A channel server that does nothing but read, unpickle and answer (module docstring);
     sends its address on ``conn``, then — told to stop — its own CPU seconds and calls."""
@@ -98,16 +111,9 @@ def bare_server(conn) -> None:
             self.transport, self.buf = transport, bytearray()
 
         def data_received(self, data):
-            buf = self.buf
-            buf += data
-            while len(buf) >= _HEADER.size:
-                (n,) = _HEADER.unpack_from(buf)
-                end = _HEADER.size + n
-                if len(buf) < end:
-                    return
-                seq, _, wire = pickle.loads(bytes(buf[_HEADER.size:end]))
+            self.buf += data
+            for seq, _, wire in frames(self.buf):
                 pickle.loads(wire)
-                del buf[:end]
                 counts[0] += 1
                 self.transport.write(_frame((seq, True, ANSWER)))
 
@@ -204,18 +210,11 @@ def served_server(conn, state_dir: str) -> None:
             self.transport, self.buf = transport, bytearray()
 
         def data_received(self, data):
-            buf = self.buf
-            buf += data
-            while len(buf) >= _HEADER.size:
-                (n,) = _HEADER.unpack_from(buf)
-                end = _HEADER.size + n
-                if len(buf) < end:
-                    break
-                t0 = clock()
-                seq, _, wire = pickle.loads(bytes(buf[_HEADER.size:end]))
-                del buf[:end]
+            self.buf += data
+            t0 = clock()
+            for seq, _, wire in frames(self.buf):
                 arrived[seq] = (self.transport, pickle.loads(wire), wire)
-                split["unpickling"] += clock() - t0
+            split["unpickling"] += clock() - t0
             advance()
 
     try:
