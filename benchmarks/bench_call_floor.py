@@ -236,7 +236,7 @@ def serve(conn, protocol, count) -> None:
     asyncio.run(main())
 
 
-def floor(calls: list[tuple], server=None, *args) -> tuple[float, int, float]:
+def floor(calls: list[tuple], server=None, *args) -> tuple[float, object, float]:
     """The CPU seconds of ``server`` (the bare one by default) for ``calls`` resent at their
     times, what it counted (calls answered, records applied), and the resend's worst lateness."""
     ctx = mp.get_context("spawn")
