@@ -105,10 +105,19 @@ def test_bad_compare_flags_are_one_line(tmp_path, capsys):
 
 
 def test_compare_both_modes_side_by_side(local_ray, tmp_path, capsys):
-    """Simulator and two Ray replays of the two-job trace, with the tolerance at 5 s:
-    the replay's differences are 0 or ±10 s plus launch noise, under 5 trace s = 500 ms
-    wall at time scale 0.1 even on a loaded machine, so both modes give 1/6, 4/6, 1/6."""
-    path = write_config(tmp_path, dict(TWO_JOBS, run={"time_scale": 0.1}))
+    """Simulator and two Ray replays of the two-job trace, B arriving at 5 s rather than 1,
+    with the tolerance at 5 s: the replay's differences are 0 or ±10 s plus launch noise,
+    under 5 trace s = 500 ms wall at time scale 0.1 even on a loaded machine, so both modes
+    give 1/6, 4/6, 1/6.
+
+    B comes 5 s after A because A's first containers wait for the next NODE_UPDATE, up to
+    a heartbeat interval (1 trace s) after its ask when the NM host is quiet: with B at 1 s
+    a replay could place A's first task after B had arrived, and TSF would then share the
+    two slots from the start.  Delays (start − submit), TSF / FIFO: A 0, 0, 10, 20 / 0, 0,
+    10, 10; B 5, 15 / 15, 15 — A's last task 10 s later, B's first 10 s sooner."""
+    jobs = TWO_JOBS["workload"]["jobs"]
+    path = write_config(tmp_path, dict(TWO_JOBS, run={"time_scale": 0.1},
+                                       workload={"jobs": [jobs[0], dict(jobs[1], submit=5)]}))
     out = tmp_path / "cmp"
     assert main(["compare", str(path), "--policies", "tsf,fifo", "--mode", "both", "--repeats", "2",
                  "--tolerance", "5", "--out", str(out)]) == 0
@@ -121,8 +130,9 @@ def test_compare_both_modes_side_by_side(local_ray, tmp_path, capsys):
                                                                    pytest.approx(value, abs=1e-5))
     speedup = both.loc[("fifo", "job_speedup_<=10")]
     assert speedup["mean_sim"] == pytest.approx(-0.25, abs=1e-5)
-    # Ray: A −10 s of ~20 s (−0.5); B 0, or a few seconds of noise over its 29 s on a loaded
-    # machine (measured −0.214 once, with a 200-node replay running beside it).
+    # A: (20 − 30) / 20 = −0.5; B: (25 − 25) / 25 = 0; mean −0.25.  Ray: A −10 s of ~20 s
+    # (−0.5); B 0, or a few seconds of noise over its 25 s on a loaded machine (measured
+    # −0.214 once, with a 200-node replay running beside it, when B waited 29 s).
     assert -0.35 < speedup["mean_ray"] < -0.15
     assert both["differs"].isna().all()
     for r in ("r1", "r2"):
