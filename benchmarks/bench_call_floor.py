@@ -60,6 +60,7 @@ from rayrm.rm.runtime.driver import replay  # noqa: E402
 from rayrm.rm.service.channel import _HEADER, CALLS, _frame  # noqa: E402
 from rayrm.rm.service.heap import quiet_gc  # noqa: E402
 from rayrm.rm.service.protocol import Call  # noqa: E402
+from rayrm.rm.service.restores import kept_generations  # noqa: E402
 from rayrm.rm.service.store import StateStore, read_journal, replay_records  # noqa: E402
 
 #: what the bare server answers every call with (an RM's answer is at least this)
@@ -253,8 +254,7 @@ def floor(calls: list[tuple], server=None, *args) -> tuple[float, object, float]
 
 def first_snapshot(state_dir: Path):
     """The state of the first kept snapshot (the journals' records follow it)."""
-    first = min(int(re.search(r"\d+", p.name).group()) for p in state_dir.glob("snapshot-*.pkl"))
-    with open(state_dir / f"snapshot-{first}.pkl", "rb") as fh:
+    with open(state_dir / f"snapshot-{kept_generations(state_dir)[0]}.pkl", "rb") as fh:
         return pickle.load(fh)[1]
 
 
