@@ -208,7 +208,7 @@ class NodeManagerHost:
                     continue                               # woken early: the gap still holds
             now = time.time()
             due_slots: dict[int, float] = {}
-            # with news: the slots due before the next call may start; else an interval's
+            # a call with news takes the slots due within the call gap, a quiet one an interval's
             ahead = max(self.window, self.gap) if self._news or self._oob else self.interval
             while heap and heap[0][0] <= now + ahead:
                 t, sid = heapq.heappop(heap)

@@ -130,7 +130,7 @@ class JournalingRM:
         self.read: list = []
 
     async def node_heartbeat(self, *args):
-        wire = self.server.wire(Call.NODE_HEARTBEAT)      # the journal names the call so
+        wire = self.server.wire(Call.NODE_HEARTBEAT)      # by the Call member, as the RM's journal asks
         self.read += [(pickle.loads(wire), args), self.server.wire(Call.NODE_HEARTBEAT)]
         return "ok"
 

@@ -47,9 +47,9 @@ def test_a_quiet_host_calls_once_an_interval_with_every_nm_in_it():
     seen = asyncio.run(main())
     # the 40 NMs are dealt into interval / window = 50 / 5 = 10 slots, 5 ms apart.  A call
     # that takes only the slots due before the next call may start (the 10 ms call gap)
-    # carries two or three slots, 8-12 NMs' beats, in its mark, five calls an interval
-    # (12 each, measured with that rule put back); a quiet call
-    # takes the slots of a whole interval, all 40 NMs but those at its edges.  A late
-    # loop makes a call take more slots, never fewer
+    # carries two or three slots, 8-12 NMs' beats, in its mark, five calls an interval (12
+    # each, measured with that rule put back); a quiet call takes the slots of a whole
+    # interval, all 40 NMs but those at its edges.  A late loop makes a call take more
+    # slots, never fewer
     beats = sorted(seen[1:])
     assert beats[len(beats) // 2] >= 30, beats
