@@ -35,16 +35,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_rm_throughput import task_attempts, trace  # noqa: E402
+from bench_rm_throughput import child_cpu, sim_command, task_attempts, trace  # noqa: E402
 
 #: the state's replay, run in a child process (``python -c``), printing its record count
 STATE_REPLAY = """
@@ -61,26 +57,6 @@ quiet_gc()
 replay_records(state, records)
 print(len(records))
 """
-
-
-def child_cpu(cmd: list[str], burst: float, duty: float) -> float:
-    """CPU seconds (user + system) of ``cmd`` run to its end: flat out when ``burst`` is 0,
-    else run ``burst`` wall seconds at a time and stopped in between, busy ``duty`` of the time."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
-    pause = burst * (1.0 / duty - 1.0) if burst else 0.0
-    while True:
-        if burst:
-            time.sleep(burst)
-            os.kill(proc.pid, signal.SIGSTOP)
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG if burst else 0)
-        if pid:
-            break
-        time.sleep(pause)
-        os.kill(proc.pid, signal.SIGCONT)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode:
-        sys.exit(f"{' '.join(cmd[:4])}... exited with {proc.returncode}")
-    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -103,9 +79,7 @@ def main() -> None:
     out = Path(args.out or tempfile.mkdtemp(prefix="rayrm-paced-"))
     out.mkdir(parents=True, exist_ok=True)
     config = trace(out, args.nodes, 7200.0)
-    sim = [sys.executable, "-m", "rayrm.rm.cli.main", "simulate", str(config), "--policy", args.policy,
-           "--out", str(out / "sim"), "--no-progress"]
-    work = [("the simulator, whole process", sim)]
+    work = [("the simulator, whole process", sim_command(config, args.policy, None, out / "sim"))]
     if state_dir is not None:
         code = STATE_REPLAY.format(bench=str(Path(__file__).resolve().parent), state_dir=str(state_dir))
         work.append(("the RM's state work (kept journal, from the first snapshot)", [sys.executable, "-c", code]))
@@ -114,7 +88,7 @@ def main() -> None:
     print("|---|---|---|---|")
     rows = []
     for what, cmd in work:
-        flat = child_cpu(cmd, 0.0, args.duty)
+        flat = child_cpu(cmd)
         paced = child_cpu(cmd, burst, args.duty)
         rows.append({"work": what, "flat_cpu_s": flat, "paced_cpu_s": paced, "factor": paced / flat})
         print(f"| {what} | {flat:.2f} | {paced:.2f} | {paced / flat:.2f} |", flush=True)

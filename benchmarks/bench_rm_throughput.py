@@ -30,15 +30,24 @@ One row each:
 * RM cores: the RM actor's CPU seconds / wall seconds (near 1: the RM is the bottleneck);
 * RM CPU ms per allocation: the RM actor's CPU seconds (its own ``getrusage``, summary.json
   ``rm.cpu_seconds``: start-up, registration and the journal included) / allocations;
-* sim CPU µs per task: the simulator's whole-process CPU (``getrusage(RUSAGE_CHILDREN)``:
+* sim CPU µs per task: the simulator's whole-process CPU (the child's ``wait4`` usage:
   start-up, trace loading and writing the run directory included) / its task attempts;
 * ratio: RM CPU per allocation / sim CPU per task (the goal is at most 5).
+
+With ``--paced`` each row also runs the simulator paced as that replay's RM worked: in
+bursts of the RM's CPU per call, stopped in between (SIGSTOP, SIGCONT) so that it is busy
+the RM's share of the wall time (its "RM cores"), and sets the RM against that:
+
+* paced sim CPU us/task: the simulator's whole-process CPU per task, so paced;
+* ratio to paced: RM CPU per allocation / paced sim CPU per task.  A CPU back from idle has
+  lost its caches and predictors, so work done in bursts costs more than the same work done
+  flat out (``bench_paced.py``); this ratio sets the two at the same pace.
 
 The rows go to ``--out DIR/rows.json`` and the table is printed.  A replay longer than
 ~30 s runs under the shared lock::
 
     flock /tmp/rayrm-heavy.lock timeout 1800 python benchmarks/bench_rm_throughput.py \\
-        [--nodes 1000,10000] [--time-scales 0.02] [--until 1800] [--out DIR]
+        [--nodes 1000,10000] [--time-scales 0.02] [--until 1800] [--paced] [--out DIR]
 """
 
 from __future__ import annotations
@@ -47,8 +56,9 @@ import argparse
 import dataclasses
 import json
 import math
-import resource
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -59,7 +69,8 @@ from rayrm.rm.core.config import load_config
 from rayrm.rm.runtime.driver import replay
 
 COLUMNS = ("NMs", "tasks", "time scale", "beat ms", "until", "wall s", "allocations", "alloc/s", "NM beats/s",
-           "kept pace (behind)", "RM cores", "RM CPU ms/alloc", "sim CPU us/task", "ratio")
+           "kept pace (behind)", "RM cores", "RM CPU ms/alloc", "sim CPU us/task", "ratio",
+           "paced sim CPU us/task", "ratio to paced")
 JOBS, TASKS, SEED = 4500, 180_000, 7
 
 
@@ -98,23 +109,53 @@ def measure_replay(config: Path, policy: str, scale: float, until: float | None,
             "time_scale": scale, "beat_wall_ms": 1000 * cfg.run.heartbeat_interval * scale, "until": until, "wall_s": wall, "allocations": task_attempts(summary),
             "heartbeats": (summary.get("node_heartbeats") or {}).get("handled", 0),
             "kept_pace": pace.get("kept_pace"), "behind_fraction": pace.get("behind_fraction"),
-            "rm_cpu_s": rm.get("cpu_seconds", 0.0), "interrupted": bool(summary.get("interrupted")),
+            "rm_cpu_s": rm.get("cpu_seconds", 0.0), "rm_calls": summary.get("rm_calls", 0),
+            "interrupted": bool(summary.get("interrupted")),
             "tasks_finished_twice": summary.get("tasks_finished_twice", 0)}
+
+
+def child_cpu(cmd: list[str], burst: float = 0.0, duty: float = 1.0) -> float:
+    """CPU seconds (user + system) of ``cmd`` run to its end in a child process: flat out when
+    ``burst`` is 0, else paced — let run ``burst`` wall seconds at a time and stopped
+    (SIGSTOP) in between, so that it runs ``duty`` of the wall time, as a replay's RM does."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    pause = burst * (1.0 / duty - 1.0) if burst else 0.0
+    while True:
+        if burst:
+            time.sleep(burst)
+            os.kill(proc.pid, signal.SIGSTOP)
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG if burst else 0)
+        if pid:
+            break
+        time.sleep(pause)
+        os.kill(proc.pid, signal.SIGCONT)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, cmd)
+    return usage.ru_utime + usage.ru_stime
+
+
+def sim_command(config: Path, policy: str, until: float | None, out: Path) -> list[str]:
+    """``rayrm simulate`` of ``config`` into ``out``, as this benchmark runs it."""
+    cmd = [sys.executable, "-m", "rayrm.rm.cli.main", "simulate", str(config), "--policy", policy,
+           "--out", str(out), "--no-progress"]
+    return cmd + (["--until", f"{until:g}"] if until else [])
 
 
 def measure_sim(config: Path, policy: str, until: float | None, out: Path) -> dict:
     """``rayrm simulate`` of ``config`` in a subprocess: its CPU seconds (user + system, the
     whole process) and task attempts."""
-    cmd = [sys.executable, "-m", "rayrm.rm.cli.main", "simulate", str(config), "--policy", policy,
-           "--out", str(out), "--no-progress"]
-    if until:
-        cmd += ["--until", f"{until:g}"]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    cpu = child_cpu(sim_command(config, policy, until, out))
     summary = json.loads((out / "summary.json").read_text())
     return {"sim_cpu_s": cpu, "sim_tasks": task_attempts(summary)}
+
+
+def measure_paced_sim(config: Path, policy: str, until: float | None, out: Path, r: dict) -> dict:
+    """The simulator paced as the replay of row ``r`` ran its RM (``--paced``): bursts of the
+    RM's CPU per call, busy the RM's share of the wall time."""
+    burst = r["rm_cpu_s"] / max(r["rm_calls"], 1)
+    duty = min(max(r["rm_cpu_s"] / max(r["wall_s"], 1e-9), 0.01), 0.99)
+    return {"sim_paced_cpu_s": child_cpu(sim_command(config, policy, until, out), burst, duty)}
 
 
 def figures(r: dict) -> dict:
@@ -122,9 +163,13 @@ def figures(r: dict) -> dict:
     wall = max(r["wall_s"], 1e-9)
     rm_ms = 1000.0 * r["rm_cpu_s"] / r["allocations"] if r["allocations"] else math.nan
     sim_us = 1e6 * r["sim_cpu_s"] / r["sim_tasks"] if r["sim_tasks"] else math.nan
-    return {"alloc_per_s": r["allocations"] / wall, "heartbeats_per_s": r["heartbeats"] / wall,
-            "rm_cores": r["rm_cpu_s"] / wall,
-            "rm_cpu_ms_per_alloc": rm_ms, "sim_cpu_us_per_task": sim_us, "ratio": 1000.0 * rm_ms / sim_us}
+    out = {"alloc_per_s": r["allocations"] / wall, "heartbeats_per_s": r["heartbeats"] / wall,
+           "rm_cores": r["rm_cpu_s"] / wall,
+           "rm_cpu_ms_per_alloc": rm_ms, "sim_cpu_us_per_task": sim_us, "ratio": 1000.0 * rm_ms / sim_us}
+    if r.get("sim_paced_cpu_s") and r["sim_tasks"]:
+        paced_us = 1e6 * r["sim_paced_cpu_s"] / r["sim_tasks"]
+        out |= {"sim_paced_us_per_task": paced_us, "ratio_to_paced": 1000.0 * rm_ms / paced_us}
+    return out
 
 
 def cells(r: dict) -> tuple:
@@ -133,7 +178,9 @@ def cells(r: dict) -> tuple:
     return (str(r["nodes"]), str(r["trace_tasks"]), f"{r['time_scale']:g}", f"{r['beat_wall_ms']:g}",
             f"{r['until']:g}" if r["until"] else "end", f"{r['wall_s']:.0f}", str(r["allocations"]),
             f"{r['alloc_per_s']:.0f}", f"{r['heartbeats_per_s']:.0f}", pace, f"{r['rm_cores']:.2f}",
-            f"{r['rm_cpu_ms_per_alloc']:.3f}", f"{r['sim_cpu_us_per_task']:.1f}", f"{r['ratio']:.1f}")
+            f"{r['rm_cpu_ms_per_alloc']:.3f}", f"{r['sim_cpu_us_per_task']:.1f}", f"{r['ratio']:.1f}",
+            f"{r['sim_paced_us_per_task']:.1f}" if "sim_paced_us_per_task" in r else "-",
+            f"{r['ratio_to_paced']:.1f}" if "ratio_to_paced" in r else "-")
 
 
 def table(rows: list[dict]) -> str:
@@ -144,9 +191,10 @@ def table(rows: list[dict]) -> str:
 
 
 def run(configs: list[Path], scales: list[float], until: float | None, policy: str, out: Path,
-        beat: float | None = None) -> list[dict]:
+        beat: float | None = None, paced: bool = False) -> list[dict]:
     """One row per (config, time scale): the replay, then the simulator on the same workload
-    (once per config and ``until``: it has no time scale)."""
+    (once per config and ``until``: it has no time scale; ``paced``: and once per row, paced
+    as that row's RM worked)."""
     rows, sims = [], {}
     for config in configs:
         for scale in scales:
@@ -154,6 +202,8 @@ def run(configs: list[Path], scales: list[float], until: float | None, policy: s
             if config not in sims:
                 sims[config] = measure_sim(config, policy, until, out / f"sim-{config.stem}")
             r |= sims[config]
+            if paced:
+                r |= measure_paced_sim(config, policy, until, out / f"sim-{config.stem}-paced-{scale:g}", r)
             r |= figures(r)
             rows.append(r)
             print(table(rows[-1:]), flush=True)
@@ -183,6 +233,8 @@ def main() -> None:
                     help="NM heartbeat interval, trace seconds (default: the config's run.heartbeat_interval)")
     ap.add_argument("--max-duration", type=float, default=7200.0, help="generated tasks' longest duration")
     ap.add_argument("--policy", default="tsf")
+    ap.add_argument("--paced", action="store_true",
+                    help="also run the simulator paced as each replay's RM worked (ratio to paced)")
     ap.add_argument("--out", help="traces, the simulator's run directories and rows.json (default: a "
                                   "temporary directory)")
     args = ap.parse_args()
@@ -191,7 +243,7 @@ def main() -> None:
     out = Path(args.out or tempfile.mkdtemp(prefix="rayrm-rm-throughput-"))
     out.mkdir(parents=True, exist_ok=True)
     configs = [Path(args.config)] if args.config else [trace(out, n, args.max_duration) for n in nodes]
-    rows = run(configs, scales, args.until or None, args.policy, out, args.heartbeat_interval)
+    rows = run(configs, scales, args.until or None, args.policy, out, args.heartbeat_interval, args.paced)
     print()
     print(table(rows))
     print(f"\nrows: {out / 'rows.json'}")
