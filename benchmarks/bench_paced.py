@@ -18,8 +18,9 @@ for the work the goal compares:
   its end.  A stopped process is off the CPU as an idle RM is; nothing else changes.
 * **the RM's state work** (with ``--run DIR``, a replay run directory with its RM state kept:
   ``rayrm replay --keep-rm-state``) — the kept journal applied to the state of the first
-  kept snapshot, as ``bench_call_floor.py``'s "state's work, replayed warm", back to back and
-  paced the same way.
+  kept snapshot, as ``bench_call_floor.py``'s "state's work, replayed warm" (here with the
+  loading of the snapshot and the journals, in a child process), back to back and paced the
+  same way.
 
 Each row: CPU back to back, CPU paced, and their ratio (the burst factor).  The defaults,
 0.5 ms bursts at a duty of 0.1, are the RM's at 0.02 on the paper-scale trace (28 s of CPU
