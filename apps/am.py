@@ -54,10 +54,8 @@ from rayrm.rm.service.heap import quiet_gc
 #: the least wall time between the starts of two allocate calls of one host (at most one
 #: heartbeat interval): the news of that window goes in one answer, so the host's call
 #: rate — and its start_containers calls, one per answer and NM host — is bounded per
-#: host (at most 50 a second), not per allocation.  20 ms is one heartbeat interval of a
-#: trace second at time scale 0.02, as 10 ms was at 0.01: an AM host calls at most once per
-#: trace second at both (docs/replay.md, "The pace is part of the price")
-MIN_ALLOCATE_GAP = 0.020
+#: host (at most 100 a second), not per allocation
+MIN_ALLOCATE_GAP = 0.010
 
 # AM states: waiting (not submitted) -> registering -> active -> done; rejected; failed
 # (the RM gave up); crashed / fenced (waiting for the RM's next attempt) -> launching.
