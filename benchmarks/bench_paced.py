@@ -43,20 +43,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_rm_throughput import child_cpu, sim_command, task_attempts, trace  # noqa: E402
 
-#: the state's replay, run in a child process (``python -c``), printing its record count
+#: the state's replay (``bench_call_floor.state_work``), run in a child process (``python -c``)
 STATE_REPLAY = """
 import sys
 from pathlib import Path
 sys.path.insert(0, {bench!r})
-from bench_call_floor import first_snapshot, journals
-from rayrm.rm.service.heap import quiet_gc
-from rayrm.rm.service.store import replay_records
+from bench_call_floor import journals, state_work
 d = Path({state_dir!r})
-records = journals(d)
-state = first_snapshot(d)
-quiet_gc()
-replay_records(state, records)
-print(len(records))
+state_work(d, journals(d))
 """
 
 
