@@ -481,7 +481,8 @@ class ResourceManager:
             "snapshots": list(self.snapshots), "snapshot_blocked": list(self.snapshot_blocked),
             "recoveries": list(s.recoveries), "policy_error": self.policy_error,
             "journal_bytes": self.store.journal_bytes() if self.store is not None else 0,
-            "journal_written": self.store.written if self.store is not None else 0})
+            "journal_written": self.store.written if self.store is not None else 0,
+            "channel": self._channel.stats()})
 
     async def stop(self) -> None:
         if self._ticker is not None:
