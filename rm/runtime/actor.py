@@ -186,7 +186,7 @@ class ResourceManager:
         self.snapshot_blocked: list[float] = []          # seconds the loop spent starting each
         if self.store is not None and self.store.exists():
             t0 = time.time()
-            self.state, records = self.store.load()
+            self.state, records = self.store.load(trusted={type(policy).__module__})   # its own code
             loaded = time.time()
             replay_records(self.state, records)
             self.state.apps.news.clear()
