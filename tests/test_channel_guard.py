@@ -290,3 +290,14 @@ def test_a_frame_that_is_not_the_peer_s_next_is_refused_unread(attack):
         assert server.refused == {"frame": 1}
         assert rm.seen == [1] and ran == []
     asyncio.run(main())
+
+
+def test_the_total_cap_leaves_three_quarters_of_the_descriptors_to_the_rm(monkeypatch):
+    """A flood must never make the RM's own ``open`` (its journal) fail with EMFILE."""
+    import resource
+
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (1024, 4096))
+    # 1024 descriptors: at most 1024 // 4 = 256 connections, under MAX_CONNECTIONS = 512
+    assert ChannelServer(FakeRM(), KEY).max_connections == 256
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (65536, 65536))
+    assert ChannelServer(FakeRM(), KEY).max_connections == 512
