@@ -22,7 +22,9 @@ import pytest
 from harness import Harness
 
 from rayrm.rm.cli.main import main
+from rayrm.rm.core.policies.plugins import BUILTIN
 from rayrm.rm.runtime.driver import export_from_store
+from rayrm.rm.service.restores import check_restores
 from rayrm.rm.service.store import StateFileError, StateStore, read_snapshot, restricted_loads
 from rayrm.rm.ui.rundir import RunDirSource
 from rayrm.rm.ui.server import serve
@@ -188,3 +190,18 @@ def test_the_parquet_reader_is_a_pyarrow_that_does_not_unpickle_a_file_s_extensi
     project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
     pyarrow = next(Requirement(r) for r in project["dependencies"] if r.startswith("pyarrow"))
     assert "14.0.0" not in pyarrow.specifier and "14.0.1" in pyarrow.specifier
+
+
+@pytest.mark.parametrize("policy", sorted(BUILTIN))
+def test_every_built_in_policy_s_state_reads_back_through_the_restricted_unpickler(tmp_path, policy):
+    """What the state holds under each policy (its own objects, the bound methods its
+    scheduler keeps) is rayrm's data: every kept snapshot rebuilds exactly."""
+    if policy == "ray-native":
+        pytest.skip("no RM: the trace goes straight to Ray's scheduler")
+    c = Harness(StateStore(tmp_path, keep=True), policy=policy)
+    c.run(until=3)
+    c.store.snapshot(c.rm)
+    c.run(until=6)
+    c.store.snapshot(c.rm)
+    checks = check_restores(tmp_path)
+    assert [check.same for check in checks] == [True, True], [check.differences for check in checks]
