@@ -301,3 +301,27 @@ def test_the_total_cap_leaves_three_quarters_of_the_descriptors_to_the_rm(monkey
     assert ChannelServer(FakeRM(), KEY).max_connections == 256
     monkeypatch.setattr(resource, "getrlimit", lambda _: (65536, 65536))
     assert ChannelServer(FakeRM(), KEY).max_connections == 512
+
+
+def test_the_server_probes_its_peers_with_tcp_keepalive_and_logs_each_refusal(caplog):
+    """A peer whose machine vanished (no FIN) is dropped by TCP keepalive on the server's
+    side too: idle 2 s, then a probe a second, 3 unanswered (KEEPALIVE_IDLE)."""
+    import socket
+
+    async def main():
+        _, server = await started(max_per_peer=1)
+        ch = channel(server)
+        assert await ch.call("node_heartbeat", 1) == ("beat", 1)
+        (stream,) = server._streams
+        sock = stream.transport.get_extra_info("socket")
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+        if hasattr(socket, "TCP_KEEPIDLE"):
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == 2
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT) == 3
+        late = await Peer.open(server)                     # the address's one slot is proven
+        assert await late.closed()
+        ch.close()
+    with caplog.at_level("WARNING", logger="rayrm.rm.service.channel"):
+        asyncio.run(main())
+    assert [r.getMessage() for r in caplog.records] == [
+        "the RM's channel refused a connection from 127.0.0.1 (cap, 1 so far): 1 connections, 1 from 127.0.0.1"]
