@@ -6,7 +6,8 @@
 * with a decimal point (``0.667``, ``2.87``),
 * or followed by ``%`` (``45%``, ``37.2 %``),
 * or next to ``×`` (``6.5×``, ``×1.72``),
-* or followed by a unit of time, ``s``, ``ms``, ``µs``, ``us`` or ``min`` (``70 s``, ``17.4 ms``).
+* or followed by a unit of time, ``s``, ``ms``, ``µs``, ``us`` or ``min`` (``70 s``, ``17.4 ms``),
+* or followed by a rate, ``/s`` after at most one word (``44,000 decisions/s``).
 
 A number right after ``§`` is a paper's section (``§7.1``), not a figure.  Settings that
 look like figures (a time scale of ``0.05``) go in code spans, where they read as what a
@@ -37,7 +38,7 @@ DOCS = sorted((ROOT / "docs").glob("*.md"))
 NUMBER = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
 FIGURE = re.compile(
     rf"(?<![\w.,§])(?:×\s?(?P<after_times>{NUMBER})"
-    rf"|(?P<num>{NUMBER})(?P<unit>\s?%|\s?×|\s?(?:s|ms|µs|us|min)\b)?)")
+    rf"|(?P<num>{NUMBER})(?P<unit>\s?%|\s?×|\s?(?:s|ms|µs|us|min)\b|(?:\s[a-z]+)?/s\b)?)")
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 RESULTS_LINK = re.compile(r"\]\((?:\.\./)?(docs/results[\w-]*\.md)(?:#([\w-]+))?\)")
 
@@ -178,8 +179,9 @@ def test_every_relative_link_resolves(path):
 
 def test_what_counts_as_a_figure():
     line = ("shares 0.667 / 0.500, 45% later, 6.5× flat out, ×1.72 paced, 70 s and 17.4 ms, "
-            "§7.1, 10 seeds, 1,000 nodes, 2/3, `--time-scale 0.05`, [x](docs/results.md#a-1.5)")
-    assert figures(line) == ["0.667", "0.500", "45", "6.5", "1.72", "70", "17.4"]
+            "§7.1, 10 seeds, 1,000 nodes, 2/3, 44,000 decisions/s, 600/s, `--time-scale 0.05`, "
+            "[x](docs/results.md#a-1.5), http://127.0.0.1:8088/")
+    assert figures(line) == ["0.667", "0.500", "45", "6.5", "1.72", "70", "17.4", "44,000", "600"]
 
 
 def test_a_figure_must_link_to_a_section_that_holds_it(tmp_path):
