@@ -375,9 +375,10 @@ class Supervisor:
             raise RuntimeError(f"ApplicationMaster host {hid} died: {error}")
         self.am_host_restarts += 1
         self._rid += 1
-        rm_call(self.rm.lose_am_host, "driver-am-hosts", self._rid, hid, am_host_died(hid, type(error).__name__))
-        unschedulable = ray.exceptions.ActorUnschedulableError
-        if isinstance(error, unschedulable) or self.homes.am_node_gone(hid):
+        node_gone = isinstance(error, ray.exceptions.ActorUnschedulableError) or self.homes.am_node_gone(hid)
+        rm_call(self.rm.lose_am_host, "driver-am-hosts", self._rid, hid, am_host_died(hid, type(error).__name__),
+                self.homes.am[hid] if node_gone else "")
+        if node_gone:
             self.ams[hid] = self.homes.rehome_am_host(hid, self.ams[hid])
         else:
             try:
