@@ -18,9 +18,12 @@ recovery.  Printed per seed, as ``bench_chaos.py``: tasks finished, finished twi
 apps failed, over-allocations, constraint violations, tasks on a node held lost, the worst
 recovery (trace s), availability, wall time, restores (``-``: no RM state kept) and the
 faults; then every fault's detection and recovery in wall seconds and what detected it.
+``--ray-detection`` replays nothing: it times how long Ray takes to declare a worker dead
+after its link is cut and after its processes are killed, under the ``--health`` settings.
 Needs root and iproute2; heavy: run it under the shared lock.
 
     flock /work/heavy.lock python benchmarks/bench_netfaults.py --seeds 5 --out /tmp/netfaults
+    python benchmarks/bench_netfaults.py --ray-detection --health 3000:10000:5
 """
 
 from __future__ import annotations
@@ -126,12 +129,50 @@ def times(out: Path, seed: int) -> list[str]:
     return lines
 
 
+#: the head's side of ray_detection: polls ray.nodes() from "go" until the worker is dead
+_POLL = r"""
+import sys, time, ray
+ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
+print("@ready", flush=True)
+sys.stdin.readline()
+t0 = time.time()
+while any(n["Alive"] for n in ray.nodes() if n["NodeManagerAddress"] == sys.argv[2]):
+    time.sleep(0.1)
+print(f"@dead {time.time() - t0:.2f}", flush=True)
+"""
+
+
+def ray_detection(cluster: NetnsCluster) -> None:
+    """Seconds from a worker's link cut (worker1), and from its processes killed (worker2),
+    to Ray's verdict that it is dead, as a driver on the head sees it in ``ray.nodes()``."""
+    import subprocess  # noqa: PLC0415
+    from netns_cluster import SCRIPT  # noqa: PLC0415
+    for kind, w, command in (("link cut", "worker1", ("link", "worker1", "down")),
+                             ("processes killed", "worker2", ("kill", "worker2"))):
+        poll = subprocess.Popen([str(SCRIPT), "exec", "head", sys.executable, "-c", _POLL, cluster.address,
+                                 cluster.ips[w]], env=cluster.env, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+        while not poll.stdout.readline().startswith("@ready"):
+            pass
+        time.sleep(6.0)                        # past the health check's initial delay
+        poll.stdin.write("go\n")
+        poll.stdin.flush()
+        cluster.script(*command)
+        line = ""
+        while not line.startswith("@dead"):
+            line = poll.stdout.readline()
+        poll.wait()
+        print(f"{kind:<17} declared dead after {line.split()[1]} s", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--first-seed", type=int, default=1)
     ap.add_argument("--time-scale", type=float, default=0.03)
     ap.add_argument("--out", help="keep the run directories under this directory")
+    ap.add_argument("--ray-detection", action="store_true", help="replay nothing: time Ray's verdict on a "
+                    "worker whose link is cut and on one whose processes are killed")
     ap.add_argument("--health", default="1000:1000:5", help="Ray's node health check, PERIOD_MS:TIMEOUT_MS:"
                     "THRESHOLD (default 1000:1000:5; Ray's own defaults are 3000:10000:5)")
     args = ap.parse_args()
@@ -142,6 +183,13 @@ def main() -> None:
     base.mkdir(parents=True, exist_ok=True)
     cluster = NetnsCluster(base / "cluster", prefix="rrb", subnet="10.213.8", health=args.health)
     cluster.up()
+    if args.ray_detection:
+        try:
+            print(f"Ray health check {args.health}")
+            ray_detection(cluster)
+        finally:
+            cluster.down()
+        return
     line = HeadLine(cluster)
     rows, detail = [], []
     try:
