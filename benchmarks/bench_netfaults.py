@@ -115,7 +115,8 @@ def row(out: Path, seed: int, summary: dict, plan: list[dict]) -> dict:
 
 def times(out: Path, seed: int) -> list[str]:
     """Each fault's detection and recovery (wall s after it) and what detected it: the RM's
-    expiry of a silent host, or the driver told by Ray that the host's node is gone."""
+    expiry of a silent host, or the driver, whose call on the host Ray failed (the host's
+    processes died, or Ray declared its node dead)."""
     ev = RunDir(out).events
     faults = ev[ev.kind == "fault"]
     lines = []
@@ -123,7 +124,7 @@ def times(out: Path, seed: int) -> list[str]:
         lost = ev[(ev.kind == "node_lost") & ev.node.isin(affected_nodes("", f.node, f.detail)) & (ev.time >= f.time)]
         by = "-"
         if r["detected"] is not None and len(lost):
-            by = "Ray: node dead" if "NM host" in lost.iloc[0].detail else "RM: host silent"
+            by = "driver: Ray says host died" if "NM host" in lost.iloc[0].detail else "RM: host silent"
         cells = ["-" if x is None else f"{x:.2f}" for x in (r["detected_wall"], r["recovered_wall"])]
         lines.append(f"{seed:>4}  {r['fault']:<34} {cells[0]:>8} {cells[1]:>9} {r['lost_attempts']:>5}  {by}")
     return lines
