@@ -84,3 +84,16 @@ def test_a_set_of_apps_has_a_share_under_the_same_formula(cluster):
 ])
 def test_one_rule_for_cpu_and_memory(dims, wanted, index):
     assert resource_index(dims, wanted) == index
+
+
+def test_a_policy_gives_a_queues_share_in_its_own_kind(cluster):
+    # drf ranks by the dominant share, so its queues too: q1 = {a, b} 1/3, q2 = {c} 1/4 (above);
+    # tsf by the task share: the same numbers here, by the other formula
+    from rayrm.rm.core.policies import make_policy
+    holders = Holders.of_views([cluster.apps[x].view for x in "abc"], cluster.view)
+    for name in ("drf", "tsf"):
+        got = make_policy(name).set_shares([2, 1, 1], holders, [[0, 1], [2]], [2.0, 1.0])
+        np.testing.assert_allclose(got, [1 / 3, 1 / 4])
+    # cdrf by work slowdown (h^c of c is 2): q2 = 1/2; a and b may use both nodes, q1 = 1/3
+    got = make_policy("cdrf").set_shares([2, 1, 1], holders, [[0, 1], [2]], [2.0, 1.0])
+    np.testing.assert_allclose(got, [1 / 3, 1 / 2])
