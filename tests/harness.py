@@ -17,8 +17,8 @@ import hashlib
 from collections import defaultdict
 
 from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
-from rayrm.rm.service.protocol import (COMPLETE, FINISHED, RESYNC, RUNNING, AllocateRequest, AppRegistration, Call,
-                                      ContainerStatus, NodeHeartbeat, NodeRegistration)
+from rayrm.rm.service.calls import Call
+from rayrm.rm.service.protocol import (COMPLETE, FINISHED, RESYNC, RUNNING, AllocateRequest, AppRegistration, ContainerStatus, NodeHeartbeat, NodeRegistration)
 from rayrm.rm.service.state import ResourceManagerState
 from rayrm.rm.service.store import StateStore, replay_records
 
@@ -66,7 +66,7 @@ class Harness:
 
     def apply(self, call: Call, *args):
         """One call at ``now``, journaled when there is a store (as the RM actor does)."""
-        out = self.rm.apply(call, self.now, *args)
+        out = call.apply(self.rm, self.now, *args)
         if self.store is not None:
             self.store.append(call, self.now, args)
         return out

@@ -15,7 +15,8 @@ from harness import Harness, kinds
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.fault_rules import LinkFault, link_passage
 from rayrm.rm.core.faults import check_cluster, check_times, parse_fault
-from rayrm.rm.service.protocol import (COMPLETE, FINISHED, LOST, RUNNING, AllocateRequest, Call, ContainerStatus,
+from rayrm.rm.service.calls import Call
+from rayrm.rm.service.protocol import (COMPLETE, FINISHED, LOST, RUNNING, AllocateRequest, ContainerStatus,
                                       NodeRegistration)
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from harness import Harness
 
-from rayrm.rm.service.protocol import FENCED, NORMAL, RESYNC, AppMark, Call
+from rayrm.rm.service.calls import Call
+from rayrm.rm.service.protocol import FENCED, NORMAL, RESYNC, AppMark
 
 
 def test_idle_nms_are_heard_and_answered_only_when_the_rm_has_something_for_them():
@@ -45,7 +46,7 @@ def test_idle_ams_in_one_mark_keep_their_ask_and_hear_only_news():
     assert h.rm.apps.table["a"].last_sent == 1.0                  # the mark carried it
     # nothing new: no answer at all, and the long poll's second half has none either
     assert h.call("am", Call.ALLOCATE, [], 1.5, AppMark()) == []
-    assert h.rm.apply(Call.POLL, 1.5, "am", h.rid["am"], [], AppMark()) == []
+    assert Call.POLL.apply(h.rm, 1.5, "am", h.rid["am"], [], AppMark()) == []
     h.rm.apps.settle()
     assert h.rm.apps.table["a"].last_sent == 1.5
 

@@ -1,20 +1,12 @@
 """The ResourceManager Ray actor: ``ResourceManagerState`` driven by the wall clock.
 
 One async actor per replay, named ``rayrm-rm`` in the ``rayrm`` namespace so tools
-can find it (``ray.get_actor("rayrm-rm", namespace="rayrm")``).  Calls
-(rm/service/protocol.py has the messages; every call carries ``caller`` and
-``request_id`` and is answered idempotently):
-
-    register_nodes(caller, request_id, [NodeRegistration])          -> [action]
-    node_heartbeat(caller, request_id, [NodeHeartbeat], idle, sent, HostMark) -> [NodeHeartbeatResponse]
-    register_apps(caller, request_id, [AppRegistration])            -> [AppRegistered]
-    allocate(caller, request_id, [AllocateRequest], sent, AppMark) -> [AllocateResponse]
-    finish_apps(caller, request_id, [(app, attempt)])               -> [action]
-    lose_host(caller, request_id, host, detail)                     -> [node]   (the driver)
-    fault(caller, request_id, spec, node, app)                      -> None     (the driver)
-
-The NM and AM hosts make their calls on the RM's channel (``rm/service/channel.py``: one
-TCP stream per host, its address and key from ``channel()``); the driver's are Ray calls.
+can find it (``ray.get_actor("rayrm-rm", namespace="rayrm")``).  Its calls are the
+RM's table (``Call``, rm/service/calls.py: each call's handler, arguments and callers;
+rm/service/protocol.py has the messages), every one served by ``serve``: the NM and AM
+hosts make theirs on the RM's channel (``rm/service/channel.py``: one TCP stream per
+host, its address and key from ``channel()``); the driver's are Ray calls,
+``rm.call.remote(Call.LOSE_HOST, caller, request_id, host, detail)``.
 
 Node heartbeats are YARN's NODE_UPDATE: statuses are applied and the scheduler
 runs.  ``allocate`` is the AM heartbeat; with ``AppMark.wait > 0`` it is a long poll —
@@ -60,9 +52,8 @@ import ray
 from rayrm.rm.core.config import MIN_EXPIRY_WALL
 from rayrm.rm.core.fault_rules import ALLOCATION_EXPIRIES, expiry
 from rayrm.rm.core.policies import PolicyError
-from rayrm.rm.service.protocol import (NAMESPACE, AllocateRequest, AllocateResponse, AppMark, AppRegistered,
-                                      AppRegistration, Call, HostMark, NodeHeartbeat, NodeHeartbeatResponse,
-                                      NodeRegistration)
+from rayrm.rm.service.calls import DRIVER_CALLS, Call
+from rayrm.rm.service.protocol import NAMESPACE, AllocateRequest, AllocateResponse, AppMark, HostMark, NodeHeartbeat
 from rayrm.rm.service.channel import ChannelServer
 from rayrm.rm.service.store import SNAPSHOT_SECONDS, StateStore, replay_records
 from rayrm.rm.service.client import call_host
@@ -196,9 +187,7 @@ class ResourceManager:
                      "restore_s": round(time.time() - t0, 4)}
             args = (f"snapshot {self.store.generation} + {len(records)} journal records replayed in "
                     f"{time.time() - t0:.3f}s", RESYNC_GRACE_WALL, stats)
-            now = self._now()
-            self.state.recovered(now, *args)
-            self._journal(Call.RECOVERED, now, args)
+            self._apply(Call.RECOVERED, args)
             self._start_monitor()
         else:
             self.state = ResourceManagerState(dims=dims, nodes=nodes, policy=policy, policy_name=policy_name,
@@ -211,50 +200,55 @@ class ResourceManager:
 
     # ----- the protocol --------------------------------------------------------
 
-    # Each call: the wall time now, the state's typed method, then the journal record of
-    # the same call and arguments (``Call``; ``ResourceManagerState.apply`` replays it).  A
-    # host's call takes exactly the state method's arguments, so the journal can keep the
-    # bytes they arrived as (``_journal``).
+    async def call(self, call: Call, *args):
+        """One of the driver's calls (``DRIVER_CALLS``, rm/service/calls.py), made by Ray."""
+        if call not in DRIVER_CALLS:
+            raise ValueError(f"the driver makes no call {call!r} on the RM")
+        return await self.serve(call, *args)
 
     @_halts
-    async def register_nodes(self, caller: str, request_id: int, regs: list[NodeRegistration]) -> list[str]:
-        now = self._now()
-        out = self.state.register_nodes(now, caller, request_id, regs)
-        self._journal(Call.REGISTER_NODES, now, (caller, request_id, regs))
+    async def serve(self, call: Call, *args):
+        """Any call of the table (rm/service/calls.py), the hosts' from the channel: its handler
+        applies it to the state at the wall time now and it is journaled before its answer
+        leaves (``_apply``).  A node heartbeat also feeds the pace meter and may run the
+        monitor's tick; an allocate may long-poll; ``start_clock`` starts the monitor."""
+        if call is Call.ALLOCATE:
+            return await self._allocate(*args)
+        now, out = self._apply(call, args)
+        if call is Call.NODE_HEARTBEAT:
+            self._paced(now, *args)
+            self._nudge()
+        elif call is Call.START_CLOCK:
+            self._start_monitor()
         return out
 
-    @_halts
-    async def node_heartbeat(self, caller: str, request_id: int, beats: list[NodeHeartbeat],
-                             idle: tuple[str, ...] = (), sent: float = 0.0,
-                             mark: HostMark | None = None) -> list[NodeHeartbeatResponse]:
+    def _apply(self, call: Call, args: tuple) -> tuple[float, object]:
+        """(now, the answer): ``call`` applied at the wall time now, then journaled with the
+        arguments it took (``_journal``)."""
         now = self._now()
+        out = call.apply(self.state, now, *args)
+        if call.spec.journaled:
+            self._journal(call, now, args)
+        return now, out
+
+    def _paced(self, now: float, caller: str, request_id: int, beats: list[NodeHeartbeat],
+               idle: tuple[str, ...] = (), sent: float = 0.0, mark: HostMark | None = None) -> None:
+        """A node heartbeat's batch, the earliest due at ``mark.due``, is handled ``now`` (the pace)."""
         if mark is not None and mark.due:
             self.pace.heartbeat_due(now, mark.due)
-        out = self.state.node_heartbeat(now, caller, request_id, beats, idle, sent, mark)
-        self._journal(Call.NODE_HEARTBEAT, now, (caller, request_id, beats, idle, sent, mark))
-        self._nudge()
-        return out
 
-    @_halts
-    async def register_apps(self, caller: str, request_id: int,
-                            regs: list[AppRegistration]) -> list[AppRegistered]:
-        now = self._now()
-        out = self.state.register_apps(now, caller, request_id, regs)
-        self._journal(Call.REGISTER_APPS, now, (caller, request_id, regs))
-        return out
-
-    @_halts
-    async def allocate(self, caller: str, request_id: int, requests: list[AllocateRequest],
-                       sent: float = 0.0, mark: AppMark | None = None) -> list[AllocateResponse]:
-        now = self._now()
-        out = self.state.allocate(now, caller, request_id, requests, sent, mark)
-        self._journal(Call.ALLOCATE, now, (caller, request_id, requests, sent, mark))
+    async def _allocate(self, caller: str, request_id: int, requests: list[AllocateRequest],
+                        sent: float = 0.0, mark: AppMark | None = None) -> list[AllocateResponse]:
+        """The AM heartbeat; with ``mark.wait`` a long poll: when it has nothing for the caller's
+        apps it waits for news (``LongPolls``) and delivers it as a ``poll``, journaled only
+        when it delivers something (a poll that delivers nothing changes nothing)."""
+        now, out = self._apply(Call.ALLOCATE, (caller, request_id, requests, sent, mark))
         wait = mark.wait if mark is not None else 0.0
         if wait > 0 and not any(r.allocated or r.completed or r.action != "normal" for r in out):
             await self.polls.hold(caller, now, wait, self._ticker)
             now = self._now()
-            out = self.state.poll(now, caller, request_id, requests, mark)
-            if any(r.allocated or r.completed for r in out):    # a poll that delivers nothing changes nothing
+            out = Call.POLL.apply(self.state, now, caller, request_id, requests, mark)
+            if any(r.allocated or r.completed for r in out):
                 self._journal(Call.POLL, now, (caller, request_id, requests, mark))
         self._nudge()
         return out
@@ -264,49 +258,10 @@ class ResourceManager:
         if self._ticker is not None:
             self._ticker.nudge()
 
-    @_halts
-    async def finish_apps(self, caller: str, request_id: int, items: list[tuple[str, int]]) -> list[str]:
-        now = self._now()
-        out = self.state.finish_apps(now, caller, request_id, items)
-        self._journal(Call.FINISH_APPS, now, (caller, request_id, items))
-        return out
-
-    @_halts
-    async def lose_host(self, caller: str, request_id: int, host: str, detail: str) -> list[str]:
-        """Every NM of NM host ``host`` is LOST now (its actor died)."""
-        now = self._now()
-        out = self.state.lose_host(now, caller, request_id, host, detail)
-        self._journal(Call.LOSE_HOST, now, (caller, request_id, host, detail))
-        return out
-
-    @_halts
-    async def lose_am_host(self, caller: str, request_id: int, host: str, detail: str) -> list[str]:
-        """Every current attempt AM host ``host`` ran fails (its actor died); new ones launch."""
-        now = self._now()
-        out = self.state.lose_am_host(now, caller, request_id, host, detail)
-        self._journal(Call.LOSE_AM_HOST, now, (caller, request_id, host, detail))
-        return out
-
-    @_halts
-    async def lose_node(self, node: str, detail: str = "lost", departed: bool = False) -> list[int]:
-        """Declare an NM LOST now (its host stopped it; ``departed``: for good); returns its
-        containers."""
-        now = self._now()
-        out = self.state.lose_node(now, node, detail, departed)
-        self._journal(Call.LOSE_NODE, now, (node, detail, departed))
-        return out
-
     async def channel(self) -> tuple[str, int, bytes]:
         """Where the hosts' channel to this RM listens, and its key: (address, port, key)."""
         host, port = await self._channel.start(ray.util.get_node_ip_address())
         return host, port, self._channel.key
-
-    @_halts
-    async def fault(self, caller: str, request_id: int, spec: str, node: str = "", app: str = "") -> None:
-        """Log a fault about to be injected (events.csv ``fault``)."""
-        now = self._now()
-        self.state.fault(now, caller, request_id, spec, node, app)
-        self._journal(Call.FAULT, now, (caller, request_id, spec, node, app))
 
     def _now(self) -> float:
         """The wall time of the call about to run (counted); once the policy has failed, no
@@ -342,14 +297,8 @@ class ResourceManager:
 
     # ----- the replay's clock, liveness and the AM launcher -----------------------
 
-    async def start_clock(self, start_wall: float) -> None:
-        """t = 0 at ``start_wall``; from then on silent NMs and AMs expire."""
-        now = self._now()
-        self.state.start_clock(now, start_wall)
-        self._journal(Call.START_CLOCK, now, (start_wall,))
-        self._start_monitor()
-
     def _start_monitor(self) -> None:
+        """From t = 0 (``start_clock``) on, silent NMs and AMs expire."""
         if self._ticker is None and self.state.start_wall is not None:
             period = min(max(self.interval_wall, 0.01), 1.0)
             # liveness and launches are looked at ten times per expiry, not every tick: a scan
@@ -409,24 +358,18 @@ class ResourceManager:
         are lost."""
         silent = self.liveness.silent_nodes(self.state, at, self.expiry_wall)
         if silent:
-            now = self._now()
-            self.state.expire_nodes(now, self.expiry_wall, silent)
-            self._journal(Call.EXPIRE_NODES, now, (self.expiry_wall, silent))
+            self._apply(Call.EXPIRE_NODES, (self.expiry_wall, silent))
         silent = self.liveness.silent_apps(self.state, at, self.am_expiry_wall)
         if silent:
-            now = self._now()
-            self.state.expire_apps(now, self.am_expiry_wall, silent)
-            self._journal(Call.EXPIRE_APPS, now, (self.am_expiry_wall, silent))
+            self._apply(Call.EXPIRE_APPS, (self.am_expiry_wall, silent))
         if at - self._allocation_scan >= self.expiry_wall:       # once per expiry: reads every container
             self._allocation_scan = at
             limit, since = ALLOCATION_EXPIRIES * self.expiry_wall, self.state.resync.since
             stale = [c.container for c in self.state.containers.acquired()
                      if self.liveness.heard(max(c.allocated, since), at) > limit]
             if stale:
-                now = self._now()
                 detail = f"not reported running for {ALLOCATION_EXPIRIES} NM expiries ({limit:.3f}s)"
-                self.state.expire_allocations(now, stale, detail)
-                self._journal(Call.EXPIRE_ALLOCATIONS, now, (stale, detail))
+                self._apply(Call.EXPIRE_ALLOCATIONS, (stale, detail))
 
     async def stall(self, seconds: float) -> None:
         """The ``stall-rm`` fault: block the RM's loop for ``seconds`` (a long GC pause, a slow disk)."""

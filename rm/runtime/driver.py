@@ -57,6 +57,7 @@ from rayrm.rm.runtime.summary import replay_figures, twin_comparison
 from rayrm.rm.runtime.supervisor import (AM_HOST_RESTARTS, NM_HOST_RESTARTS, FaultInjector, StopSignal, Supervisor,
                                          link_losses, merge_outcomes, rm_call)
 from rayrm.rm.runtime.webui import start_live_ui
+from rayrm.rm.service.calls import Call
 from rayrm.rm.service.protocol import NAMESPACE, RM_NAME
 from rayrm.rm.service.store import StateStore
 
@@ -284,7 +285,7 @@ def start_stage(run: ReplayRun, placed: Placement, session: "_Session") -> Actor
     jobs, ams, am_of_app = _start_am_hosts(run, placed.am_nodes, hosts, session)
     actors = Actors(rm, hosts, host_of_node, ams, am_of_app, jobs, state_dir)
     actors.start_wall = time.time() + START_LEAD
-    ray.get([rm.start_clock.remote(actors.start_wall)]
+    ray.get([rm.call.remote(Call.START_CLOCK, actors.start_wall)]
             + [h.start.remote(actors.start_wall, run.scale) for h in hosts.values()])
     return actors
 

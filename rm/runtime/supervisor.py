@@ -25,6 +25,7 @@ import time
 
 from rayrm.rm.core.fault_rules import LinkFault, am_host_died
 from rayrm.rm.core.faults import Fault
+from rayrm.rm.service.calls import Call
 from rayrm.rm.service.client import BUDGET, MAX_DELAY
 
 NM_HOST_RESTARTS = 3          # Ray restarts of one NodeManager host actor
@@ -84,7 +85,7 @@ class FaultInjector:
     def _log(self, f: Fault, node: str = "", app: str = "", extra: str = "") -> None:
         self._rid += 1
         detail = f.text + (f" ({extra})" if extra else "")
-        rm_call(self.rm.fault, "driver", self._rid, detail, node, app)
+        rm_call(self.rm.call, Call.FAULT, "driver", self._rid, detail, node, app)
 
     def _inject(self, f: Fault) -> None:
         import ray  # noqa: PLC0415
@@ -370,7 +371,8 @@ class Supervisor:
             raise RuntimeError(f"ApplicationMaster host {hid} died: {error}")
         self.am_host_restarts += 1
         self._rid += 1
-        rm_call(self.rm.lose_am_host, "driver-am-hosts", self._rid, hid, am_host_died(hid, type(error).__name__))
+        rm_call(self.rm.call, Call.LOSE_AM_HOST, "driver-am-hosts", self._rid, hid,
+                am_host_died(hid, type(error).__name__))
         rm_call(self.ams[hid].outcome_now)       # returns once Ray has restarted the host
         return self.ams[hid].run.remote(self.start_wall)
 
@@ -381,7 +383,7 @@ class Supervisor:
         self._resume_since.pop(hid, None)
         host_of_node = self.injector.host_of_node if self.injector is not None else {}
         for name in sorted(n for n, h in host_of_node.items() if h == hid):
-            rm_call(self.rm.lose_node, name, f"NM host {hid} is gone ({why})", True)
+            rm_call(self.rm.call, Call.LOSE_NODE, name, f"NM host {hid} is gone ({why})", True)
         print(f"\nrayrm replay: NodeManager host {hid} not restarted, its NMs stay lost ({why})",
               file=sys.stderr, flush=True)
         if self.dead_hosts >= set(self.hosts):
@@ -399,7 +401,7 @@ class Supervisor:
                 raise RuntimeError(f"a NodeManager host failed: {error}")
             return
         self._rid += 1
-        rm_call(self.rm.lose_host, "driver-hosts", self._rid, hid, f"NM host {hid} died ({why})")
+        rm_call(self.rm.call, Call.LOSE_HOST, "driver-hosts", self._rid, hid, f"NM host {hid} died ({why})")
         resuming[self.hosts[hid].resume.remote(self.start_wall, self.scale)] = hid
 
     def stop_hosts(self, timeout: float = 10.0, ask_rm: bool = True) -> list[dict]:
