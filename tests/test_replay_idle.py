@@ -85,7 +85,7 @@ def test_after_a_restart_every_idle_am_is_told_to_resync_by_its_hosts_next_mark(
 
 
 def test_heartbeat_slots_are_no_narrower_than_the_floor_and_the_interval_is_unchanged():
-    from rayrm.nodes.host import MIN_BATCH_WINDOW, slot_count
+    from rayrm.nodes.slots import MIN_BATCH_WINDOW, slot_count
     assert MIN_BATCH_WINDOW == 0.005
     # time scale 0.05: a 0.05 s interval, ten 5 ms slots (the floor does not bind)
     assert slot_count(1000, 0.05) == 10
