@@ -20,6 +20,7 @@ import argparse
 import gc
 import time
 
+from rayrm.rm.core.clock import TraceClock
 from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
 from rayrm.rm.service.calls import Call
 from rayrm.rm.service.protocol import (COMPLETE, FINISHED, RUNNING, AllocateRequest, AppMark,
@@ -30,8 +31,7 @@ from rayrm.rm.service.state import ResourceManagerState
 def run(nodes: int, hosts: int, apps: int, rounds: int, task_rounds: int) -> dict[Call, float]:
     """One run: CPU seconds per call of each kind."""
     specs = [NodeSpec(f"n{i:04d}", Resources.parse("cpu:4;memory_mb:16384")) for i in range(nodes)]
-    state = ResourceManagerState(dims=("cpu", "memory_mb"), nodes=specs, policy="tsf", policy_name="tsf",
-                                 time_scale=1.0)
+    state = ResourceManagerState(dims=("cpu", "memory_mb"), nodes=specs, policy="tsf", policy_name="tsf")
     host_of = {s.name: f"nm-{i % hosts}" for i, s in enumerate(specs)}
     rid: dict[str, int] = {}
 
@@ -42,7 +42,7 @@ def run(nodes: int, hosts: int, apps: int, rounds: int, task_rounds: int) -> dic
     for h in sorted(set(host_of.values())):
         regs = [NodeRegistration(s.name, dict(s.capacity), {}, "ray", 0) for s in specs if host_of[s.name] == h]
         state.register_nodes(0.0, h, next_id(h), regs)
-    state.start_clock(0.0, 0.0)
+    state.start_clock(0.0, TraceClock(0.0, 1.0))
     app_specs = [AppSpec(f"a{i:03d}", Resources.parse("cpu:1;memory_mb:1024"), num_tasks=10**6)
                  for i in range(apps)]
     state.register_apps(0.0, "am", next_id("am"), [AppRegistration(a) for a in app_specs])

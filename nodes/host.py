@@ -55,6 +55,7 @@ from rayrm.nodes.containers import HostContainers
 from rayrm.nodes.executors import Launcher
 from rayrm.nodes.nm import NodeManagerState
 from rayrm.nodes.slots import MIN_BATCH_WINDOW, HeartbeatSlots
+from rayrm.rm.core.clock import TraceClock
 from rayrm.rm.core.model import NodeSpec
 from rayrm.rm.service.client import RMClient
 from rayrm.rm.service.heap import quiet_gc
@@ -241,14 +242,14 @@ class NodeManagerHost:
 
     # ----- cluster events: NMs joining and leaving at trace times ---------------
 
-    async def start(self, start_wall: float, time_scale: float) -> None:
-        """t = 0 at ``start_wall``: the config's node joins and leaves happen on time."""
+    async def start(self, clock: TraceClock) -> None:
+        """t = 0 on ``clock``: the config's node joins and leaves happen on time."""
         if self._events:
-            asyncio.get_running_loop().create_task(self._cluster_events(start_wall, time_scale))
+            asyncio.get_running_loop().create_task(self._cluster_events(clock))
 
-    async def _cluster_events(self, start_wall: float, scale: float) -> None:
+    async def _cluster_events(self, clock: TraceClock) -> None:
         for t, kind, name, spec in self._events:
-            await asyncio.sleep(max(0.0, start_wall + t * scale - time.time()))
+            await asyncio.sleep(max(0.0, clock.wall(t) - time.time()))
             if self._stopped:
                 return
             if kind == "join":
@@ -270,15 +271,15 @@ class NodeManagerHost:
         if self._wake is not None:
             self._wake.set()
 
-    async def resume(self, start_wall: float, time_scale: float) -> dict[str, str]:
+    async def resume(self, clock: TraceClock) -> dict[str, str]:
         """After Ray restarted this host: catch up on past cluster events, register, heartbeat.
 
         A restarted actor is constructed again from the replay's arguments, so its NMs
         are the initial ones; joins and leaves whose time has passed are applied first.
         """
         now = time.time()
-        past = [e for e in self._events if start_wall + e[0] * time_scale <= now]
-        self._events = [e for e in self._events if start_wall + e[0] * time_scale > now]
+        past = [e for e in self._events if clock.wall(e[0]) <= now]
+        self._events = [e for e in self._events if clock.wall(e[0]) > now]
         for _, kind, name, spec in past:
             if kind == "join":
                 self.nms[name] = NodeManagerState(spec)
@@ -287,7 +288,7 @@ class NodeManagerHost:
                 self._dead.discard(name)
         self.slots = HeartbeatSlots.deal(list(self.nms), now, self.interval, self.window, self.nms)
         placed = await self.register()
-        await self.start(start_wall, time_scale)
+        await self.start(clock)
         return placed
 
     # ----- containers ----------------------------------------------------------

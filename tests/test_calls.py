@@ -9,6 +9,7 @@ import inspect
 import pytest
 from harness import APP, NODES, SECRET, Harness, registration
 
+from rayrm.rm.core.clock import TraceClock
 from rayrm.rm.service.calls import DRIVER_CALLS, HOST_CALLS, By, Call
 from rayrm.rm.service.channel import CALLS
 from rayrm.rm.service.client import RMClient
@@ -62,7 +63,7 @@ def test_the_actor_applies_and_journals_every_call_through_one_pass_through(tmp_
 
     async def calls():
         await rm.serve(Call.REGISTER_NODES, "nm", 1, [registration(n) for n in NODES])
-        await rm.call(Call.START_CLOCK, 0.0)
+        await rm.call(Call.START_CLOCK, TraceClock(0.0, 1.0))
         await rm.serve(Call.REGISTER_APPS, "am", 1, [AppRegistration(APP)])
         await rm.serve(Call.ALLOCATE, "am", 2, [AllocateRequest("a", 1, 4)], 0.0, AppMark())
         beat = await rm.serve(Call.NODE_HEARTBEAT, "nm", 2, [NodeHeartbeat(n.name) for n in NODES])
@@ -98,4 +99,4 @@ def test_the_harness_and_the_actor_journal_the_same_records(tmp_path):
     h.store.close()
     records = list(read_journal(tmp_path / "journal-1.log"))
     assert [r[0] for r in records] == ["register_nodes", "start_clock", "register_apps", "allocate"]
-    assert records[1] == ("start_clock", 0.0, (0.0,))
+    assert records[1] == ("start_clock", 0.0, (TraceClock(0.0, 1.0),))

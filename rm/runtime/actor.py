@@ -191,7 +191,7 @@ class ResourceManager:
             self._start_monitor()
         else:
             self.state = ResourceManagerState(dims=dims, nodes=nodes, policy=policy, policy_name=policy_name,
-                                              time_scale=time_scale, name=name, seed=seed,
+                                              name=name, seed=seed,
                                               max_attempts=max_attempts, secret=secret)
             if self.store is not None:
                 self.store.snapshot(self.state)
@@ -299,7 +299,7 @@ class ResourceManager:
 
     def _start_monitor(self) -> None:
         """From t = 0 (``start_clock``) on, silent NMs and AMs expire."""
-        if self._ticker is None and self.state.start_wall is not None:
+        if self._ticker is None and self.state.clock is not None:
             period = min(max(self.interval_wall, 0.01), 1.0)
             # liveness and launches are looked at ten times per expiry, not every tick: a scan
             # reads every NM and app record
@@ -324,7 +324,7 @@ class ResourceManager:
         self.pace.tick(now, late)
         s = self.state
         self.polls.end(now + self._ticker.slack)
-        if now > s.start_wall and now - self._last_scan >= self._scan_every:
+        if now > s.clock.start and now - self._last_scan >= self._scan_every:
             self._last_scan = now
             self._expire(now)
             # one call per AM host, whatever the number of its apps: a restarted host

@@ -40,7 +40,7 @@ actor reads travels inside a mark (``HostMark.due``, ``AppMark.wait``), so the j
 can keep the bytes a call arrived as (rm/service/channel.py).
 
 Wall times are ``time.time()`` seconds read by the actor that observed the event;
-the RM turns them into trace seconds with trace = (wall - start) / time_scale.
+the RM turns them into trace seconds on the replay's ``TraceClock`` (rm/core/clock.py).
 """
 
 from __future__ import annotations

@@ -48,6 +48,7 @@ are part of the state, so this holds across an RM restart too.
 
 from __future__ import annotations
 
+from rayrm.rm.core.clock import TraceClock
 from rayrm.rm.core.fault_rules import Resync, wall_seconds
 from rayrm.rm.core.model import NodeSpec
 from rayrm.rm.core.policies import Policy
@@ -86,11 +87,10 @@ class ResourceManagerState:
     recoveries: list[dict]
 
     def __init__(self, *, dims, nodes: list[NodeSpec], policy: Policy | str, policy_name: str,
-                 time_scale: float, name: str = "", seed: int | None = None,
-                 max_attempts: int = 2, secret: bytes = b""):
+                 name: str = "", seed: int | None = None, max_attempts: int = 2, secret: bytes = b""):
         self.scheduler = scheduler = OnlineScheduler(policy, dims, nodes)
         self.records = records = RunRecords(RunLog(tuple(dims), mode="ray", policy=policy_name, name=name,
-                                                   seed=seed), float(time_scale))
+                                                   seed=seed))
         self.liveness, self.resync = Heard(), Resync(wall_seconds)
         apps, news, notice = {}, set(), {}
         self.containers = Containers(scheduler, records, apps, news, notice)
@@ -269,9 +269,9 @@ class ResourceManagerState:
 
     # ----- the clock and the scheduler ------------------------------------------------
 
-    def start_clock(self, now: float, start_wall: float) -> None:
-        """t = 0: the NMs registered so far join the run log at time 0."""
-        self.records.start_wall = start_wall
+    def start_clock(self, now: float, clock: TraceClock) -> None:
+        """t = 0 at ``clock.start``: the NMs registered so far join the run log at time 0."""
+        self.records.clock = clock
         for rec in self.nodes.table.values():
             if rec.alive:
                 self.records.log.add_node(rec.spec, 0.0, 0.0, ray_node=rec.ray_node)
@@ -305,8 +305,9 @@ class ResourceManagerState:
         return self.records.log
 
     @property
-    def start_wall(self) -> float | None:
-        return self.records.start_wall
+    def clock(self) -> TraceClock | None:
+        """The replay's trace clock, once it has started (``start_clock``)."""
+        return self.records.clock
 
     @property
     def alloc_to_running(self) -> list[float]:
