@@ -33,7 +33,7 @@ from rayrm.rm.runs.check import check_run  # noqa: E402
 from rayrm.rm.runtime.driver import replay  # noqa: E402
 from rayrm.rm.service.channel import MAX_FRAME, MAX_PER_PEER  # noqa: E402
 from rayrm.rm.service.protocol import NAMESPACE, RM_NAME  # noqa: E402
-from rayrm.rm.service.session import HEADER, MAC, NONCE, Session, client_hello, server_proof  # noqa: E402
+from rayrm.rm.service.stream import HEADER, MAC, NONCE, Session, client_hello, server_proof  # noqa: E402
 
 FLOOD = MAX_PER_PEER + 16
 ROUNDS = 3

@@ -1,6 +1,6 @@
 """The RM's channel against a hostile peer on its network (docs/security.md, "The channel"):
 real sockets on this machine, a stand-in RM, and peers that speak the wire format by hand
-(``rm/service/session.py``) to do what a host never does."""
+(``rm/service/stream.py``) to do what a host never does."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pickle
 import pytest
 
 from rayrm.rm.service.channel import MAX_FRAME, Channel, ChannelBroken, ChannelServer, _frame
-from rayrm.rm.service.session import HEADER, MAC, NONCE, Session, client_hello, server_proof
+from rayrm.rm.service.stream import HEADER, MAC, NONCE, Session, client_hello, server_proof
 
 KEY = b"k" * 32
 WAIT = 10.0
@@ -43,6 +43,10 @@ class FakeRM:
         self.seen.append(("allocate", x))
         await self.release.wait()
         return ("allocated", x)
+
+    async def serve(self, call, *args):
+        """What the channel calls, with a ``Call`` of the hosts' (rm/service/calls.py)."""
+        return await getattr(self, call.value)(*args)
 
 
 async def started(**limits) -> tuple[FakeRM, ChannelServer]:

@@ -13,7 +13,7 @@ method runs on its event loop, the answer is written back.
 * **Server** (``ChannelServer``, in the RM actor).  Listens on the RM's node address, on a
   port the system picks, and serves only ``CALLS``.  A connection starts with a mutual
   challenge, and every frame after it carries a MAC under a key of that session
-  (``rm/service/session.py``): nothing is unpickled from a peer that has not proven the
+  (``rm/service/stream.py``): nothing is unpickled from a peer that has not proven the
   key, nor any frame whose MAC fails.  The key is made by the RM process and handed out
   only through a Ray call (``ResourceManager.channel``), so the channel is as closed as
   the Ray cluster is.  What a peer without the key can still do is hold connections open;
@@ -36,7 +36,7 @@ method runs on its event loop, the answer is written back.
 * **Order.** Frames of one connection start their calls in the order they were sent, as
   Ray starts an actor's calls from one caller; calls may overlap (a long-polling
   ``allocate`` does not hold the next call), so answers carry the call's number.
-* **Client** (``Channel``, ``rm/service/channel_client.py``).  Connects on first use,
+* **Client** (``Channel``, ``rm/service/stream.py``).  Connects on first use,
   asking ``resolve`` (a Ray call to the RM) where to, and sends nothing before the server
   has proven the key.  When the RM dies its connections close (when its machine dies, TCP
   keepalive gives up on them within about five seconds): every call out on them fails with
@@ -55,12 +55,13 @@ import pickle
 import resource
 from collections import Counter
 
-from rayrm.rm.service.channel_client import Channel, ChannelMethod  # noqa: F401 - the channel's client side
-from rayrm.rm.service.session import (CLIENT_HELLO, HANDSHAKE_SECONDS, HEADER, MAC, MAX_FRAME, NONCE,
-                                      ChannelBroken, Session, client_proof, keepalive, proven, server_proof)
+from rayrm.rm.service.calls import HOST_CALLS
+from rayrm.rm.service.stream import (CLIENT_HELLO, HANDSHAKE_SECONDS, HEADER, MAC, MAX_FRAME, NONCE,  # noqa: F401
+                                     Channel, ChannelBroken, ChannelMethod, Session, client_proof, keepalive,
+                                     proven, server_proof)
 
-#: the RM's methods the channel serves (the hosts' calls, rm/runtime/actor.py)
-CALLS = frozenset({"register_nodes", "node_heartbeat", "register_apps", "allocate", "finish_apps", "lose_node"})
+#: the names of the calls the channel serves: the hosts' (rm/service/calls.py)
+CALLS = frozenset(HOST_CALLS)
 _HEADER = HEADER
 #: connections at once, in all and from one address; at most a quarter of the process's
 #: file descriptors, so that a flood never makes the RM's own ``open`` (its journal) fail
@@ -88,7 +89,8 @@ def _descriptor_cap() -> int:
 
 
 class ChannelServer:
-    """Serves ``CALLS`` of ``target`` (the RM actor) on a TCP port (module docstring).
+    """Serves ``CALLS`` on a TCP port (module docstring): each through ``target.serve(call,
+    *args)``, a coroutine (the RM actor's).
 
     ``stats()``: calls served, refusals by kind (``key``: a wrong proof; ``handshake``: no
     proof within the deadline, or a garbled hello; ``cap``: a connection past a cap;
@@ -202,9 +204,10 @@ class ChannelServer:
         self.calls += 1
         stream.out += 1
         try:
-            if name not in CALLS:
+            call = HOST_CALLS.get(name)
+            if call is None:
                 raise AttributeError(f"the RM's channel serves no call {name!r}")
-            coro = getattr(self.target, name)(*args)
+            coro = self.target.serve(call, *args)
         except Exception as e:  # noqa: BLE001 - the caller raises it, as a Ray call would
             stream.answer(seq, name, False, e)
             return
@@ -247,7 +250,7 @@ class _Rest:
 
 
 class _ServerStream(asyncio.Protocol):
-    """One host's connection on the server: the handshake (``rm/service/session.py``), then
+    """One host's connection on the server: the handshake (``rm/service/stream.py``), then
     frames whose MAC checks, each call started in the callback that read it
     (``ChannelServer.dispatch``), so calls start in the order they were sent."""
 

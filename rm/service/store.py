@@ -63,7 +63,7 @@ import zlib
 from pathlib import Path
 
 from rayrm.rm.core.errors import InputError
-from rayrm.rm.service.protocol import Call
+from rayrm.rm.service.calls import Call
 
 SNAPSHOT_RECORDS = 20_000
 SNAPSHOT_SECONDS = 30.0
@@ -301,7 +301,7 @@ def replay_records(state, records) -> int:
         except ValueError:
             raise JournalError(f"journal record {i}: unknown call {name!r} "
                                f"(known: {', '.join(c.value for c in Call)})") from None
-        state.apply(call, now, *(restricted_loads(args) if isinstance(args, bytes) else args))
+        call.apply(state, now, *(restricted_loads(args) if isinstance(args, bytes) else args))
     return len(records)
 
 
@@ -339,8 +339,8 @@ class JournalError(InputError):
 _PACKAGES = ("rayrm.rm.core.", "rayrm.rm.service.")
 _MODULES = {"rayrm.rm.runs.log", "rayrm.rm.runs.columns"}
 #: modules of those packages whose classes are not data: files, sockets
-_EXCLUDED = {"rayrm.rm.service.store", "rayrm.rm.service.channel", "rayrm.rm.service.channel_client",
-             "rayrm.rm.service.session"}
+_EXCLUDED = {"rayrm.rm.service.store", "rayrm.rm.service.channel", "rayrm.rm.service.stream",
+             "rayrm.rm.service.client"}
 _FUNCTIONS = {("rayrm.rm.core.fault_rules", "wall_seconds"), ("rayrm.rm.core.fault_rules", "trace_seconds")}
 _SAFE = {
     "builtins": {"set", "frozenset", "bytearray", "list", "dict", "tuple", "complex", "slice", "range",
