@@ -112,3 +112,40 @@ def test_the_replay_runs_the_same_tree(local_ray, tmp_path):
     jobs = RunDir(tmp_path).jobs.set_index("app")
     assert jobs.at["c1", "reason"] == "queue root.c does not exist"
     assert jobs.at["a1", "queue"] == "root.a"
+
+
+def first_wave(config: str, tmp_path):
+    """Tasks started at t = 0 per queue, per user and per job, and the per-queue metrics
+    over the first wave [0, 100] (every task runs 100 s)."""
+    from rayrm.rm.core.config import load_config   # noqa: PLC0415
+
+    Simulation(load_config(config)).run().write(tmp_path)
+    run = RunDir(tmp_path)
+    jobs = run.jobs.set_index("app")
+    wave = run.tasks[run.tasks["start"] == 0]
+    count = lambda col: wave.groupby(wave["app"].map(jobs[col])).size().to_dict()  # noqa: E731
+    return count("queue"), count("user"), wave["app"].value_counts().to_dict(), queue_metrics(run, 0, 100)
+
+
+def test_bundled_queues_weights_gives_the_shares_in_its_comments(tmp_path):
+    """configs/queues-weights.yaml, worked in its comments: λ = 1/3; research 32 (8 per
+    job), batch 16, adhoc 48 (24 per job); task shares eng 2/3 and research 1/3, each
+    queue at its steady fair share."""
+    queues, _, per_job, metrics = first_wave("configs/queues-weights.yaml", tmp_path)
+    assert queues == {"root.eng.adhoc": 48, "root.eng.batch": 16, "root.research": 32}
+    assert per_job == {"adhoc1": 24, "adhoc2": 24, "batch1": 16, "res1": 8, "res2": 8, "res3": 8, "res4": 8}
+    m = metrics.set_index("queue")
+    assert m["avg_share"].to_dict() == pytest.approx(
+        {"root.eng": 2 / 3, "root.eng.batch": 1 / 6, "root.eng.adhoc": 1 / 2, "root.research": 1 / 3}, rel=1e-5)
+    assert m["share_ratio"].to_numpy() == pytest.approx([1, 1, 1, 1], rel=1e-5)
+
+
+def test_bundled_queues_caps_gives_the_shares_in_its_comments(tmp_path):
+    """configs/queues-caps.yaml, worked in its comments: batch at its max (24), adhoc at
+    max_apps 20 × 2 tasks (40), research the other 32, alice at her user limit (19 of
+    0.2 × 96 = 19.2), bob 13; adhoc reached its min at once (0 s)."""
+    queues, users, _, metrics = first_wave("configs/queues-caps.yaml", tmp_path)
+    assert queues == {"root.eng.adhoc": 40, "root.eng.batch": 24, "root.research": 32}
+    assert users == {"alice": 19, "bob": 13, "carol": 24, "dave": 40}
+    assert metrics.set_index("queue").at["root.eng.adhoc", "min_delay"] == 0
+    assert check_run(tmp_path).ok
