@@ -97,6 +97,20 @@ def test_task_shares_not_tasks_are_what_weights_divide():
     assert running(s) == {"a1": 3, "b1": 3, "b2": 3}
 
 
+def test_the_tree_reports_each_queues_share_usage_and_fair_share():
+    """The weights test's allocation as a reader outside the offer sees it: a (weight 2)
+    S = 8/12, fair share 2/3, 8 cpus; b (weight 1) S = 4/12, 1/3, 4 cpus, three apps running."""
+    s = tree_scheduler([{"name": "a", "weight": 2}, {"name": "b", "max": {"cpu": 6}}], nodes(12, "cpu:1"))
+    s.submit(app("a1", "a", "cpu:1"))
+    for k in range(3):
+        s.submit(app(f"b{k}", "b", "cpu:1"))
+    s.schedule()
+    rows = {r["queue"]: r for r in s.tree.report()}
+    assert rows["root.a"]["share"] == pytest.approx(8 / 12) and rows["root.a"]["fair_share"] == pytest.approx(2 / 3)
+    assert rows["root.b"]["usage"] == {"cpu": 4} and rows["root.b"]["running_apps"] == 3
+    assert rows["root.b"]["max"] == {"cpu": 6} and rows["root.a"]["max"] is None
+
+
 # ----- min, max, max_apps, user_limit --------------------------------------------------
 
 @pytest.mark.parametrize("min_cpu, expected", [(None, {"a": 2, "b": 8}), (6, {"a": 6, "b": 4})])

@@ -290,6 +290,34 @@ class QueueTreeState:
                 q.blocked = set()
         return out
 
+    def report(self) -> list[dict]:
+        """Every queue below root now, parents first: its full name, weight, S_Q (the share
+        its parent's policy counts), steady fair share F_Q = F_parent W_Q / Σ_siblings W,
+        running apps, usage per resource (from the apps: kept incrementally only where a
+        min or cap reads it), min and max.  For readers outside the offer (the UI, REST)."""
+        dims = self.cluster.dims
+        usage = {q.name: [0.0] * len(dims) for q in self.queues}
+        apps = self.cluster.apps
+        for app_id, member in self.members.items():
+            app = apps[app_id]
+            if app.running:
+                for q in member.path:
+                    u = usage[q.name]
+                    for r in range(len(dims)):
+                        u[r] += app.running * app.demand[r]
+        fair = {self.root.name: 1.0}
+        out = []
+        for q in self.queues:
+            total = sum(c.weight for c in q.children)
+            for c in q.children:
+                fair[c.name] = fair[q.name] * c.weight / total
+                out.append({"queue": c.name, "weight": c.weight, "share": c.agg, "fair_share": fair[c.name],
+                            "running_apps": c.running_apps, "leaf": not c.children,
+                            "usage": dict(zip(dims, usage[c.name])),
+                            "min": dict(zip(dims, c.min)) if c.min is not None else None,
+                            "max": {d: x for d, x in zip(dims, c.max) if x < INF} if c.max is not None else None})
+        return out
+
     # ----- the offer ---------------------------------------------------------------
 
     def choose(self, m: int, free, order: list) -> "AppState | None":
