@@ -265,3 +265,26 @@ def test_a_restored_tree_scheduler_goes_on_as_the_original():
         again = sched.schedule()
         assert [c.app_id for c in again] == [placed[0].app_id]
         assert by_queue(sched) == {"a": 8, "b": 4} and running(sched)["b2"] == 0
+
+
+def test_a_leafs_policy_orders_its_apps():
+    """4 nodes <cpu:1>, two equal leaves: fifo in f (the first app takes all f gets, 2 cpus),
+    tsf in t (2 apps, 1 each)."""
+    s = tree_scheduler([{"name": "f", "policy": "fifo"}, {"name": "t"}], nodes(4, "cpu:1"))
+    for q in ("f", "t"):
+        s.submit(app(f"{q}1", q, "cpu:1", submit=0))
+        s.submit(app(f"{q}2", q, "cpu:1", submit=1))
+    s.schedule()
+    assert running(s) == {"f1": 2, "f2": 0, "t1": 1, "t2": 1}
+
+
+@pytest.mark.parametrize("queues, policy, message", [
+    ([{"name": "a", "policy": "pm-drf"}], "tsf", "policy pm-drf keys per node, picks nodes or counts slots"),
+    ([{"name": "a"}], "slots", "policy slots keys per node, picks nodes or counts slots"),
+    ([{"name": "a", "policy": "fifo", "children": [{"name": "b"}]}], "tsf",
+     "policy fifo has no per-task share to order queue root.a's children by"),
+])
+def test_policies_a_tree_cannot_use_are_refused_in_one_line(queues, policy, message):
+    from rayrm.rm.core.errors import InputError
+    with pytest.raises(InputError, match=message):
+        tree_scheduler(queues, nodes(2, "cpu:1"), policy=policy)

@@ -28,6 +28,7 @@ from rayrm.rm.core.queues.state import QueueTreeState
 from rayrm.rm.core.model import EPS, AppSpec, Container, NodeSpec
 from rayrm.rm.core.policies import Policy, PolicyError, make_policy
 from rayrm.rm.core.policies.base import policy_label
+from rayrm.rm.core.policies.plugins import resolve_policy
 from rayrm.rm.core.queues.tree import QueueTree
 from rayrm.rm.core.scheduler import OnlineScheduler
 from rayrm.rm.core.shares import served_key
@@ -181,12 +182,25 @@ def _any_fits(apps: list[AppState], m: int, free) -> bool:
     return False
 
 
-def _check_policy(policy: Policy, queue: str, parent: bool) -> None:
-    name = getattr(policy, "name", "?")
+def check_tree_policies(queues: QueueTree, policy: str) -> None:
+    """Refuse, before anything runs, a policy the tree cannot use (``_check_policy``), read
+    from the classes the config's policy strings name."""
+    if queues.flat:
+        return
+    for spec in queues.queues():
+        text = spec.policy or policy
+        cls = resolve_policy(text).cls
+        _check_policy(cls, spec.full_name, parent=bool(spec.children) or not spec.path, name=text)
+
+
+def _check_policy(policy, queue: str, parent: bool, name: str | None = None) -> None:
+    """``policy``: a Policy, or its class."""
+    name = name or getattr(policy, "name", "?")
     if policy.per_node or policy.best_fit or policy.virtual_dims:
         raise InputError(f"policy {name} keys per node, picks nodes or counts slots: it cannot "
                          f"order queue {queue} (use tsf, cdrf, drf, drfh-ff, cmmf-cpu/mem or fifo)",
                          field="queues")
-    if parent and type(policy).key is not Policy.key:
+    cls = policy if isinstance(policy, type) else type(policy)
+    if parent and cls.key is not Policy.key:
         raise InputError(f"policy {name} has no per-task share to order queue {queue}'s children by "
                          f"(set it on leaf queues)", field="queues")
