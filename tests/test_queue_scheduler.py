@@ -288,3 +288,19 @@ def test_policies_a_tree_cannot_use_are_refused_in_one_line(queues, policy, mess
     from rayrm.rm.core.errors import InputError
     with pytest.raises(InputError, match=message):
         tree_scheduler(queues, nodes(2, "cpu:1"), policy=policy)
+
+
+def test_a_drf_parent_counts_a_child_by_the_dominant_share_of_its_usage():
+    """root under drf, whose share aggregates by usage (rm/core/shares.py): 10 nodes
+    <cpu:2;mem:2>; a holds a1 <1 cpu> and a2 <1 mem>, b holds b1 <1, 1>.  a's share is
+    max(cpu_a, mem_a)/20, not the sum of its apps' dominant shares: with n_a1 = n_a2 = n_b = x
+    (DRF inside a too), cpu x + x <= 20 and mem x + x <= 20 give x = 10 — every resource
+    used, each queue's dominant share 1/2.  (Summing a1's and a2's would hold a to
+    2x_a = n_b: 7, 7 and 13 here.)"""
+    s = tree_scheduler([{"name": "a"}, {"name": "b"}], nodes(10, "cpu:2;mem:2"), policy="drf")
+    s.submit(app("a1", "a", "cpu:1"))
+    s.submit(app("a2", "a", "mem:1"))
+    s.submit(app("b1", "b", "cpu:1;mem:1"))
+    s.schedule()
+    assert running(s) == {"a1": 10, "a2": 10, "b1": 10}
+    assert [r["share"] for r in s.tree.report()] == [0.5, 0.5]

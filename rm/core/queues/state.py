@@ -10,7 +10,9 @@ node within every cap on the way — the one of least ``(needy, ρ, name)`` take
 * ρ, the child's share per unit of weight: for a leaf ρ_L = S_L / W_L with
   S_L = Σ_{i ∈ L} n_i w_i u_i, u_i the parent's policy's per-task unit of app i
   (``Policy.unit``); under TSF w_i u_i = 1/h_i and S_L = Σ_{i ∈ L} n_i / h_i, the task
-  shares of its apps (tsf-paper §V-A) added up.  For a parent,
+  shares of its apps (tsf-paper §V-A) added up.  A parent's policy whose share kind
+  aggregates by usage (``ShareKind.aggregate``: DRF's dominant share, cmmf's resource
+  share) counts a child as its formula of the child's usage Σ n_i d_i instead.  For a parent,
   ρ_Q = (Σ_{c ∈ A(Q)} W_c / W_Q) · min_{c ∈ A(Q)} ρ_c over its active children A(Q):
   its active children are rescaled to the least served of them and the others left out,
   the two corrections H-DRF makes to a naive hierarchy (Bhattacharya et al., SoCC 2013);
@@ -40,6 +42,7 @@ import math
 from typing import TYPE_CHECKING
 
 from rayrm.rm.core.queues.tree import QueueSpec, QueueTree, resolve_bounds
+from rayrm.rm.core.shares import Holders, ShareKind, dominant_per_task
 
 if TYPE_CHECKING:
     from rayrm.rm.core.cluster import AppState, ClusterState
@@ -56,7 +59,7 @@ class QueueState:
 
     __slots__ = ("spec", "name", "children", "weight", "policy", "agg", "usage", "running_apps", "mask",
                  "waiting", "min", "max", "max_apps", "user_limit", "user_cap", "users", "blocked", "capped",
-                 "share", "max_share", "track")
+                 "share", "max_share", "track", "kind")
 
     def __init__(self, spec: QueueSpec, policy: "Policy", share: float, max_share: float):
         self.spec = spec
@@ -79,7 +82,10 @@ class QueueState:
         self.capped = spec.max_apps is not None or spec.user_limit is not None or bool(spec.max) \
             or spec.max_capacity is not None
         self.share, self.max_share = share, max_share     # of the cluster, by capacity
-        #: keep the usage vector: only a queue with a min or a cap reads it
+        #: the share kind of the parent's policy when it aggregates by usage (DRF, cmmf):
+        #: the queue's share is then that formula of its usage Σ n_i d_i (set by the tree)
+        self.kind: ShareKind | None = None
+        #: keep the usage vector: only a queue with a min, a cap or a usage share reads it
         self.track = self.capped or bool(spec.min) or spec.capacity is not None
 
     def min_ratio(self) -> float:
@@ -132,6 +138,11 @@ class QueueTreeState:
 
         self.root = build(tree.root, 1.0, 1.0)
         self.queues = list(self.by_path.values())
+        for q in self.queues:
+            kind = q.policy.share_kind()
+            if kind.aggregate == "usage":
+                for c in q.children:
+                    c.kind, c.track = kind, True
         self.resolve()
 
     def leaf(self, path: str) -> QueueState:
@@ -290,6 +301,22 @@ class QueueTreeState:
                 q.blocked = set()
         return out
 
+    def usage_share(self, q: QueueState, weight: float) -> float:
+        """S_Q / weight under a usage-aggregating kind: its formula of the queue's usage as
+        one holder (``ShareKind``, rm/core/shares.py), the cluster's totals now."""
+        cluster = self.cluster
+        total = tuple(cluster.total) + tuple(cluster.virtual_total)
+        real = len(cluster.dims)
+        usage = tuple(q.usage)
+        dominant = float(dominant_per_task([usage[:real]], total[:real])[0])
+        holder = Holders(tuple(cluster.dims) + tuple(cluster.virtual_dims), real, total, usage, weight,
+                         1.0, 1.0, dominant)
+        return float(q.kind.of(1.0, holder))
+
+    def share(self, q: QueueState) -> float:
+        """S_Q, the queue's share under its parent's policy at weight 1."""
+        return q.agg if q.kind is None else self.usage_share(q, 1.0)
+
     def report(self) -> list[dict]:
         """Every queue below root now, parents first: its full name, weight, S_Q (the share
         its parent's policy counts), steady fair share F_Q = F_parent W_Q / Σ_siblings W,
@@ -311,7 +338,7 @@ class QueueTreeState:
             total = sum(c.weight for c in q.children)
             for c in q.children:
                 fair[c.name] = fair[q.name] * c.weight / total
-                out.append({"queue": c.name, "weight": c.weight, "share": c.agg, "fair_share": fair[c.name],
+                out.append({"queue": c.name, "weight": c.weight, "share": self.share(c), "fair_share": fair[c.name],
                             "running_apps": c.running_apps, "leaf": not c.children,
                             "usage": dict(zip(dims, usage[c.name])),
                             "min": dict(zip(dims, c.min)) if c.min is not None else None,
@@ -375,8 +402,10 @@ class QueueTreeState:
                 if below is None:
                     continue
                 rho = below[2] * below[3] / c.weight
-            else:
+            elif c.kind is None:
                 rho = c.agg / c.weight
+            else:
+                rho = self.usage_share(c, c.weight)
             if rho < low:
                 low = rho
             wsum += c.weight
