@@ -10,10 +10,11 @@ the variants interleaved so that the machine's noise falls on all alike:
   (weight 1), five leaves each, prod's leaves weighted 1..5 — each job in leaf
   crc32(id) mod 10; goal: tree / flat <= 1.3;
 * ``main``: with ``--main``, the flat config under the rayrm the interpreter imports
-  without PYTHONPATH (the venv's install of main); goal: flat / main <= 1.03 (a config
-  without queues costs what it did).
+  without PYTHONPATH (the venv's install of main), or with ``--main DIR`` under
+  PYTHONPATH=DIR (a checkout of main at DIR/rayrm, e.g. ``git archive main``: imported the
+  way this tree is); goal: flat / main <= 1.03 (a config without queues costs what it did).
 
-    flock /work/heavy.lock python benchmarks/bench_queues.py [--main] [--runs 3] [--config google.yaml]
+    flock /work/heavy.lock python benchmarks/bench_queues.py [--main [DIR]] [--runs 3] [--config google.yaml]
 """
 
 from __future__ import annotations
@@ -83,7 +84,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     trace_arguments(ap)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--main", action="store_true", help="time the flat config under the installed rayrm too")
+    ap.add_argument("--main", nargs="?", const="", default=None, metavar="DIR",
+                    help="time the flat config under main too: the installed rayrm, or PYTHONPATH=DIR")
     ap.add_argument("--workdir")
     args = ap.parse_args(argv)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-queues-"))
@@ -92,8 +94,8 @@ def main(argv=None) -> int:
     tree = tree_config(flat, flat.parent)
     here = str(Path(__file__).resolve().parents[2])
     variants = {"flat": (flat, here), "tree": (tree, here)}
-    if args.main:
-        variants["main"] = (flat, None)
+    if args.main is not None:
+        variants["main"] = (flat, args.main or None)
     best: dict[str, float] = {}
     for _ in range(args.runs):
         for name, (config, pythonpath) in variants.items():
