@@ -106,7 +106,7 @@ class ResourceManager:
                  heartbeat_interval: float, nm_expiry: int, am_expiry: int = 10, max_attempts: int = 2,
                  state_dir: str | None = None, secret: bytes = b"", name: str = "",
                  seed: int | None = None, metrics: bool = True, host_silence: float = HOST_FACTOR,
-                 keep_state: bool = False):
+                 keep_state: bool = False, queues=None):
         self.interval_wall = heartbeat_interval * time_scale
         expiry_wall = expiry(nm_expiry, self.interval_wall, MIN_EXPIRY_WALL)
         am_expiry_wall = expiry(am_expiry, self.interval_wall, MIN_EXPIRY_WALL)
@@ -130,7 +130,8 @@ class ResourceManager:
             self.state, detail, stats = restored
         else:
             self.state = ResourceManagerState(dims=dims, nodes=nodes, policy=policy, policy_name=policy_name,
-                                              name=name, seed=seed, max_attempts=max_attempts, secret=secret)
+                                              name=name, seed=seed, max_attempts=max_attempts, secret=secret,
+                                              queues=queues)
             self.journal.begin(self.state)
         self._metrics = RMMetrics(policy_name, self.state) if metrics else None
         if restored is not None:

@@ -52,7 +52,9 @@ from rayrm.rm.core.clock import TraceClock
 from rayrm.rm.core.fault_rules import Resync, wall_seconds
 from rayrm.rm.core.model import NodeSpec
 from rayrm.rm.core.policies import Policy
+from rayrm.rm.core.queues.tree import QueueTree
 from rayrm.rm.core.scheduler import OnlineScheduler
+from rayrm.rm.core.queues.scheduler import make_scheduler
 from rayrm.rm.runs.log import RunLog
 from rayrm.rm.service.apps import AppMasters
 from rayrm.rm.service.containers import Containers
@@ -87,10 +89,13 @@ class ResourceManagerState:
     recoveries: list[dict]
 
     def __init__(self, *, dims, nodes: list[NodeSpec], policy: Policy | str, policy_name: str,
-                 name: str = "", seed: int | None = None, max_attempts: int = 2, secret: bytes = b""):
-        self.scheduler = scheduler = OnlineScheduler(policy, dims, nodes)
+                 name: str = "", seed: int | None = None, max_attempts: int = 2, secret: bytes = b"",
+                 queues: QueueTree | None = None):
+        self.scheduler = scheduler = make_scheduler(policy, dims, nodes, queues)
         self.records = records = RunRecords(RunLog(tuple(dims), mode="ray", policy=policy_name, name=name,
                                                    seed=seed))
+        if queues is not None and not queues.flat:
+            records.log.queues = queues.to_list()
         self.liveness, self.resync = Heard(), Resync(wall_seconds)
         apps, news, notice = {}, set(), {}
         self.containers = Containers(scheduler, records, apps, news, notice)

@@ -1,0 +1,437 @@
+"""The queue tree at run time: each queue's share, usage and caps, and the offer's descent.
+
+Hierarchical TSF (docs/design.md, "Queues"): a free node goes down the tree.  At each
+queue, of its *active* children — those whose subtree has a pending task that fits the
+node within every cap on the way — the one of least ``(needy, ρ, name)`` takes it:
+
+* needy: a child below its ``min`` (max_r U_cr / min_cr < 1 over the resources its min
+  names, U_c its usage) comes first, least ratio first (YARN's needy test, read on the
+  dominant resource);
+* ρ, the child's share per unit of weight: for a leaf ρ_L = S_L / W_L with
+  S_L = Σ_{i ∈ L} n_i w_i u_i, u_i the parent's policy's per-task unit of app i
+  (``Policy.unit``); under TSF w_i u_i = 1/h_i and S_L = Σ_{i ∈ L} n_i / h_i, the task
+  shares of its apps (tsf-paper §V-A) added up.  A parent's policy whose share kind
+  aggregates by usage (``ShareKind.aggregate``: DRF's dominant share, cmmf's resource
+  share) counts a child as its formula of the child's usage Σ n_i d_i instead.  For a parent,
+  ρ_Q = (Σ_{c ∈ A(Q)} W_c / W_Q) · min_{c ∈ A(Q)} ρ_c over its active children A(Q):
+  its active children are rescaled to the least served of them and the others left out,
+  the two corrections H-DRF makes to a naive hierarchy (Bhattacharya et al., SoCC 2013);
+* ties on the queue's name.
+
+With one leaf this is flat TSF; with backlogged leaves under one parent it equalises
+S_L / W_L, so leaves hold task shares in proportion to their weights whatever their job
+counts.  ``naive=True`` orders parents by S_Q / W_Q over all their apps instead (the
+aggregate H-DRF shows starving a queue; kept for the tests that show it).
+
+Caps filter the candidates, never the order: a child whose usage plus the task would
+exceed its ``max``; whose running apps are at ``max_apps`` (its apps not yet running
+wait); one of whose users would hold more than ``user_limit`` of the queue's resources.
+Candidates are bitsets over the pending index's slots (``rayrm.rm.core.pending``):
+``fits_mask(node, vector)`` names the pending apps that may use the node and fit under
+``vector``, and the intersection of such sets is exact (fit is per resource, ≤).
+
+Where a cap removed a candidate on node m, m is kept on the queue (``blocked``): the
+scheduler's invariant (no pending app fits a node after ``schedule()``) then holds only
+"within the caps", and the queue's caps loosen only when its own usage or running apps
+fall, so those nodes are offered again then (``release``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from rayrm.rm.core.queues.tree import QueueSpec, QueueTree, resolve_bounds
+from rayrm.rm.core.shares import Holders, ShareKind, dominant_per_task
+
+if TYPE_CHECKING:
+    from rayrm.rm.core.cluster import AppState, ClusterState
+    from rayrm.rm.core.pending import PendingIndex
+    from rayrm.rm.core.policies import Policy
+
+INF = math.inf
+#: above this many candidates in the chosen leaf, walk the sorted order to the first of them
+LEAF_WALK = 16
+
+
+class QueueState:
+    """One queue's accounting: its aggregate share, usage vector and caps."""
+
+    __slots__ = ("spec", "name", "children", "weight", "policy", "agg", "usage", "running_apps", "mask",
+                 "waiting", "min", "max", "max_apps", "user_limit", "user_cap", "users", "blocked", "capped",
+                 "share", "max_share", "track", "kind")
+
+    def __init__(self, spec: QueueSpec, policy: "Policy", share: float, max_share: float):
+        self.spec = spec
+        self.name = spec.full_name
+        self.children: list[QueueState] = []
+        self.weight = spec.weight
+        self.policy = policy                # orders this queue's children (apps, for a leaf)
+        self.agg = 0.0                      # Σ n_i w_i u_i under the parent's policy
+        self.usage: list[float] = []
+        self.running_apps = 0
+        self.mask = 0                       # slots of the subtree's apps
+        self.waiting = 0                    # ... of those not yet running (max_apps)
+        self.min: list[float] | None = None
+        self.max: list[float] | None = None
+        self.max_apps = spec.max_apps
+        self.user_limit = spec.user_limit
+        self.user_cap: list[float] = []
+        self.users: dict[str, list] = {}    # user -> [usage vector, slots of its apps]
+        self.blocked: set[int] = set()
+        self.capped = spec.max_apps is not None or spec.user_limit is not None or bool(spec.max) \
+            or spec.max_capacity is not None
+        self.share, self.max_share = share, max_share     # of the cluster, by capacity
+        #: the share kind of the parent's policy when it aggregates by usage (DRF, cmmf):
+        #: the queue's share is then that formula of its usage Σ n_i d_i (set by the tree)
+        self.kind: ShareKind | None = None
+        #: keep the usage vector: only a queue with a min, a cap or a usage share reads it
+        self.track = self.capped or bool(spec.min) or spec.capacity is not None
+
+    def min_ratio(self) -> float:
+        """max_r U_r / min_r over the resources its min names (inf: no min): below 1, the
+        queue is below its min."""
+        lo = self.min
+        if lo is None:
+            return INF
+        return max((u / m for u, m in zip(self.usage, lo) if m > 0), default=INF)
+
+    def __repr__(self) -> str:
+        return f"QueueState({self.name}, agg={self.agg:g}, running_apps={self.running_apps})"
+
+
+class Member:
+    """An app's place in the tree: its queues leaf first (root excluded), and what one of
+    its tasks adds to each one's aggregate."""
+
+    __slots__ = ("path", "contrib", "bit", "admitted", "user", "capped")
+
+    def __init__(self, path: list[QueueState], user: str):
+        self.path = path
+        self.capped = [q for q in path if q.capped]     # the queues whose caps may block it
+        self.contrib: list[float] = [0.0] * len(path)
+        self.bit = 0
+        self.admitted = False
+        self.user = user
+
+
+class QueueTreeState:
+    """Every queue's accounting, and ``choose``: the app the tree offers a node to."""
+
+    def __init__(self, tree: QueueTree, policies: dict, default: "Policy", cluster: "ClusterState",
+                 index: "PendingIndex", naive: bool = False):
+        self.tree, self.cluster, self.index = tree, cluster, index
+        self.naive = naive
+        self.members: dict[str, Member] = {}
+        self.by_path: dict[str, QueueState] = {}
+        self._gen = index.generation
+
+        def build(spec: QueueSpec, share: float, max_share: float) -> QueueState:
+            q = QueueState(spec, policies.get(spec.policy, default) if spec.policy else default,
+                           share, max_share)
+            self.by_path[spec.path] = q
+            for c in spec.children:
+                cs = share * c.capacity / 100 if c.capacity is not None else share
+                cm = max_share * c.max_capacity / 100 if c.max_capacity is not None else max_share
+                q.children.append(build(c, cs, cm))
+            return q
+
+        self.root = build(tree.root, 1.0, 1.0)
+        self.queues = list(self.by_path.values())
+        for q in self.queues:
+            kind = q.policy.share_kind()
+            if kind.aggregate == "usage":
+                for c in q.children:
+                    c.kind, c.track = kind, True
+        self.resolve()
+
+    def leaf(self, path: str) -> QueueState:
+        return self.by_path[path]
+
+    # ----- bounds and rebuilds ---------------------------------------------------
+
+    def resolve(self) -> None:
+        """min, max and the user-limit base in absolute amounts for the cluster now."""
+        dims = self.cluster.dims
+        total = dict(zip(dims, self.cluster.total))
+        for q in self.queues:
+            lo, hi = resolve_bounds(q.spec, total, q.share, q.max_share)
+            q.min = [lo.get(d, 0.0) for d in dims] if lo else None
+            q.max = [hi.get(d, INF) for d in dims] if hi else None
+            base = q.max or [INF] * len(dims)
+            if q.user_limit is not None:
+                q.user_cap = [q.user_limit * (b if b < INF else t) for b, t in zip(base, self.cluster.total)]
+            width = len(self.cluster.dims) + len(self.cluster.virtual_dims)
+            if len(q.usage) != width:
+                q.usage = [0.0] * width
+            if q.max is not None:
+                q.max += [INF] * (width - len(q.max))
+            if q.user_cap:
+                q.user_cap += [INF] * (width - len(q.user_cap))
+
+    def rebuild(self) -> list[int]:
+        """Recompute every aggregate, usage and slot set from the apps (nodes joined or
+        left: units and percentages changed); returns the nodes any cap blocked."""
+        self.resolve()
+        for q in self.queues:
+            q.agg, q.mask, q.waiting, q.running_apps = 0.0, 0, 0, 0
+            q.usage = [0.0] * len(q.usage)
+            q.users = {}
+        apps = self.cluster.apps
+        for app_id, member in self.members.items():
+            self._place_in(apps[app_id], member)
+        return self.take_blocked(self.queues)
+
+    def _place_in(self, app: "AppState", member: Member) -> None:
+        member.bit = self.index.bit(app.app_id)
+        self._contributions(app, member)
+        n = app.running
+        for k, q in enumerate(member.path):
+            q.mask |= member.bit
+            if member.admitted:
+                q.running_apps += 1
+            else:
+                q.waiting |= member.bit
+            if q.user_limit is not None:
+                q.users.setdefault(member.user, [[0.0] * len(q.usage), 0])[1] |= member.bit
+            if n:
+                q.agg += n * member.contrib[k]
+                if q.track:
+                    self._add_usage(q, member.user, app.demand, n)
+
+    def _contributions(self, app: "AppState", member: Member) -> None:
+        """w_i u_i of the app under the policy of each of its queues' parent."""
+        parents = member.path[1:] + [self.root]
+        view, cview = app.view, self.cluster.view
+        for k, p in enumerate(parents):
+            u = p.policy.unit(view, cview)
+            member.contrib[k] = u * app.weight if u < INF else 0.0
+
+    @staticmethod
+    def _add_usage(q: QueueState, user: str, demand, n: int) -> None:
+        usage = q.usage
+        for r, d in enumerate(demand):
+            usage[r] += n * d
+        if q.user_limit is not None:
+            uu = q.users[user][0]
+            for r, d in enumerate(demand):
+                uu[r] += n * d
+
+    # ----- apps --------------------------------------------------------------------
+
+    def attach(self, app: "AppState", leaf: QueueState) -> None:
+        """A submitted app joins its leaf (and every queue above it)."""
+        path, q = [], leaf
+        while q is not self.root:
+            path.append(q)
+            q = self._parent(q)
+        member = Member(path, app.spec.user)
+        self.members[app.app_id] = member
+        if self.index.generation != self._gen:      # slots renumbered: rebuild every bitset
+            self._gen = self.index.generation
+            for q in self.queues:
+                q.mask = q.waiting = 0
+                for u in q.users.values():
+                    u[1] = 0
+            apps = self.cluster.apps
+            for app_id, m in self.members.items():
+                if m is not member:
+                    self._rebit(apps[app_id], m)
+        self._place_in(app, member)
+
+    def _rebit(self, app: "AppState", member: Member) -> None:
+        member.bit = bit = self.index.bit(app.app_id)
+        for q in member.path:
+            q.mask |= bit
+            if not member.admitted:
+                q.waiting |= bit
+            if q.user_limit is not None:
+                q.users[member.user][1] |= bit
+
+    def _parent(self, q: QueueState) -> QueueState:
+        path = q.spec.path
+        return self.by_path[path.rpartition(".")[0]] if "." in path else self.root
+
+    def allocated(self, app: "AppState") -> None:
+        """One more task of ``app`` runs."""
+        member = self.members[app.app_id]
+        demand, user, contrib = app.demand, member.user, member.contrib
+        admit = not member.admitted
+        member.admitted = True
+        for k, q in enumerate(member.path):
+            q.agg += contrib[k]
+            if q.track:
+                self._add_usage(q, user, demand, 1)
+            if admit:
+                q.running_apps += 1
+                q.waiting &= ~member.bit
+
+    def released(self, app: "AppState", n: int = 1) -> list[int]:
+        """``n`` tasks of ``app`` ended; returns the nodes its queues' caps had blocked."""
+        member = self.members[app.app_id]
+        for k, q in enumerate(member.path):
+            q.agg -= n * member.contrib[k]
+            if q.track:
+                self._add_usage(q, member.user, app.demand, -n)
+        return self.take_blocked(member.capped) if member.capped else ()
+
+    def finished(self, app: "AppState", running: int) -> list[int]:
+        """The app is done; ``running``: its tasks still running, released with it."""
+        member = self.members.pop(app.app_id)
+        bit = member.bit
+        for k, q in enumerate(member.path):
+            if running:
+                q.agg -= running * member.contrib[k]
+                if q.track:
+                    self._add_usage(q, member.user, app.demand, -running)
+            q.mask &= ~bit
+            q.waiting &= ~bit
+            if member.admitted:
+                q.running_apps -= 1
+            if q.user_limit is not None:
+                q.users[member.user][1] &= ~bit
+        return self.take_blocked(member.path)
+
+    @staticmethod
+    def take_blocked(queues) -> list[int]:
+        out: list[int] = []
+        for q in queues:
+            if q.blocked:
+                out.extend(q.blocked)
+                q.blocked = set()
+        return out
+
+    def usage_share(self, q: QueueState, weight: float) -> float:
+        """S_Q / weight under a usage-aggregating kind: its formula of the queue's usage as
+        one holder (``ShareKind``, rm/core/shares.py), the cluster's totals now."""
+        cluster = self.cluster
+        total = tuple(cluster.total) + tuple(cluster.virtual_total)
+        real = len(cluster.dims)
+        usage = tuple(q.usage)
+        dominant = float(dominant_per_task([usage[:real]], total[:real])[0])
+        holder = Holders(tuple(cluster.dims) + tuple(cluster.virtual_dims), real, total, usage, weight,
+                         1.0, 1.0, dominant)
+        return float(q.kind.of(1.0, holder))
+
+    def share(self, q: QueueState) -> float:
+        """S_Q, the queue's share under its parent's policy at weight 1."""
+        return q.agg if q.kind is None else self.usage_share(q, 1.0)
+
+    def report(self) -> list[dict]:
+        """Every queue below root now, parents first: its full name, weight, S_Q (the share
+        its parent's policy counts), steady fair share F_Q = F_parent W_Q / Σ_siblings W,
+        running apps, usage per resource (from the apps: kept incrementally only where a
+        min or cap reads it), min and max.  For readers outside the offer (the UI, REST)."""
+        dims = self.cluster.dims
+        usage = {q.name: [0.0] * len(dims) for q in self.queues}
+        apps = self.cluster.apps
+        for app_id, member in self.members.items():
+            app = apps[app_id]
+            if app.running:
+                for q in member.path:
+                    u = usage[q.name]
+                    for r in range(len(dims)):
+                        u[r] += app.running * app.demand[r]
+        fair = {self.root.name: 1.0}
+        out = []
+        for q in self.queues:
+            total = sum(c.weight for c in q.children)
+            for c in q.children:
+                fair[c.name] = fair[q.name] * c.weight / total
+                out.append({"queue": c.name, "weight": c.weight, "share": self.share(c), "fair_share": fair[c.name],
+                            "running_apps": c.running_apps, "leaf": not c.children,
+                            "usage": dict(zip(dims, usage[c.name])),
+                            "min": dict(zip(dims, c.min)) if c.min is not None else None,
+                            "max": {d: x for d, x in zip(dims, c.max) if x < INF} if c.max is not None else None})
+        return out
+
+    # ----- the offer ---------------------------------------------------------------
+
+    def choose(self, m: int, free, order: list) -> "AppState | None":
+        """The app node ``m`` (with ``free`` left) is offered to: down the tree, at each
+        queue to the active child (one with a candidate on m within its caps) of least
+        ``(needy, ρ, name)``, then the least entry among the leaf's candidates (``order``:
+        every pending app's entry, sorted)."""
+        index = self.index
+        fit = index.fits_mask(m, free)
+        q = self.root
+        memo: dict = {}
+        while fit and q.children:
+            found = memo[q] if q in memo else self._scan(q, fit, m, memo)
+            if found is None:
+                return None
+            q, fit = found[0], found[1]
+        if not fit:
+            return None
+        if fit.bit_count() > LEAF_WALK:
+            # many candidates: the first of them in the sorted order is the least
+            bit = index.bit
+            for entry in order:
+                if fit & bit(entry[2]):
+                    return entry[3]
+        best_entry = None
+        while fit:
+            low = fit & -fit
+            entry = index.item(low).entry
+            if best_entry is None or entry < best_entry:
+                best_entry = entry
+            fit ^= low
+        return best_entry[3]
+
+    def _scan(self, q: QueueState, fit: int, m: int, memo: dict) -> tuple | None:
+        """q's active children on node m (candidates ``fit``): (the one of least (needy, ρ,
+        name), its candidates, min ρ over them, Σ their weights), None if none is active;
+        kept in ``memo`` for the descent."""
+        best = None
+        best_cf, b_tier, b_val = 0, 2, INF
+        low, wsum = INF, 0.0
+        naive = self.naive
+        for c in q.children:
+            cf = fit & c.mask
+            if not cf:
+                continue
+            if c.capped:
+                within = self._within_caps(c, cf, m)
+                if within != cf:
+                    c.blocked.add(m)
+                cf = within
+                if not cf:
+                    continue
+            if c.children and not naive:
+                below = self._scan(c, cf, m, memo)
+                if below is None:
+                    continue
+                rho = below[2] * below[3] / c.weight
+            elif c.kind is None:
+                rho = c.agg / c.weight
+            else:
+                rho = self.usage_share(c, c.weight)
+            if rho < low:
+                low = rho
+            wsum += c.weight
+            tier, val = 1, rho
+            if c.min is not None:
+                ratio = c.min_ratio()
+                if ratio < 1:
+                    tier, val = 0, ratio
+            if tier < b_tier or (tier == b_tier and (val < b_val or (val == b_val and c.name < best.name))):
+                best, best_cf, b_tier, b_val = c, cf, tier, val
+        found = None if best is None else (best, best_cf, low, wsum)
+        memo[q] = found
+        return found
+
+    def _within_caps(self, q: QueueState, cf: int, m: int) -> int:
+        """The candidates ``cf`` of queue q that its max, max_apps and user_limit admit on node m."""
+        index = self.index
+        if q.max is not None:
+            cf &= index.fits_mask(m, [x - u for x, u in zip(q.max, q.usage)])
+        if q.max_apps is not None and q.running_apps >= q.max_apps:
+            cf &= ~q.waiting
+        if q.user_limit is not None and cf:
+            allowed = 0
+            for usage, slots in q.users.values():
+                uf = cf & slots
+                if uf:
+                    allowed |= uf & index.fits_mask(m, [c - u for c, u in zip(q.user_cap, usage)])
+            cf = allowed
+        return cf
