@@ -98,12 +98,28 @@ class NodeSpec:
         return hash(self.name)
 
 
+#: the leaf a job without a queue goes to, and the user of a job that names none
+DEFAULT_QUEUE = "default"
+DEFAULT_USER = "default"
+
+
+def queue_path(name: str) -> str:
+    """A queue's path below root, as jobs and the tree name it: ``root.eng.batch`` and
+    ``eng.batch`` are both ``eng.batch``."""
+    name = name.strip()
+    if name == "root":
+        return ""
+    return name[len("root."):] if name.startswith("root.") else name
+
+
 @dataclass(frozen=True)
 class AppSpec:
     """An application (job): one demand vector for all its tasks.
 
     ``weight`` is w_i of weighted TSF (tsf-paper Definition 7); ``submit`` is the
-    trace time the app arrives; ``constraint`` picks the nodes it may use.
+    trace time the app arrives; ``constraint`` picks the nodes it may use; ``queue``
+    is the leaf of the queue tree it is submitted to (its path below root) and ``user``
+    who submitted it.
     """
 
     app_id: str
@@ -112,8 +128,12 @@ class AppSpec:
     weight: float = 1.0
     submit: float = 0.0
     constraint: Constraint = ANY_NODE
+    queue: str = DEFAULT_QUEUE
+    user: str = DEFAULT_USER
 
     def __post_init__(self):
+        if self.queue.startswith("root.") or self.queue == "root":
+            object.__setattr__(self, "queue", queue_path(self.queue))
         if self.num_tasks < 0:
             raise InputError(f"app {self.app_id}: num_tasks must be >= 0, got {self.num_tasks}")
         if not self.weight > 0:

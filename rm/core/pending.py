@@ -60,6 +60,9 @@ class PendingIndex:
     def __init__(self, width: int, n_nodes: int):
         self.width = width
         self._n_nodes = n_nodes
+        #: how many times slots were renumbered (a compaction): a bitset of slots kept
+        #: outside (the queue tree's) is stale when this has moved on
+        self.generation = 0
         self._reset()
 
     def _reset(self) -> None:
@@ -110,6 +113,7 @@ class PendingIndex:
         self.set_eligible(app_id, eligible)
 
     def _compact(self) -> None:
+        self.generation += 1
         live = [(a, self._items[s], self._demand[s], self._nodes_of[s], bool(self._pending >> s & 1))
                 for a, s in self._slot.items()]
         self._reset()
@@ -173,6 +177,19 @@ class PendingIndex:
             k = bisect_right(dim.values, f + EPS)      # _Dimension.at_most, inline
             cand &= dim.prefix[k - 1] if k else 0
         return cand
+
+    def bit(self, app_id: str) -> int:
+        """The app's slot as a one-bit integer, valid until the next compaction."""
+        return 1 << self._slot[app_id]
+
+    def fits_mask(self, node: int, free) -> int:
+        """The bitset of pending apps that may use ``node`` and whose task fits ``free``
+        (any vector: a node's free resources, or a queue's headroom)."""
+        return self._mask(node, free)
+
+    def item(self, bit: int):
+        """What ``add`` named the app of a one-bit integer."""
+        return self._items[bit.bit_length() - 1]
 
     def any_fits(self, node: int, free) -> bool:
         """Is there a pending app that may use ``node`` and whose task fits ``free``?"""

@@ -37,7 +37,7 @@ from typing import Iterable
 import numpy as np
 
 from rayrm.rm.core.cluster import AppState, ClusterState, NodeState
-from rayrm.rm.core.model import EPS, AppSpec, Container, NodeSpec
+from rayrm.rm.core.model import DEFAULT_QUEUE, EPS, AppSpec, Container, NodeSpec
 from rayrm.rm.core.pending import PendingIndex
 from rayrm.rm.core.policies import Policy, PolicyError, make_policy
 from rayrm.rm.core.policies.base import policy_label
@@ -77,6 +77,7 @@ class OnlineScheduler:
         self._round_fresh: dict[str, AppState] = {}
         self._round_nodes: list[int] = []
         self.placements = 0
+        self._flat = True                  # no queue tree (rayrm.rm.core.queues.scheduler)
         for spec in nodes:
             self.cluster.add_node(spec)
             self._dirty.add(self.cluster.node_index[spec.name])
@@ -115,6 +116,9 @@ class OnlineScheduler:
         (``ClusterState.rejection_reason``); an app only lost nodes can run waits for them.
         """
         cluster = self.cluster
+        if spec.queue != DEFAULT_QUEUE and self._flat:      # the flat tree: one leaf, root.default
+            return None, (f"queue root.{spec.queue} does not exist" if spec.queue
+                          else "queue root is a parent queue (jobs go to leaf queues)")
         if any(k not in cluster.dims for k in spec.demand):
             return None, cluster.rejection_reason(spec)
         app = cluster.add_app(spec)

@@ -273,7 +273,7 @@ class RunLog:
                         "finish": finish,
                         "queueing_delay": first - submit if first is not None else None,
                         "completion_time": finish - submit if finish is not None else None,
-                        "reason": job["reason"]})
+                        "reason": job["reason"], "queue": f"root.{spec.queue}", "user": spec.user})
             rows.append(row)
         return rows
 

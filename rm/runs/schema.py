@@ -6,7 +6,7 @@ the twin); both take their column lists and types from here.  A run directory ho
 
     nodes.csv    node, <dim>..., attr.<name>..., [ray_node]          one row per node
     jobs.csv     app, status, num_tasks, weight, demand.<dim>..., constraint, submit,
-                 first_start, finish, queueing_delay, completion_time, reason
+                 first_start, finish, queueing_delay, completion_time, reason, queue, user
     tasks.csv    app, task, attempt, node, submit, start, finish, status
     shares.csv   time, app, task_share, dominant_share, cpu_share, mem_share, running
     events.csv   time, wall_time, kind, app, task, container, node, detail
@@ -45,7 +45,7 @@ EVENTS = {"time": "float", "wall_time": "float?", "kind": "str", "app": "str", "
 # jobs.csv: these, with demand.<dim> (float) after ``weight``; every other column is text.
 JOBS = {"app": "str", "status": "str", "num_tasks": "int", "weight": "float", "constraint": "str",
         "submit": "float", "first_start": "float?", "finish": "float?", "queueing_delay": "float?",
-        "completion_time": "float?", "reason": "str"}
+        "completion_time": "float?", "reason": "str", "queue": "str", "user": "str"}
 JOBS_PREFIXED = {"demand.": "float"}
 # nodes.csv: node, then one capacity column per resource dimension (float), attr.<name>
 # (text, "" for an absent attribute) and, in a Ray run, ray_node.

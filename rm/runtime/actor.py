@@ -163,7 +163,7 @@ class ResourceManager:
                  heartbeat_interval: float, nm_expiry: int, am_expiry: int = 10, max_attempts: int = 2,
                  state_dir: str | None = None, secret: bytes = b"", name: str = "",
                  seed: int | None = None, metrics: bool = True, host_silence: float = HOST_FACTOR,
-                 keep_state: bool = False):
+                 keep_state: bool = False, queues=None):
         self.interval_wall = heartbeat_interval * time_scale
         self.expiry_wall = expiry(nm_expiry, self.interval_wall, MIN_EXPIRY_WALL)
         self.am_expiry_wall = expiry(am_expiry, self.interval_wall, MIN_EXPIRY_WALL)
@@ -203,7 +203,7 @@ class ResourceManager:
         else:
             self.state = ResourceManagerState(dims=dims, nodes=nodes, policy=policy, policy_name=policy_name,
                                               time_scale=time_scale, name=name, seed=seed,
-                                              max_attempts=max_attempts, secret=secret)
+                                              max_attempts=max_attempts, secret=secret, queues=queues)
             if self.store is not None:
                 self.store.snapshot(self.state)
         self._metrics = _Metrics(policy_name, self.state) if metrics else None

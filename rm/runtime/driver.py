@@ -279,7 +279,7 @@ def start_stage(run: ReplayRun, placed: Placement, session: "_Session") -> Actor
         time_scale=run.scale, heartbeat_interval=cfg.run.heartbeat_interval, nm_expiry=cfg.run.nm_expiry,
         am_expiry=cfg.run.am_expiry, max_attempts=cfg.run.max_attempts,
         state_dir=str(state_dir), secret=secret, name=cfg.name, seed=run.seed,
-        host_silence=cfg.run.host_silence, keep_state=run.keep_state))
+        host_silence=cfg.run.host_silence, keep_state=run.keep_state, queues=cfg.queues))
     hosts, host_of_node = _start_nm_hosts(run, plan, session, secret)
     jobs, ams, am_of_app = _start_am_hosts(run, placed.am_nodes, hosts, session)
     actors = Actors(rm, hosts, host_of_node, ams, am_of_app, jobs, state_dir)

@@ -51,7 +51,9 @@ from __future__ import annotations
 from rayrm.rm.core.fault_rules import Resync, wall_seconds
 from rayrm.rm.core.model import NodeSpec
 from rayrm.rm.core.policies import Policy
+from rayrm.rm.core.queues.tree import QueueTree
 from rayrm.rm.core.scheduler import OnlineScheduler
+from rayrm.rm.core.queues.scheduler import make_scheduler
 from rayrm.rm.runs.log import RunLog
 from rayrm.rm.service.apps import AppMasters
 from rayrm.rm.service.containers import Containers
@@ -87,8 +89,8 @@ class ResourceManagerState:
 
     def __init__(self, *, dims, nodes: list[NodeSpec], policy: Policy | str, policy_name: str,
                  time_scale: float, name: str = "", seed: int | None = None,
-                 max_attempts: int = 2, secret: bytes = b""):
-        self.scheduler = scheduler = OnlineScheduler(policy, dims, nodes)
+                 max_attempts: int = 2, secret: bytes = b"", queues: QueueTree | None = None):
+        self.scheduler = scheduler = make_scheduler(policy, dims, nodes, queues)
         self.records = records = RunRecords(RunLog(tuple(dims), mode="ray", policy=policy_name, name=name,
                                                    seed=seed), float(time_scale))
         self.liveness, self.resync = Heard(), Resync(wall_seconds)

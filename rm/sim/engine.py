@@ -55,7 +55,7 @@ from rayrm.rm.core.policies import PolicyError, policy_for_run
 from rayrm.rm.core.policies.plugins import policy_source
 from rayrm.rm.core.shares import share_units
 from rayrm.rm.runs.log import RunLog
-from rayrm.rm.core.scheduler import OnlineScheduler
+from rayrm.rm.core.queues.scheduler import make_scheduler
 from rayrm.rm.core.faults import config_faults
 from rayrm.rm.sim.faults import FaultModel
 
@@ -108,7 +108,8 @@ class Simulation:
         self._jitter = np.random.default_rng(
             [self.seed & 0xFFFFFFFF, int(jitter_seed) & 0xFFFFFFFF, zlib.crc32(b"launch")])
         run = config.run
-        self.scheduler = OnlineScheduler(policy_for_run(self.policy_name, run), config.dims, config.nodes)
+        self.scheduler = make_scheduler(policy_for_run(self.policy_name, run), config.dims, config.nodes,
+                                        config.queues)
         self.cluster = self.scheduler.cluster
         self.total_tasks = sum(j.app.num_tasks for j in config.jobs)
         # with ``out`` the log streams its rows to the run directory as the run goes

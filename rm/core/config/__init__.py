@@ -22,9 +22,9 @@
     faults: [kill-nm:n03@60, kill-rm@100]    # injected by `rayrm replay` (rm/core/faults.py),
                                              # modelled by `rayrm simulate` (rm/sim/faults.py)
 
-The job table (CSV, one job per row, header required) has columns ``id, submit,
-tasks, duration`` and ``demand.<dim>`` per dimension, optionally ``weight`` and
-``constraint``; ``duration`` takes the compact forms of ``rayrm.rm.core.jobs``.
+A job may name its ``queue`` and ``user``; the ``queues:`` tree is read by
+``rayrm.rm.core.queues`` (its schema there).  The job table (CSV) is read by
+``rayrm.rm.core.config.jobtable``.
 
 Every error names the file, the row (CSV) and the field, e.g.
 ``configs/x.yaml: field 'cluster.nodes[1].capacity.cpu': must be positive, got -2``.
@@ -32,12 +32,9 @@ Every error names the file, the row (CSV) and the field, e.g.
 
 from __future__ import annotations
 
-import csv
-import math
 import re
 import dataclasses
 from dataclasses import dataclass, field
-import functools
 from pathlib import Path
 from typing import Any
 
@@ -63,9 +60,13 @@ class _YAML_LOADER(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
         return super().resolve(kind, value, implicit)
 
 
-from rayrm.rm.core.jobs import JobSpec, parse_durations
-from rayrm.rm.core.constraints import Constraint
+from rayrm.rm.core.jobs import JobSpec
 from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.fields import integer as _integer, listing as _list, mapping as _mapping
+from rayrm.rm.core.fields import number as _number, resources as _resources
+from rayrm.rm.core.config.jobtable import (JOB_KEYS, MAX_JOB_TASKS, job_from_fields,  # noqa: F401 (also here)
+                                    read_job_table, write_job_table)
+from rayrm.rm.core.queues.tree import QueueTree, default_tree, parse_queues
 from rayrm.rm.core.faults import parse_faults
 from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
 from rayrm.rm.core.policies.plugins import resolve_policy
@@ -74,7 +75,6 @@ from rayrm.rm.core.policies import PolicyError
 #: Sizes one number in a config or a trace may ask for; refused above, not filling memory.  Far
 #: beyond public traces: FB-2010's largest job has 443,932 reduces, Google's 2011 cell ~12,500 machines.
 MAX_GROUP = 1_000_000          # nodes in one cluster.nodes group, in the cluster, in its events
-MAX_JOB_TASKS = 10_000_000     # tasks in one job
 MAX_NAME = 255                 # characters in a node name a group's pattern makes (a DNS name's bound)
 
 #: an NM (or AM) is declared lost after nm_expiry (am_expiry) heartbeats, but never sooner
@@ -181,6 +181,7 @@ class ExperimentConfig:
     node_events: list[NodeEvent] = field(default_factory=list)
     faults: list[str] = field(default_factory=list)
     path: Path | None = None
+    queues: QueueTree = field(default_factory=default_tree)
 
     @property
     def seed(self) -> int:
@@ -189,78 +190,6 @@ class ExperimentConfig:
     @property
     def apps(self) -> list[AppSpec]:
         return [j.app for j in self.jobs]
-
-
-# ----- small validators -------------------------------------------------------
-
-def _number(value: Any, where: str, *, positive: bool = False, non_negative: bool = False) -> float:
-    if isinstance(value, bool):
-        raise InputError(f"must be a number, got {value!r}", field=where)
-    try:
-        x = float(value)
-    except (TypeError, ValueError, OverflowError):
-        raise InputError(f"must be a number, got {value!r}", field=where) from None
-    if not math.isfinite(x):
-        raise InputError(f"must be finite, got {value!r}", field=where)
-    if positive and x <= 0:
-        raise InputError(f"must be positive, got {value!r}", field=where)
-    if non_negative and x < 0:
-        raise InputError(f"must not be negative, got {value!r}", field=where)
-    return x
-
-
-def _integer(value: Any, where: str, *, minimum: int = 0) -> int:
-    x = _number(value, where)
-    if x != int(x) or x < minimum:
-        raise InputError(f"must be a whole number >= {minimum}, got {value!r}", field=where)
-    return int(x)
-
-
-def _mapping(value: Any, where: str) -> dict:
-    if not isinstance(value, dict):
-        raise InputError(f"must be a mapping, got {type(value).__name__}", field=where)
-    return value
-
-
-def _list(value: Any, where: str) -> list:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InputError(f"must be a list, got {type(value).__name__}", field=where)
-    return value
-
-
-def _resources(value: Any, where: str, *, positive: bool) -> Resources:
-    if isinstance(value, str):
-        try:
-            value = dict(Resources.parse(value))
-        except ValueError:
-            raise InputError(f"cannot read resources {value!r} (write cpu:1;memory_mb:512)",
-                             field=where) from None
-    out = {}
-    for k, v in _mapping(value, where).items():
-        x = _number(v, f"{where}.{k}", non_negative=True)
-        if positive and x <= 0:
-            raise InputError(f"must be positive, got {v!r}", field=f"{where}.{k}")
-        out[str(k)] = x
-    if not any(v > 0 for v in out.values()):
-        raise InputError("needs at least one positive amount", field=where)
-    return Resources(out)
-
-
-@functools.lru_cache(maxsize=4096)
-def _parse_constraint(text: str) -> Constraint:
-    """Constraint.parse, once per text (a Constraint is immutable; traces repeat them)."""
-    return Constraint.parse(text)
-
-
-def _constraint(value: Any, where: str) -> Constraint:
-    if value is None or value == "":
-        return Constraint()
-    try:
-        return _parse_constraint(str(value))
-    except InputError as e:
-        raise e.at(field=where) from None
 
 
 def _attributes(value: Any, where: str) -> dict:
@@ -329,83 +258,6 @@ def _node_events(value: Any, where: str) -> list[NodeEvent]:
     return sorted(events, key=lambda e: e.time)
 
 
-# ----- jobs ---------------------------------------------------------------------
-
-JOB_KEYS = {"id", "submit", "tasks", "demand", "duration", "weight", "constraint"}
-
-
-def job_from_fields(raw: dict, where: str = "", *, row: int | None = None, file: str | None = None) -> JobSpec:
-    """A JobSpec from one job's fields (a YAML mapping or a CSV row made into one)."""
-    def fld(name: str) -> str:
-        return f"{where}.{name}" if where else name
-    try:
-        missing = [k for k in ("id", "tasks", "demand", "duration") if raw.get(k) in (None, "")]
-        if missing:
-            raise InputError("is missing", field=fld(missing[0]))
-        job_id = str(raw["id"]).strip()
-        tasks = _integer(raw["tasks"], fld("tasks"), minimum=1)
-        if tasks > MAX_JOB_TASKS:
-            raise InputError(f"at most {MAX_JOB_TASKS:,} tasks per job, got {tasks:,}", field=fld("tasks"))
-        demand = _resources(raw["demand"], fld("demand"), positive=False)
-        submit = _number(raw.get("submit") or 0, fld("submit"), non_negative=True)
-        weight = _number(raw.get("weight") or 1, fld("weight"), positive=True)
-        constraint = _constraint(raw.get("constraint"), fld("constraint"))
-        try:
-            durations = parse_durations(raw["duration"], tasks)
-        except InputError as e:
-            raise e.at(field=fld("duration")) from None
-        app = AppSpec(job_id, demand, tasks, weight, submit, constraint)
-    except InputError as e:
-        raise e.at(file=file, row=row) from None
-    return JobSpec(app, durations)
-
-
-def read_job_table(path: Path) -> list[JobSpec]:
-    """Jobs from a CSV job table (see the module docstring); errors name the row and column."""
-    try:
-        handle = open(path, newline="")
-    except OSError as e:
-        raise InputError(f"cannot read job table: {e.strerror}", file=str(path)) from None
-    jobs = []
-    try:
-        with handle:
-            reader = csv.DictReader(handle)
-            header = reader.fieldnames or []
-            for col in ("id", "tasks", "duration"):
-                if col not in header:
-                    raise InputError(f"the header has no '{col}' column", file=str(path), row=1)
-            dims = [c for c in header if c.startswith("demand.")]
-            if not dims:
-                raise InputError("the header has no demand.<resource> column", file=str(path), row=1)
-            for rowno, row in enumerate(reader, start=2):
-                if None in row:
-                    raise InputError("more cells than header columns", file=str(path), row=rowno)
-                raw = {k: row.get(k) for k in ("id", "submit", "tasks", "duration", "weight", "constraint")}
-                demand = {}
-                for c in dims:
-                    cell = (row.get(c) or "").strip()
-                    demand[c[len("demand."):]] = cell or 0
-                raw["demand"] = demand
-                jobs.append(job_from_fields(raw, row=rowno, file=str(path)))
-    except UnicodeDecodeError as e:
-        raise InputError(f"cannot read job table: not UTF-8 text (byte {e.start + 1})", file=str(path)) from None
-    except csv.Error as e:
-        raise InputError(f"malformed CSV: {e}", file=str(path)) from None
-    return jobs
-
-
-def write_job_table(path: Path, jobs: list[JobSpec], dims: tuple[str, ...]) -> None:
-    """The inverse of ``read_job_table`` (used by the generator and the importers)."""
-    with open(path, "w", newline="") as handle:
-        w = csv.writer(handle)
-        w.writerow(["id", "submit", "tasks", "weight", "constraint", "duration"]
-                   + [f"demand.{d}" for d in dims])
-        for j in jobs:
-            a = j.app
-            w.writerow([a.app_id, f"{a.submit:g}", a.num_tasks, f"{a.weight:g}", str(a.constraint),
-                        j.durations.to_cell()] + [f"{a.demand[d]:g}" for d in dims])
-
-
 # ----- the whole config ---------------------------------------------------------
 
 def parse_config(doc: Any, path: Path | None = None) -> ExperimentConfig:
@@ -415,7 +267,7 @@ def parse_config(doc: Any, path: Path | None = None) -> ExperimentConfig:
     try:
         doc = _mapping(doc, "(top level)")
         unknown = set(doc) - {"name", "resources", "cluster", "workload", "policy", "run", "faults",
-                              "description"}
+                              "description", "queues"}
         if unknown:
             raise InputError(f"unknown key(s) {', '.join(sorted(map(str, unknown)))}", field="(top level)")
         cluster = _mapping(doc.get("cluster"), "cluster")
@@ -469,12 +321,16 @@ def parse_config(doc: Any, path: Path | None = None) -> ExperimentConfig:
                 resolve_policy(policy)          # a built-in, a plugin, FILE.py:Class or module:Class
             except PolicyError as e:
                 raise InputError(str(e), field="policy") from None
+        total = {d: sum(n.capacity[d] for n in nodes) for d in dims}
+        queues = parse_queues(doc.get("queues"), dims, total)
+        if not queues.flat and policy == "ray-native":
+            raise InputError("ray-native schedules without rayrm's queues; use another policy", field="queues")
         run = RunSettings.parse(doc.get("run"))
         faults = [str(f) for f in _list(doc.get("faults"), "faults")]
         parse_faults(faults, {n.name for n in nodes} | {e.node for e in events if e.spec is not None},
                      {j.job_id for j in jobs}, where="faults")
         return ExperimentConfig(str(doc.get("name") or (path.stem if path else "experiment")),
-                                dims, nodes, jobs, policy, run, events, faults, path)
+                                dims, nodes, jobs, policy, run, events, faults, path, queues)
     except InputError as e:
         raise e.at(file=file) from None
 

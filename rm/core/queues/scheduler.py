@@ -1,0 +1,166 @@
+"""The online scheduler over a queue tree: the offer rule of tsf-paper §V-D, down the tree.
+
+``make_scheduler`` gives a config's scheduler: the flat ``OnlineScheduler`` when the
+config has no ``queues:`` (one leaf, root.default: every app in it, served exactly as
+before), else a ``TreeScheduler``.  The tree scheduler keeps the flat one's accounting —
+the cluster, the sorted order of pending apps, the pending index — and replaces the offer:
+a dirty node (or one a fresh app may use) is offered to ``QueueTreeState.choose``, the app
+the tree names gets one container, and the offer goes on until the tree names none
+(``rayrm.rm.core.queues.state``).  Each leaf's policy keys its own apps; a leaf's apps are the
+restriction of one sorted order, so the least entry among a leaf's candidates is the one
+its policy serves first.
+
+Not supported under a tree (one line, exit 2): policies that key per node (``pm-drf``),
+choose the node (``drfh-bf``) or account virtual resources (``slots``); and as a parent's
+policy, one whose key is not per task (``fifo``).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from rayrm.rm.core.cluster import AppState
+from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.queues.state import QueueTreeState
+from rayrm.rm.core.model import AppSpec, Container, NodeSpec
+from rayrm.rm.core.policies import Policy, make_policy
+from rayrm.rm.core.queues.tree import QueueTree
+from rayrm.rm.core.scheduler import OnlineScheduler
+from rayrm.rm.core.shares import served_key
+
+
+def make_scheduler(policy: Policy | str, dims: Iterable[str], nodes: Iterable[NodeSpec] = (),
+                   queues: QueueTree | None = None) -> OnlineScheduler:
+    """The scheduler of a config: flat without ``queues:``, else over the tree."""
+    if queues is None or queues.flat:
+        return OnlineScheduler(policy, dims, nodes)
+    return TreeScheduler(policy, dims, nodes, queues)
+
+
+class TreeScheduler(OnlineScheduler):
+    """``OnlineScheduler`` whose offers go down a queue tree (module docstring)."""
+
+    def __init__(self, policy: Policy | str, dims: Iterable[str], nodes: Iterable[NodeSpec], queues: QueueTree):
+        nodes = list(nodes)
+        dims = tuple(dims)
+        super().__init__(policy, dims, nodes)
+        self._flat = False
+        self.queues = queues
+        policies: dict[str, Policy] = {}
+        for spec in queues.queues():
+            if spec.policy and spec.policy not in policies:
+                p = make_policy(spec.policy)
+                self._call(p.prepare, "prepare", nodes, dims)
+                policies[spec.policy] = p
+        for spec in queues.queues():
+            p = policies.get(spec.policy, self.policy) if spec.policy else self.policy
+            _check_policy(p, spec.full_name, parent=bool(spec.children) or not spec.path)
+        self.tree = QueueTreeState(queues, policies, self.policy, self.cluster, self._index)
+        self._leaf_policy: dict[str, tuple[Policy, bool]] = {
+            q.spec.path: (q.policy, type(q.policy).key is Policy.key) for q in self.tree.queues}
+
+    # ----- the tree's accounting beside the flat one's ---------------------------
+
+    def submit(self, spec: AppSpec, pending: int | None = None) -> tuple[AppState | None, str | None]:
+        leaf, reason = self.queues.leaf(spec.queue)
+        if leaf is None:
+            return None, reason
+        app, reason = super().submit(spec, pending)
+        if app is not None:
+            self.tree.attach(app, self.tree.leaf(leaf.path))
+        return app, reason
+
+    def _place(self, app: AppState, node, order: list) -> Container:
+        container = super()._place(app, node, self._order)
+        self.tree.allocated(app)
+        return container
+
+    def release(self, container_id: int) -> Container:
+        app = self.cluster.holders[container_id][0]
+        container = super().release(container_id)
+        self._redirty(self.tree.released(app))
+        return container
+
+    def finish_app(self, app_id: str) -> list[Container]:
+        app = self.cluster.apps[app_id]
+        running = app.running
+        left = super().finish_app(app_id)
+        self._redirty(self.tree.finished(app, running))
+        return left
+
+    def _rekey_all(self) -> None:
+        super()._rekey_all()
+        self._redirty(self.tree.rebuild())
+
+    def _redirty(self, nodes: list[int]) -> None:
+        """Nodes a cap had kept from some app, now that the cap loosened: offer them again."""
+        live = self.cluster.nodes
+        self._dirty.update(m for m in nodes if live[m].alive)
+
+    # ----- keys: each leaf's own policy -------------------------------------------
+
+    def _unit(self, app: AppState) -> float:
+        policy = self._leaf_policy[app.spec.queue][0]
+        if policy is self.policy:
+            return super()._unit(app)
+        u = self._call(policy.unit, "unit", app.view, self._view)
+        if not u >= 0:
+            raise InputError(f"policy {policy.name}: unit: returned {u!r} for app {app.app_id}: "
+                             "a unit must be a number >= 0")
+        return u
+
+    def _set_key(self, app: AppState) -> None:
+        policy, per_task = self._leaf_policy[app.spec.queue]
+        if per_task:
+            key = served_key(app.running, app.unit)
+        else:
+            key = self._checked_key(self._call(policy.key, "key", app.view), "key", app)
+        app.key = key
+        app.entry = (key, app.submit, app.app_id, app)
+
+    # ----- scheduling ---------------------------------------------------------------
+
+    def schedule(self) -> list[Container]:
+        """Offer the dirty nodes, then the nodes a fresh app may use, each down the tree."""
+        placed: list[Container] = []
+        dirty, fresh = self._dirty, self._fresh
+        if not dirty and not fresh:
+            return placed
+        self._dirty, self._fresh, self._proof = set(), {}, {}
+        nodes = self.cluster.nodes
+        for m in sorted(dirty):
+            if nodes[m].alive and self._order:
+                self._offer_tree(nodes[m], placed)
+        fresh_apps = [a for a in fresh.values() if a.pending > 0]
+        if fresh_apps and self._order:
+            mask = np.frombuffer(fresh_apps[0].eligible, dtype=np.uint8)
+            for a in fresh_apps[1:]:
+                mask = mask | np.frombuffer(a.eligible, dtype=np.uint8)
+            for m in np.flatnonzero(mask).tolist():
+                if m not in dirty and nodes[m].alive:
+                    self._offer_tree(nodes[m], placed)
+                    if not self._order:
+                        break
+        self.placements += len(placed)
+        return placed
+
+    def _offer_tree(self, node, placed: list) -> None:
+        choose, m, free = self.tree.choose, node.index, node.free
+        while True:
+            app = choose(m, free)
+            if app is None:
+                return
+            placed.append(self._place(app, node, self._order))
+
+
+def _check_policy(policy: Policy, queue: str, parent: bool) -> None:
+    name = getattr(policy, "name", "?")
+    if policy.per_node or policy.best_fit or policy.virtual_dims:
+        raise InputError(f"policy {name} keys per node, picks nodes or counts slots: it cannot "
+                         f"order queue {queue} (use tsf, cdrf, drf, drfh-ff, cmmf-cpu/mem or fifo)",
+                         field="queues")
+    if parent and type(policy).key is not Policy.key:
+        raise InputError(f"policy {name} has no per-task share to order queue {queue}'s children by "
+                         f"(set it on leaf queues)", field="queues")

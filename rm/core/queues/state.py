@@ -1,0 +1,331 @@
+"""The queue tree at run time: each queue's share, usage and caps, and the offer's descent.
+
+Hierarchical TSF (docs/design.md, "Queues"): a free node goes down the tree.  At each
+queue, of the children whose subtree has a pending task that fits the node within every
+cap on the way, the child with the least key under the queue's policy takes it:
+
+* a child below its ``min`` — max_r U_cr / min_cr < 1 over the resources its min names,
+  U_c its usage — comes first, least ratio first (the dominant-resource reading of
+  YARN's needy test);
+* the others by their share of the aggregate, S_c = (Σ_{i ∈ c} n_i w_i u_i) / W_c, where
+  u_i is the parent's policy's per-task unit of app i (``Policy.unit``) and W_c the
+  child's weight.  Under TSF, w_i u_i = 1/h_i: S_c = (Σ_{i ∈ c} n_i / h_i) / W_c, the
+  task share of the queue as if its apps were one job (tsf-paper §V-A);
+* ties on the queue's name.
+
+Caps filter the candidates, never the order: a child whose usage plus the task would
+exceed its ``max``; whose running apps are at ``max_apps`` (its apps not yet running
+wait); one of whose users would hold more than ``user_limit`` of the queue's resources.
+Candidates are bitsets over the pending index's slots (``rayrm.rm.core.pending``):
+``fits_mask(node, vector)`` names the pending apps that may use the node and fit under
+``vector``, and the intersection of such sets is exact (fit is per resource, ≤).
+
+Where a cap removed a candidate on node m, m is kept on the queue (``blocked``): the
+scheduler's invariant (no pending app fits a node after ``schedule()``) then holds only
+"within the caps", and the queue's caps loosen only when its own usage or running apps
+fall, so those nodes are offered again then (``release``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from rayrm.rm.core.queues.tree import QueueSpec, QueueTree, resolve_bounds
+
+if TYPE_CHECKING:
+    from rayrm.rm.core.cluster import AppState, ClusterState
+    from rayrm.rm.core.pending import PendingIndex
+    from rayrm.rm.core.policies import Policy
+
+INF = math.inf
+
+
+class QueueState:
+    """One queue's accounting: its aggregate share, usage vector and caps."""
+
+    __slots__ = ("spec", "name", "children", "weight", "policy", "agg", "usage", "running_apps", "mask",
+                 "waiting", "min", "max", "max_apps", "user_limit", "user_cap", "users", "blocked", "capped",
+                 "share", "max_share")
+
+    def __init__(self, spec: QueueSpec, policy: "Policy", share: float, max_share: float):
+        self.spec = spec
+        self.name = spec.full_name
+        self.children: list[QueueState] = []
+        self.weight = spec.weight
+        self.policy = policy                # orders this queue's children (apps, for a leaf)
+        self.agg = 0.0                      # Σ n_i w_i u_i under the parent's policy
+        self.usage: list[float] = []
+        self.running_apps = 0
+        self.mask = 0                       # slots of the subtree's apps
+        self.waiting = 0                    # ... of those not yet running (max_apps)
+        self.min: list[float] | None = None
+        self.max: list[float] | None = None
+        self.max_apps = spec.max_apps
+        self.user_limit = spec.user_limit
+        self.user_cap: list[float] = []
+        self.users: dict[str, list] = {}    # user -> [usage vector, slots of its apps]
+        self.blocked: set[int] = set()
+        self.capped = spec.max_apps is not None or spec.user_limit is not None or bool(spec.max) \
+            or spec.max_capacity is not None
+        self.share, self.max_share = share, max_share     # of the cluster, by capacity
+
+    def order_key(self) -> tuple:
+        """Below min first (least usage/min), then least aggregate share S = agg / W."""
+        lo = self.min
+        if lo is not None:
+            ratio = max((u / m for u, m in zip(self.usage, lo) if m > 0), default=INF)
+            if ratio < 1:
+                return 0, ratio, self.name
+        return 1, self.agg / self.weight, self.name
+
+    def fair_key(self) -> float:
+        return self.agg / self.weight
+
+    def __repr__(self) -> str:
+        return f"QueueState({self.name}, agg={self.agg:g}, running_apps={self.running_apps})"
+
+
+class Member:
+    """An app's place in the tree: its queues leaf first (root excluded), and what one of
+    its tasks adds to each one's aggregate."""
+
+    __slots__ = ("path", "contrib", "bit", "admitted", "user")
+
+    def __init__(self, path: list[QueueState], user: str):
+        self.path = path
+        self.contrib: list[float] = [0.0] * len(path)
+        self.bit = 0
+        self.admitted = False
+        self.user = user
+
+
+class QueueTreeState:
+    """Every queue's accounting, and ``choose``: the app the tree offers a node to."""
+
+    def __init__(self, tree: QueueTree, policies: dict, default: "Policy", cluster: "ClusterState",
+                 index: "PendingIndex"):
+        self.tree, self.cluster, self.index = tree, cluster, index
+        self.members: dict[str, Member] = {}
+        self.by_path: dict[str, QueueState] = {}
+        self._gen = index.generation
+
+        def build(spec: QueueSpec, share: float, max_share: float) -> QueueState:
+            q = QueueState(spec, policies.get(spec.policy, default) if spec.policy else default,
+                           share, max_share)
+            self.by_path[spec.path] = q
+            for c in spec.children:
+                cs = share * c.capacity / 100 if c.capacity is not None else share
+                cm = max_share * c.max_capacity / 100 if c.max_capacity is not None else max_share
+                q.children.append(build(c, cs, cm))
+            return q
+
+        self.root = build(tree.root, 1.0, 1.0)
+        self.queues = list(self.by_path.values())
+        self.resolve()
+
+    def leaf(self, path: str) -> QueueState:
+        return self.by_path[path]
+
+    # ----- bounds and rebuilds ---------------------------------------------------
+
+    def resolve(self) -> None:
+        """min, max and the user-limit base in absolute amounts for the cluster now."""
+        dims = self.cluster.dims
+        total = dict(zip(dims, self.cluster.total))
+        for q in self.queues:
+            lo, hi = resolve_bounds(q.spec, total, q.share, q.max_share)
+            q.min = [lo.get(d, 0.0) for d in dims] if lo else None
+            q.max = [hi.get(d, INF) for d in dims] if hi else None
+            base = q.max or [INF] * len(dims)
+            if q.user_limit is not None:
+                q.user_cap = [q.user_limit * (b if b < INF else t) for b, t in zip(base, self.cluster.total)]
+            width = len(self.cluster.dims) + len(self.cluster.virtual_dims)
+            if len(q.usage) != width:
+                q.usage = [0.0] * width
+            if q.max is not None:
+                q.max += [INF] * (width - len(q.max))
+            if q.user_cap:
+                q.user_cap += [INF] * (width - len(q.user_cap))
+
+    def rebuild(self) -> list[int]:
+        """Recompute every aggregate, usage and slot set from the apps (nodes joined or
+        left: units and percentages changed); returns the nodes any cap blocked."""
+        self.resolve()
+        for q in self.queues:
+            q.agg, q.mask, q.waiting, q.running_apps = 0.0, 0, 0, 0
+            q.usage = [0.0] * len(q.usage)
+            q.users = {}
+        apps = self.cluster.apps
+        for app_id, member in self.members.items():
+            self._place_in(apps[app_id], member)
+        return self.take_blocked(self.queues)
+
+    def _place_in(self, app: "AppState", member: Member) -> None:
+        member.bit = self.index.bit(app.app_id)
+        self._contributions(app, member)
+        n = app.running
+        for k, q in enumerate(member.path):
+            q.mask |= member.bit
+            if member.admitted:
+                q.running_apps += 1
+            else:
+                q.waiting |= member.bit
+            if q.user_limit is not None:
+                q.users.setdefault(member.user, [[0.0] * len(q.usage), 0])[1] |= member.bit
+            if n:
+                q.agg += n * member.contrib[k]
+                self._add_usage(q, member.user, app.demand, n)
+
+    def _contributions(self, app: "AppState", member: Member) -> None:
+        """w_i u_i of the app under the policy of each of its queues' parent."""
+        parents = member.path[1:] + [self.root]
+        view, cview = app.view, self.cluster.view
+        for k, p in enumerate(parents):
+            u = p.policy.unit(view, cview)
+            member.contrib[k] = u * app.weight if u < INF else 0.0
+
+    @staticmethod
+    def _add_usage(q: QueueState, user: str, demand, n: int) -> None:
+        usage = q.usage
+        for r, d in enumerate(demand):
+            usage[r] += n * d
+        if q.user_limit is not None:
+            uu = q.users[user][0]
+            for r, d in enumerate(demand):
+                uu[r] += n * d
+
+    # ----- apps --------------------------------------------------------------------
+
+    def attach(self, app: "AppState", leaf: QueueState) -> None:
+        """A submitted app joins its leaf (and every queue above it)."""
+        path, q = [], leaf
+        while q is not self.root:
+            path.append(q)
+            q = self._parent(q)
+        member = Member(path, app.spec.user)
+        self.members[app.app_id] = member
+        if self.index.generation != self._gen:      # slots renumbered: rebuild every bitset
+            self._gen = self.index.generation
+            for q in self.queues:
+                q.mask = q.waiting = 0
+                for u in q.users.values():
+                    u[1] = 0
+            apps = self.cluster.apps
+            for app_id, m in self.members.items():
+                if m is not member:
+                    self._rebit(apps[app_id], m)
+        self._place_in(app, member)
+
+    def _rebit(self, app: "AppState", member: Member) -> None:
+        member.bit = bit = self.index.bit(app.app_id)
+        for q in member.path:
+            q.mask |= bit
+            if not member.admitted:
+                q.waiting |= bit
+            if q.user_limit is not None:
+                q.users[member.user][1] |= bit
+
+    def _parent(self, q: QueueState) -> QueueState:
+        path = q.spec.path
+        return self.by_path[path.rpartition(".")[0]] if "." in path else self.root
+
+    def allocated(self, app: "AppState") -> None:
+        """One more task of ``app`` runs."""
+        member = self.members[app.app_id]
+        demand, user, contrib = app.demand, member.user, member.contrib
+        admit = not member.admitted
+        member.admitted = True
+        for k, q in enumerate(member.path):
+            q.agg += contrib[k]
+            self._add_usage(q, user, demand, 1)
+            if admit:
+                q.running_apps += 1
+                q.waiting &= ~member.bit
+
+    def released(self, app: "AppState", n: int = 1) -> list[int]:
+        """``n`` tasks of ``app`` ended; returns the nodes its queues' caps had blocked."""
+        member = self.members[app.app_id]
+        for k, q in enumerate(member.path):
+            q.agg -= n * member.contrib[k]
+            self._add_usage(q, member.user, app.demand, -n)
+        return self.take_blocked(member.path)
+
+    def finished(self, app: "AppState", running: int) -> list[int]:
+        """The app is done; ``running``: its tasks still running, released with it."""
+        member = self.members.pop(app.app_id)
+        bit = member.bit
+        for k, q in enumerate(member.path):
+            if running:
+                q.agg -= running * member.contrib[k]
+                self._add_usage(q, member.user, app.demand, -running)
+            q.mask &= ~bit
+            q.waiting &= ~bit
+            if member.admitted:
+                q.running_apps -= 1
+            if q.user_limit is not None:
+                q.users[member.user][1] &= ~bit
+        return self.take_blocked(member.path)
+
+    @staticmethod
+    def take_blocked(queues) -> list[int]:
+        out: list[int] = []
+        for q in queues:
+            if q.blocked:
+                out.extend(q.blocked)
+                q.blocked = set()
+        return out
+
+    # ----- the offer ---------------------------------------------------------------
+
+    def choose(self, m: int, free) -> "AppState | None":
+        """The app node ``m`` (with ``free`` left) is offered to: down the tree by
+        ``order_key`` among children with a candidate, then the least entry in the leaf."""
+        index = self.index
+        fit = index.fits_mask(m, free)
+        q = self.root
+        while fit and q.children:
+            best, best_key, best_fit = None, None, 0
+            for c in q.children:
+                cf = fit & c.mask
+                if not cf:
+                    continue
+                if c.capped:
+                    within = self._within_caps(c, cf, m)
+                    if within != cf:
+                        c.blocked.add(m)
+                    cf = within
+                    if not cf:
+                        continue
+                k = c.order_key()
+                if best is None or k < best_key:
+                    best, best_key, best_fit = c, k, cf
+            if best is None:
+                return None
+            q, fit = best, best_fit
+        if not fit:
+            return None
+        best_entry = None
+        while fit:
+            low = fit & -fit
+            entry = index.item(low).entry
+            if best_entry is None or entry < best_entry:
+                best_entry = entry
+            fit ^= low
+        return best_entry[3]
+
+    def _within_caps(self, q: QueueState, cf: int, m: int) -> int:
+        """The candidates ``cf`` of queue q that its max, max_apps and user_limit admit on node m."""
+        index = self.index
+        if q.max is not None:
+            cf &= index.fits_mask(m, [x - u for x, u in zip(q.max, q.usage)])
+        if q.max_apps is not None and q.running_apps >= q.max_apps:
+            cf &= ~q.waiting
+        if q.user_limit is not None and cf:
+            allowed = 0
+            for usage, slots in q.users.values():
+                uf = cf & slots
+                if uf:
+                    allowed |= uf & index.fits_mask(m, [c - u for c, u in zip(q.user_cap, usage)])
+            cf = allowed
+        return cf
