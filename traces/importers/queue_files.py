@@ -1,7 +1,8 @@
 """YARN's queue files as rayrm's ``queues:`` list: Fair Scheduler allocations, capacity-scheduler.xml.
 
 :func:`read_yarn_queues` tells the file by its root element and returns the tree in the
-config's schema (docs/queues.md) with the policy the file gives for queues that set none.
+config's schema (``rayrm.rm.core.queues.tree``) with the policy the file gives for queues
+that set none.
 
 **Fair Scheduler allocation file** (``<allocations>``; Hadoop's FairScheduler.html,
 "Allocation file format"), per ``<queue name=...>`` (or the legacy ``<pool>``), nested:

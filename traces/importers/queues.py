@@ -4,11 +4,12 @@
 capacity-scheduler.xml (``queue_files.py``), or YAML/JSON: the config's own ``queues:``
 list (with its ``policy:``), or a mapping ``{queue: weight}`` — and ``--queue-weights
 q1=2,eng.batch=1``, which sets those queues' weights in the file's tree or, alone, makes a
-flat tree (a dotted name nests: ``eng.batch`` is leaf ``batch`` of parent ``eng``).
-Without either the tree is the queues the jobs name, each of weight 1, as the Fair
-Scheduler creates a queue an app names; jobs all in ``default`` need no tree at all.
+flat tree (a dotted name nests: ``eng.batch`` is leaf ``batch`` of parent ``eng``) to
+which the other queues the jobs name are added with weight 1.  Without either the tree
+is the queues the jobs name, each of weight 1, as the Fair Scheduler creates a queue an
+app names; jobs all in ``default`` need no tree at all.
 A job naming a queue the tree lacks, or a parent queue, is kept: the run rejects it
-with the reason (docs/queues.md), and the import notes how many there are.
+with the reason (``rayrm.rm.core.queues``), and the import notes how many there are.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class QueueTree:
 
     queues: list[dict]
     policy: str | None = None
+    open: bool = False            # the jobs' other queues join it (weight 1): --queue-weights alone
 
     def leaves(self) -> set[str]:
         return {path for path, q in walk(self.queues) if not q.get("children")}
@@ -61,22 +63,32 @@ def queue_tree(spec: str | None, file: str | None, report: SkipReport | None = N
     weights = parse_weights(spec)
     if not weights:
         return tree
-    tree = tree or QueueTree([])
+    tree = tree or QueueTree([], open=True)
     for path, weight in weights.items():
         _at(tree.queues, path)["weight"] = weight
     return tree
 
 
-def jobs_tree(queues) -> QueueTree | None:
-    """A flat tree of the queues jobs name, weight 1 each; None when all are in ``default``."""
+def jobs_tree(queues, tree: QueueTree | None = None) -> QueueTree | None:
+    """``tree`` (an open one) with the queues jobs name added, weight 1 each; without ``tree``
+    None when all jobs are in ``default``."""
     names = sorted({queue_path(q) for q in queues} - {DEFAULT, ""})
     names = [n for n in names if all(NAME.fullmatch(part) for part in n.split("."))]
-    if not names:
+    if not names and tree is None:
         return None
-    tree = QueueTree([])
+    tree = tree or QueueTree([])
+    known = {path for path, _ in walk(tree.queues)}
     for name in [DEFAULT, *names]:
-        _at(tree.queues, name)
+        if name not in known:
+            _at(tree.queues, name)
     return tree
+
+
+def without_policies(tree: QueueTree) -> QueueTree:
+    """The tree with every queue following the config's policy (``--drop-queue-policies``)."""
+    def strip(queues):
+        return [{k: (strip(v) if k == "children" else v) for k, v in q.items() if k != "policy"} for q in queues]
+    return QueueTree(strip(tree.queues), None)
 
 
 def check_jobs(tree: QueueTree, queues, report: SkipReport) -> None:

@@ -97,7 +97,7 @@ def synth_to_sls(spec: dict, path: str, *, time_unit: str = "ms") -> tuple[list[
     for index, (submit, w, cls) in enumerate(drawn):
         job_tasks, n = cls.tasks(rng, scale, MAX_TASKS - tasks)
         jobs.append({"job.id": f"{cls.name}_{index:06d}", "job.start.ms": submit * 1000.0,
-                     "job.queue.name": w.queue, "job.tasks": job_tasks})
+                     "job.queue.name": w.queue, "job.user": cls.user, "job.tasks": job_tasks})
         tasks += n
     return jobs, nodes
 
@@ -223,6 +223,7 @@ class _JobClass:
         if not isinstance(doc, dict):
             raise _error(where, "a job class must be an object")
         self.name = str(doc.get("class_name") or "class")
+        self.user = str(doc.get("user_name") or "default")
         self.weight = _number(doc.get("class_weight", 0), where)
         self.type = str(doc.get("type") or "mapreduce")
         if "tasks" in doc:
