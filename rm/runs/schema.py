@@ -78,6 +78,7 @@ SUMMARY_KEYS = {
     "utilization": "dim -> Σ d_app (finish − start) / (Σ_m C_m × makespan)",
     "wall_seconds": "wall time of the run (s)",
     "format": "csv or parquet: how tasks, shares and events are stored",
+    "queues": "the config's queues: tree, when it has one (the config's own form)",
 }
 
 

@@ -453,6 +453,8 @@ def simulate(config: "ExperimentConfig", policy: str | None = None, seed: int | 
         wall = _time.perf_counter() - started
         extra = {"launch_jitter": launch_jitter, "jitter_seed": jitter_seed} if launch_jitter else {}
         extra["policy_source"] = policy_source(sim.policy_name)
+        if not config.queues.flat:
+            extra["queues"] = config.queues.to_list()
         if failed is not None:
             extra |= {"interrupted": True, "interrupt_reason": str(failed), "policy_error": str(failed)}
         if sim.stopped_early:

@@ -7,7 +7,10 @@ computed from the tables on a grid of at most ``GRID`` points:
   (finish missing: still running at the end), over the total capacity;
 * running(t) the same count; pending(t) = attempts with submit <= t < start;
 * each app's share: its rows of the shares table (the policy's own share), thinned
-  to at most ``GRID`` points per app.
+  to at most ``GRID`` points per app;
+* with a queue tree (summary.json's ``queues``, the config's ``queues:`` list, else the queues
+  jobs.csv names, weight 1 each), each queue's share and what it is owed at each grid
+  point (``rm/ui/queues.py``) from its leaves' used and pending demand.
 
 Wall-clock fields: a replay's t = 0 is summary.json's time minus its ``wall_seconds``;
 a simulation has no wall clock, so its trace seconds are laid out from that same
@@ -21,7 +24,10 @@ from pathlib import Path
 import numpy as np
 
 from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.model import DEFAULT_QUEUE, queue_path
+from rayrm.rm.core.queues.tree import QueueTree, parse_queues
 from rayrm.rm.runs.reader import RunDir
+from rayrm.rm.ui.queues import Usage, tree_views
 from rayrm.rm.ui.view import AppView, ClusterView, Fault, History, NodeView, share_kind
 
 #: most points of a chart series
@@ -67,12 +73,13 @@ def _build(rd: RunDir) -> ClusterView:
     start_epoch = (stamp if stamp.exists() else rd.path / "jobs.csv").stat().st_mtime - wall
     state = "interrupted" if summary.get("interrupted") else "finished" if summary else "partial"
     policy = str(summary.get("policy") or rd.path.name)
+    tree = run_tree(rd, dims, nodes, jobs)
     faults = tuple(Fault(float(r.time), "fault", str(r.node or r.app or ""), str(r.detail))
                    for r in events[events["kind"] == "fault"].itertuples())
     return ClusterView(str(summary.get("name") or rd.path.name), policy, mode, dims, end, start_epoch, scale,
                        float(summary.get("heartbeat_interval") or 1.0), state, nodes, apps, len(tasks), faults,
-                       dict(summary.get("pace") or {}), _history(rd, dims, tasks, demand, end, nodes, policy),
-                       1, share_kind(policy))
+                       dict(summary.get("pace") or {}),
+                       _history(rd, dims, tasks, jobs, demand, end, nodes, policy, tree), 1, share_kind(policy), tree)
 
 
 def _nodes(rd: RunDir, dims, tasks, events, demand, end) -> tuple[NodeView, ...]:
@@ -123,11 +130,12 @@ def _apps(rd: RunDir, dims, tasks, jobs, events, demand) -> tuple[AppView, ...]:
         out.append(AppView(app, status, int(j["num_tasks"]), running, pending, finished, demand[app],
                            float(j["weight"]), float(j["submit"]), first, finish,
                            1 + len(launches.get(app, ())), ts, ds, str(j["constraint"]), str(j["reason"] or ""),
-                           attempt_starts=launches.get(app, ())))
+                           attempt_starts=launches.get(app, ()), queue=queue_path(str(j.get("queue", "default"))),
+                           user=str(j.get("user", "default"))))
     return tuple(out)
 
 
-def _history(rd: RunDir, dims, tasks, demand, end, nodes, policy) -> History:
+def _history(rd: RunDir, dims, tasks, jobs, demand, end, nodes, policy, tree) -> History:
     grid = np.linspace(0.0, end, GRID) if end > 0 else np.zeros(1)
     start = tasks["start"].to_numpy(float)
     finish = np.where(np.isnan(tasks["finish"].to_numpy(float)), np.inf, tasks["finish"].to_numpy(float))
@@ -149,8 +157,76 @@ def _history(rd: RunDir, dims, tasks, demand, end, nodes, policy) -> History:
                 keep = np.unique(np.linspace(0, len(t) - 1, GRID).astype(int))
                 t, v = t[keep], v[keep]
             shares[str(app)] = tuple(zip(np.round(t, 3).tolist(), np.round(v, 6).tolist()))
+    queues = _queue_history(tree, dims, tasks, jobs, d, totals, grid, policy) if tree is not None else {}
     return History(tuple(np.round(grid, 3).tolist()), tuple(map(tuple, np.round(frac, 6).tolist())),
-                   tuple(int(x) for x in running), tuple(int(x) for x in pending), (), shares)
+                   tuple(int(x) for x in running), tuple(int(x) for x in pending), (), shares, queues)
+
+
+def run_tree(rd: RunDir, dims, nodes, jobs) -> QueueTree | None:
+    """The run's queue tree: summary.json's ``queues``, else the queues jobs.csv names as
+    a flat tree of weight 1; None when every job is in ``default``."""
+    total = {d: sum(n.capacity[k] for n in nodes) for k, d in enumerate(dims)}
+    saved = rd.summary.get("queues")
+    if saved:
+        try:
+            return parse_queues(saved, tuple(dims), total)
+        except InputError as e:
+            raise InputError(f"cannot read the queue tree: {e}", file=str(rd.path / "summary.json")) from None
+    names = sorted({queue_path(str(q)) for q in jobs["queue"]}) if "queue" in jobs else []
+    if not names or names == [DEFAULT_QUEUE]:
+        return None
+    flat: list[dict] = []
+    for name in names:
+        level = flat
+        for part in name.split("."):
+            found = next((q for q in level if q["name"] == part), None)
+            if found is None:
+                found = {"name": part}
+                level.append(found)
+            level = found.setdefault("children", [])
+    _prune(flat)
+    return parse_queues(flat, tuple(dims), total)
+
+
+def _prune(queues: list[dict]) -> None:
+    for q in queues:
+        if q.get("children"):
+            _prune(q["children"])
+        else:
+            q.pop("children", None)
+
+
+def _queue_history(tree, dims, tasks, jobs, d, totals, grid, policy) -> dict:
+    """queue -> [(t, share, owed)] on the grid, from each leaf's use (attempts running at t)
+    and demand (its jobs' tasks submitted by t less those finished by t)."""
+    k = len(dims)
+    job_leaf = np.array([queue_path(str(q)) for q in jobs["queue"]]) if "queue" in jobs \
+        else np.full(len(jobs), DEFAULT_QUEUE)
+    leaf_of = dict(zip(jobs["app"].astype(str), job_leaf))
+    leaf = np.array([leaf_of.get(str(a), DEFAULT_QUEUE) for a in tasks["app"]])
+    start = tasks["start"].to_numpy(float)
+    finish = np.where(np.isnan(tasks["finish"].to_numpy(float)), np.inf, tasks["finish"].to_numpy(float))
+    ran, done = ~np.isnan(start), (tasks["status"] == "finished").to_numpy()
+    job_submit = jobs["submit"].to_numpy(float)
+    job_size = jobs["num_tasks"].to_numpy(float)[:, None] * np.array(
+        [[float(j[f"demand.{x}"]) for x in dims] for _, j in jobs.iterrows()]).reshape(-1, k)
+    never = np.full(len(jobs), np.inf)
+    series: dict[str, tuple] = {}
+    for name in np.unique(np.concatenate([job_leaf, leaf])):
+        m, jm = leaf == name, job_leaf == name
+        r, f = m & ran, m & done
+        used = np.column_stack([_active(start[r], finish[r], grid, d[r, x]) for x in range(k)])
+        wanted = np.column_stack([_active(job_submit[jm], never[jm], grid, job_size[jm, x])
+                                  - _active(finish[f], np.full(f.sum(), np.inf), grid, d[f, x]) for x in range(k)])
+        series[str(name)] = (used, np.maximum(wanted, used))
+    out: dict[str, list] = {}
+    for g, t in enumerate(np.round(grid, 3).tolist()):
+        leaves = {n: Usage(u[g].tolist(), w[g].tolist()) for n, (u, w) in series.items()}
+        for q in tree_views(tree, tuple(dims), tuple(totals), leaves, policy)[1:]:
+            points = out.setdefault(q.name, [])
+            if not points or points[-1][1:] != (q.share, q.owed):
+                points.append((t, q.share, q.owed))
+    return out
 
 
 def _active(begin: np.ndarray, end: np.ndarray, grid: np.ndarray, weight) -> np.ndarray:
