@@ -42,7 +42,8 @@ def make_scheduler(policy: Policy | str, dims: Iterable[str], nodes: Iterable[No
 class TreeScheduler(OnlineScheduler):
     """``OnlineScheduler`` whose offers go down a queue tree (module docstring)."""
 
-    def __init__(self, policy: Policy | str, dims: Iterable[str], nodes: Iterable[NodeSpec], queues: QueueTree):
+    def __init__(self, policy: Policy | str, dims: Iterable[str], nodes: Iterable[NodeSpec], queues: QueueTree,
+                 naive: bool = False):
         nodes = list(nodes)
         dims = tuple(dims)
         super().__init__(policy, dims, nodes)
@@ -57,7 +58,7 @@ class TreeScheduler(OnlineScheduler):
         for spec in queues.queues():
             p = policies.get(spec.policy, self.policy) if spec.policy else self.policy
             _check_policy(p, spec.full_name, parent=bool(spec.children) or not spec.path)
-        self.tree = QueueTreeState(queues, policies, self.policy, self.cluster, self._index)
+        self.tree = QueueTreeState(queues, policies, self.policy, self.cluster, self._index, naive)
         self._leaf_policy: dict[str, tuple[Policy, bool]] = {
             q.spec.path: (q.policy, type(q.policy).key is Policy.key) for q in self.tree.queues}
 

@@ -1,17 +1,25 @@
 """The queue tree at run time: each queue's share, usage and caps, and the offer's descent.
 
 Hierarchical TSF (docs/design.md, "Queues"): a free node goes down the tree.  At each
-queue, of the children whose subtree has a pending task that fits the node within every
-cap on the way, the child with the least key under the queue's policy takes it:
+queue, of its *active* children — those whose subtree has a pending task that fits the
+node within every cap on the way — the one of least ``(needy, ρ, name)`` takes it:
 
-* a child below its ``min`` — max_r U_cr / min_cr < 1 over the resources its min names,
-  U_c its usage — comes first, least ratio first (the dominant-resource reading of
-  YARN's needy test);
-* the others by their share of the aggregate, S_c = (Σ_{i ∈ c} n_i w_i u_i) / W_c, where
-  u_i is the parent's policy's per-task unit of app i (``Policy.unit``) and W_c the
-  child's weight.  Under TSF, w_i u_i = 1/h_i: S_c = (Σ_{i ∈ c} n_i / h_i) / W_c, the
-  task share of the queue as if its apps were one job (tsf-paper §V-A);
+* needy: a child below its ``min`` (max_r U_cr / min_cr < 1 over the resources its min
+  names, U_c its usage) comes first, least ratio first (YARN's needy test, read on the
+  dominant resource);
+* ρ, the child's share per unit of weight: for a leaf ρ_L = S_L / W_L with
+  S_L = Σ_{i ∈ L} n_i w_i u_i, u_i the parent's policy's per-task unit of app i
+  (``Policy.unit``); under TSF w_i u_i = 1/h_i and S_L = Σ_{i ∈ L} n_i / h_i, the task
+  shares of its apps (tsf-paper §V-A) added up.  For a parent,
+  ρ_Q = (Σ_{c ∈ A(Q)} W_c / W_Q) · min_{c ∈ A(Q)} ρ_c over its active children A(Q):
+  its active children are rescaled to the least served of them and the others left out,
+  the two corrections H-DRF makes to a naive hierarchy (Bhattacharya et al., SoCC 2013);
 * ties on the queue's name.
+
+With one leaf this is flat TSF; with backlogged leaves under one parent it equalises
+S_L / W_L, so leaves hold task shares in proportion to their weights whatever their job
+counts.  ``naive=True`` orders parents by S_Q / W_Q over all their apps instead (the
+aggregate H-DRF shows starving a queue; kept for the tests that show it).
 
 Caps filter the candidates, never the order: a child whose usage plus the task would
 exceed its ``max``; whose running apps are at ``max_apps`` (its apps not yet running
@@ -70,20 +78,23 @@ class QueueState:
             or spec.max_capacity is not None
         self.share, self.max_share = share, max_share     # of the cluster, by capacity
 
-    def order_key(self) -> tuple:
-        """Below min first (least usage/min), then least aggregate share S = agg / W."""
+    def min_ratio(self) -> float:
+        """max_r U_r / min_r over the resources its min names (inf: no min): below 1, the
+        queue is below its min."""
         lo = self.min
-        if lo is not None:
-            ratio = max((u / m for u, m in zip(self.usage, lo) if m > 0), default=INF)
-            if ratio < 1:
-                return 0, ratio, self.name
-        return 1, self.agg / self.weight, self.name
-
-    def fair_key(self) -> float:
-        return self.agg / self.weight
+        if lo is None:
+            return INF
+        return max((u / m for u, m in zip(self.usage, lo) if m > 0), default=INF)
 
     def __repr__(self) -> str:
         return f"QueueState({self.name}, agg={self.agg:g}, running_apps={self.running_apps})"
+
+
+def _offer_order(candidate: tuple) -> tuple:
+    """A child below its min first (least usage/min first), then least ρ; ties on the name."""
+    q, _, sigma = candidate
+    ratio = q.min_ratio() if q.min is not None else INF
+    return (0, ratio, q.name) if ratio < 1 else (1, sigma, q.name)
 
 
 class Member:
@@ -104,8 +115,9 @@ class QueueTreeState:
     """Every queue's accounting, and ``choose``: the app the tree offers a node to."""
 
     def __init__(self, tree: QueueTree, policies: dict, default: "Policy", cluster: "ClusterState",
-                 index: "PendingIndex"):
+                 index: "PendingIndex", naive: bool = False):
         self.tree, self.cluster, self.index = tree, cluster, index
+        self.naive = naive
         self.members: dict[str, Member] = {}
         self.by_path: dict[str, QueueState] = {}
         self._gen = index.generation
@@ -279,30 +291,19 @@ class QueueTreeState:
     # ----- the offer ---------------------------------------------------------------
 
     def choose(self, m: int, free) -> "AppState | None":
-        """The app node ``m`` (with ``free`` left) is offered to: down the tree by
-        ``order_key`` among children with a candidate, then the least entry in the leaf."""
+        """The app node ``m`` (with ``free`` left) is offered to: down the tree, at each
+        queue to the active child (one with a candidate on m within its caps) of least
+        ``(needy, ρ, name)``, then the least entry among the leaf's candidates."""
         index = self.index
         fit = index.fits_mask(m, free)
         q = self.root
+        memo: dict = {}
         while fit and q.children:
-            best, best_key, best_fit = None, None, 0
-            for c in q.children:
-                cf = fit & c.mask
-                if not cf:
-                    continue
-                if c.capped:
-                    within = self._within_caps(c, cf, m)
-                    if within != cf:
-                        c.blocked.add(m)
-                    cf = within
-                    if not cf:
-                        continue
-                k = c.order_key()
-                if best is None or k < best_key:
-                    best, best_key, best_fit = c, k, cf
-            if best is None:
+            active = self._active(q, fit, m, memo)
+            if not active:
                 return None
-            q, fit = best, best_fit
+            best = min(active, key=_offer_order)
+            q, fit = best[0], best[1]
         if not fit:
             return None
         best_entry = None
@@ -313,6 +314,36 @@ class QueueTreeState:
                 best_entry = entry
             fit ^= low
         return best_entry[3]
+
+    def _active(self, q: QueueState, fit: int, m: int, memo: dict) -> list:
+        """[(child, its candidates, ρ_child)] for q's children with a candidate on node m
+        (the module docstring's ρ)."""
+        hit = memo.get(q)
+        if hit is not None:
+            return hit
+        out = []
+        for c in q.children:
+            cf = fit & c.mask
+            if not cf:
+                continue
+            if c.capped:
+                within = self._within_caps(c, cf, m)
+                if within != cf:
+                    c.blocked.add(m)
+                cf = within
+                if not cf:
+                    continue
+            if c.children and not self.naive:
+                below = self._active(c, cf, m, memo)
+                if not below:
+                    continue
+                level = min(s for _, _, s in below)
+                sigma = level * sum(a.weight for a, _, _ in below) / c.weight
+            else:
+                sigma = c.agg / c.weight
+            out.append((c, cf, sigma))
+        memo[q] = out
+        return out
 
     def _within_caps(self, q: QueueState, cf: int, m: int) -> int:
         """The candidates ``cf`` of queue q that its max, max_apps and user_limit admit on node m."""
