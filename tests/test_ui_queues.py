@@ -1,0 +1,155 @@
+"""The queue tree in the UI and in YARN's scheduler view: shares against what each queue is
+owed, worked by hand, and read by a real YARN client.
+
+The instance (``TREE``): two nodes of <4 cpu, 4096 MB> (total <8, 8192>); queues eng
+(weight 2; children batch with max cpu 50%, and adhoc) and research (weight 1); j1 in
+eng.batch (alice) and j2 in research (bob), 8 tasks of <1 cpu, 1024 MB> each, 10 s.
+Simulated to t = 5: batch may hold 4 cpu (50% of 8), so it runs 4 and research the other
+4.  What each queue is owed (rm/ui/queues.py), demand shares δ = 8 x <1, 1024> / <8, 8192> = 1:
+
+* hi: batch min(M = 0.5, δ = 1) = 0.5, adhoc 0 (no demand), eng min(1, 1, 0.5 + 0) = 0.5,
+  research min(1, 1) = 1;
+* root's children: clamp(ρ·2, 0, 0.5) + clamp(ρ·1, 0, 1) = 1 at ρ = 0.5: eng 0.5, research 0.5;
+* eng's children: batch 0.5 (its hi), adhoc 0;
+* steady (no demand): eng 2/3, research 1/3; batch and adhoc 1/3 each (2/3 split 1:1,
+  batch under its 0.5).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+
+from rayrm.rm.core.config import parse_config
+from rayrm.rm.sim.engine import simulate
+from rayrm.rm.ui.live import LiveSource
+from rayrm.rm.ui.queues import queue_views, water_fill
+from rayrm.rm.ui.rundir import RunDirSource
+from rayrm.rm.ui.server import serve
+from rayrm.rm.ui.yarn import apps, scheduler
+
+yarn_api_client = pytest.importorskip("yarn_api_client")
+
+JOB = {"tasks": 8, "demand": {"cpu": 1, "memory_mb": 1024}, "duration": 10}
+TREE = {"name": "tree",
+        "cluster": {"nodes": [{"name": "n{i}", "count": 2, "capacity": {"cpu": 4, "memory_mb": 4096}}]},
+        "queues": [{"name": "eng", "weight": 2, "children": [{"name": "batch", "max": {"cpu": "50%"}},
+                                                              {"name": "adhoc"}]},
+                   {"name": "research", "weight": 1}],
+        "workload": {"jobs": [{"id": "j1", "queue": "eng.batch", "user": "alice", **JOB},
+                              {"id": "j2", "queue": "root.research", "user": "bob", **JOB}]},
+        "run": {"seed": 1}}
+
+
+@pytest.fixture(scope="module")
+def tree_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tree")
+    simulate(parse_config(TREE), out=out, progress=False, until=5)
+    server = serve(RunDirSource(out), port=0)
+    yield out, server.url
+    server.close()
+
+
+def test_water_fill_by_hand():
+    # 1 among weights 2:1 with the first capped at 0.5: 0.5 + 0.5 (ρ = 0.5).
+    assert water_fill(1.0, [2, 1], [0, 0], [0.5, 1]) == pytest.approx([0.5, 0.5])
+    # no caps: 2/3 and 1/3.
+    assert water_fill(1.0, [2, 1], [0, 0], [1, 1]) == pytest.approx([2 / 3, 1 / 3])
+    # a min of 0.6 for the lighter queue: 0.4 + 0.6 (ρ·2 = 0.4 at ρ = 0.2, ρ·1 < 0.6 lifted).
+    assert water_fill(1.0, [2, 1], [0, 0.6], [1, 1]) == pytest.approx([0.4, 0.6])
+    # demand caps below the amount: each gets its cap, 0.3 + 0.2 (Σ hi = 0.5 < 1).
+    assert water_fill(1.0, [1, 1], [0, 0], [0.3, 0.2]) == pytest.approx([0.3, 0.2])
+    # mins above the amount (0.8 + 0.8 > 1) are scaled down to it: 0.5 each.
+    assert water_fill(1.0, [1, 3], [0.8, 0.8], [1, 1]) == pytest.approx([0.5, 0.5])
+
+
+def test_shares_against_what_each_queue_is_owed(tree_run):
+    out, _ = tree_run
+    view = RunDirSource(out).view()
+    rows = {q.name: q for q in queue_views(view.tree, view.dims, view.live_total(), view.apps, view.policy)}
+    got = {n: (q.share, q.owed, round(q.steady, 4)) for n, q in rows.items()}
+    # batch holds 4 of 8 cpu (its max), research the other 4 (module docstring for owed and steady)
+    assert got == {"root": (1.0, 1.0, 1.0), "root.eng": (0.5, 0.5, 0.6667), "root.eng.batch": (0.5, 0.5, 0.3333),
+                   "root.eng.adhoc": (0.0, 0.0, 0.3333), "root.research": (0.5, 0.5, 0.3333)}
+    assert rows["root.eng.batch"].max == (4.0, 8192.0)        # 50% of 8 cpu; memory unbounded: the total
+    # the run directory's history: one step at t = 0 (nothing changes before t = 5)
+    assert view.history.queues["root.research"] == [(0.0, 0.5, 0.5)]
+
+
+def test_a_yarn_client_reads_the_fair_scheduler_tree(tree_run):
+    from yarn_api_client.resource_manager import ResourceManager
+    _, url = tree_run
+    rm = ResourceManager(service_endpoints=[url.rstrip("/")])
+    info = rm.cluster_scheduler().data["scheduler"]["schedulerInfo"]
+    assert info["type"] == "fairScheduler"
+    root = info["rootQueue"]
+    eng, research = root["childQueues"]["queue"]
+    batch, adhoc = eng["childQueues"]["queue"]
+    assert [q["queueName"] for q in (root, eng, batch, adhoc, research)] == \
+        ["root", "root.eng", "root.eng.batch", "root.eng.adhoc", "root.research"]
+    # batch: max 4 vcores (50%), uses 4 vcores and 4096 MB, owed 0.5 of <8, 8192>
+    assert (batch["maxResources"]["vCores"], batch["usedResources"]["vCores"], batch["usedResources"]["memory"]) \
+        == (4, 4, 4096)
+    assert (batch["fairResources"]["memory"], research["fairResources"]["vCores"]) == (4096, 4)
+    # steady fair shares: eng 2/3 of 8192 MB = 5461, research 1/3 = 2731
+    assert (eng["steadyFairResources"]["memory"], research["steadyFairResources"]["memory"]) == (5461, 2731)
+    assert (eng["weight"], batch["type"], batch["numActiveApps"]) == (2.0, "fairSchedulerLeafQueueInfo", 1)
+    # the run was cut at t = 5: its apps are no longer active, so no leaf lists them (their use stays)
+    assert batch["apps"]["app"] == [] and "apps" not in eng
+
+
+def test_apps_carry_and_filter_on_queue_and_user(tree_run):
+    out, url = tree_run
+
+    def ids(query):
+        body = json.loads(urllib.request.urlopen(f"{url.rstrip('/')}/ws/v1/cluster/apps?{query}").read())
+        return [a["id"] for a in (body["apps"] or {}).get("app", [])]
+
+    assert ids("queue=root.eng.batch") == ["j1"] and ids("queue=eng.batch") == ["j1"]
+    assert ids("queue=root.eng") == ["j1"]                 # a parent: its subtree's apps
+    assert ids("queue=adhoc") == [] and ids("user=bob") == ["j2"] and ids("queue=research&user=alice") == []
+    view = RunDirSource(out).view()
+    body, _ = apps(view, {"user": "alice"})
+    assert [(a["queue"], a["user"]) for a in body["apps"]["app"]] == [("root.eng.batch", "alice")]
+
+
+def test_a_capacity_tree_in_the_capacity_schedulers_shape(tmp_path):
+    # Hadoop SLS's capacity-scheduler.xml: sls_queue_1 25%, sls_queue_2 25%, sls_queue_3 50%;
+    # one job of 8 tasks <1, 1024> in sls_queue_3 on the same <8, 8192>.
+    cfg = dict(TREE, queues=[{"name": "sls_queue_1", "capacity": 25}, {"name": "sls_queue_2", "capacity": 25},
+                             {"name": "sls_queue_3", "capacity": 50, "max_capacity": 100}],
+               workload={"jobs": [{"id": "j3", "queue": "sls_queue_3", **JOB}]})
+    simulate(parse_config(cfg), out=tmp_path, progress=False, until=5)
+    info = scheduler(RunDirSource(tmp_path).view())["scheduler"]["schedulerInfo"]
+    assert (info["type"], info["capacity"], info["queueName"]) == ("capacityScheduler", 100.0, "root")
+    q1, q2, q3 = info["queues"]["queue"]
+    assert [(q["queueName"], q["capacity"], q["absoluteCapacity"]) for q in (q1, q2, q3)] == \
+        [("sls_queue_1", 25.0, 25.0), ("sls_queue_2", 25.0, 25.0), ("sls_queue_3", 50.0, 50.0)]
+    # capacity 50 means weight 50 and min 50%: alone, j3 takes all 8 slots (queues are elastic
+    # up to max_capacity 100): 100% of the cluster, 200% of its own capacity
+    assert (q3["absoluteUsedCapacity"], q3["usedCapacity"], q3["numActiveApplications"]) == (100.0, 200.0, 1)
+    assert (q3["type"], q3["resourcesUsed"]["vCores"], info["usedCapacity"]) == ("capacitySchedulerLeafQueueInfo", 8, 100.0)
+
+
+def test_the_live_source_keeps_each_queues_share_and_owed_over_time():
+    cfg = parse_config(TREE)
+    source = LiveSource(cfg, "tsf", 1.0, fetch=lambda: None)
+    nodes = [("n1", True, (0.0, 0.0), 4, 1000.0), ("n2", True, (4.0, 4096.0), 0, 1000.0)]
+    base = {"wall": 1000.0, "start_wall": 1000.0, "allocations": 4, "finished": 0, "epoch": 0, "lag": 0.0,
+            "behind": False, "ticks": 1, "ticks_behind": 0, "nodes": nodes}
+    # t = 1: j1 runs 4 (batch at its max), j2 has not arrived: batch 0.5, owed 0.5 (its cap), research 0
+    source.update(dict(base, time=1.0, apps=[("j1", "running", 0.0, 0.0, None, "", 1, 0, 4, 4, 0.5, 0.5, 2)]))
+    # t = 2: j2 runs 4: research 0.5 of the cluster and owed 0.5 (module docstring)
+    both = [("j1", "running", 0.0, 0.0, None, "", 1, 0, 4, 4, 0.5, 0.5, 2),
+            ("j2", "running", 1.5, 1.5, None, "", 1, 0, 4, 4, 0.5, 0.5, 2)]
+    view = source.update(dict(base, time=2.0, nodes=[("n1", True, (0.0, 0.0), 4, 1000.0),
+                                                     ("n2", True, (0.0, 0.0), 4, 1000.0)], apps=both))
+    assert view.history.queues["root.eng.batch"] == [(1.0, 0.5, 0.5)]
+    assert view.history.queues["root.research"] == [(1.0, 0.0, 0.0), (2.0, 0.5, 0.5)]
+    assert {(a.app, a.queue, a.user) for a in view.apps} == {("j1", "eng.batch", "alice"), ("j2", "research", "bob")}
+    eng, research = scheduler(view)["scheduler"]["schedulerInfo"]["rootQueue"]["childQueues"]["queue"]
+    batch = eng["childQueues"]["queue"][0]
+    assert [(a["id"], a["user"], a["runningContainers"]) for a in batch["apps"]["app"]] == [("j1", "alice", 4)]
+    assert [(a["id"], a["user"]) for a in research["apps"]["app"]] == [("j2", "bob")]
