@@ -1,11 +1,11 @@
-"""The queue tree in the UI and in YARN's scheduler view: shares against what each queue is
-owed, worked by hand, and read by a real YARN client.
+"""The queue tree in the UI, YARN's scheduler view, reports and sweeps: shares against what
+each queue is owed, worked by hand, and read by a real YARN client.
 
 The instance (``TREE``): two nodes of <4 cpu, 4096 MB> (total <8, 8192>); queues eng
 (weight 2; children batch with max cpu 50%, and adhoc) and research (weight 1); j1 in
 eng.batch (alice) and j2 in research (bob), 8 tasks of <1 cpu, 1024 MB> each, 10 s.
 Simulated to t = 5: batch may hold 4 cpu (50% of 8), so it runs 4 and research the other
-4.  What each queue is owed (rm/ui/queues.py), demand shares δ = 8 x <1, 1024> / <8, 8192> = 1:
+4.  What each queue is owed (rm/runs/queue_shares.py), demand shares δ = 8 x <1, 1024> / <8, 8192> = 1:
 
 * hi: batch min(M = 0.5, δ = 1) = 0.5, adhoc 0 (no demand), eng min(1, 1, 0.5 + 0) = 0.5,
   research min(1, 1) = 1;
@@ -20,12 +20,21 @@ from __future__ import annotations
 import json
 import urllib.request
 
+import pandas as pd
 import pytest
+import yaml
 
 from rayrm.rm.core.config import parse_config
+from rayrm.rm.core.errors import InputError
+from rayrm.rm.runs.queue_shares import run_queue_history
+from rayrm.rm.runs.reader import RunDir
+from rayrm.rm.runs.report import write_report
+from rayrm.rm.runtime.experiments import Runner
+from rayrm.rm.runtime.sweep import run_sweep
+from rayrm.rm.runtime.sweep_spec import cell_config, cell_identity, load_spec
 from rayrm.rm.sim.engine import simulate
 from rayrm.rm.ui.live import LiveSource
-from rayrm.rm.ui.queues import queue_views, water_fill
+from rayrm.rm.runs.queue_shares import queue_views, water_fill
 from rayrm.rm.ui.rundir import RunDirSource
 from rayrm.rm.ui.server import serve
 from rayrm.rm.ui.yarn import apps, scheduler
@@ -153,3 +162,49 @@ def test_the_live_source_keeps_each_queues_share_and_owed_over_time():
     batch = eng["childQueues"]["queue"][0]
     assert [(a["id"], a["user"], a["runningContainers"]) for a in batch["apps"]["app"]] == [("j1", "alice", 4)]
     assert [(a["id"], a["user"]) for a in research["apps"]["app"]] == [("j2", "bob")]
+
+
+def test_report_plots_each_queues_share_against_what_it_is_owed(tmp_path):
+    # TREE run to the end: batch runs j1's 8 tasks in two waves of 4 (0-10 s, 10-20 s), research
+    # j2's likewise; at t = 10 each leaf still has 4 tasks to go, δ = 4/8 = 0.5, owed still 0.5.
+    simulate(parse_config(TREE), out=tmp_path / "run", progress=False)
+    series = run_queue_history(RunDir(tmp_path / "run"))
+    assert series["root.eng.batch"] == [(0.0, 0.5, 0.5), (20.0, 0.0, 0.0)]
+    assert series["root.research"] == [(0.0, 0.5, 0.5), (20.0, 0.0, 0.0)]
+    assert series["root.eng.adhoc"] == [(0.0, 0.0, 0.0)]
+    out, _ = write_report([tmp_path / "run"], out=tmp_path / "report")
+    assert (out / "queues_tsf.png").stat().st_size > 0
+    assert "queues_tsf.png" in (out / "index.html").read_text()
+
+
+def _sweep_spec(tmp_path, grid):
+    config = tmp_path / "tree.yaml"
+    config.write_text(yaml.safe_dump(TREE))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({"workload": {"config": "tree.yaml"}, "grid": grid,
+                                    "policies": ["tsf", "drf"], "seeds": [1]}))
+    return load_spec(spec)
+
+
+def test_a_sweep_varies_a_queues_weight(tmp_path):
+    spec = _sweep_spec(tmp_path, {"queue.eng.weight": [1, 4], "queue.root.research.max_apps": [1]})
+    _, four = spec.cells()
+    # the cell's identity carries its queue settings; the config it simulates has them
+    assert cell_identity(spec, four)["queues"] == {"queue.eng.weight": 4, "queue.root.research.max_apps": 1}
+    cfg = cell_config(spec, four, tmp_path)
+    assert (cfg.queues.by_path["eng"].weight, cfg.queues.by_path["research"].max_apps) == (4, 1)
+    result = run_sweep(spec, tmp_path / "out", Runner(inline=True), log=lambda s: None)
+    # 2 cells x 1 seed x 2 policies
+    assert (result.total, result.ran, result.failed) == (4, 4, [])
+    assert list(pd.read_csv(tmp_path / "out" / "sweep.csv")["queue.eng.weight"]) == [1, 4]
+
+
+@pytest.mark.parametrize("grid,message", [
+    ({"queue.nope.weight": [1]}, "field 'grid.queue.nope.weight': the config's queues: has no queue root.nope"),
+    ({"queue.eng.colour": [1]}, "field 'grid.queue.eng.colour': a queue axis is queue.<path>.<key>"),
+    ({"queue.eng.weight": ["heavy"]}, "field 'grid.queue.eng.weight': must be a list of non-negative numbers"),
+])
+def test_a_bad_queue_axis_names_its_field(tmp_path, grid, message):
+    with pytest.raises(InputError) as e:
+        _sweep_spec(tmp_path, grid)
+    assert message in str(e.value)

@@ -10,7 +10,7 @@ computed from the tables on a grid of at most ``GRID`` points:
   to at most ``GRID`` points per app;
 * with a queue tree (summary.json's ``queues``, the config's ``queues:`` list, else the queues
   jobs.csv names, weight 1 each), each queue's share and what it is owed at each grid
-  point (``rm/ui/queues.py``) from its leaves' used and pending demand.
+  point (``rm/runs/queue_shares.py``) from its leaves' used and pending demand.
 
 Wall-clock fields: a replay's t = 0 is summary.json's time minus its ``wall_seconds``;
 a simulation has no wall clock, so its trace seconds are laid out from that same
@@ -24,10 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from rayrm.rm.core.errors import InputError
-from rayrm.rm.core.model import DEFAULT_QUEUE, queue_path
-from rayrm.rm.core.queues.tree import QueueTree, parse_queues
+from rayrm.rm.core.model import queue_path
+from rayrm.rm.runs.queue_shares import active as _active, queue_history, run_tree
 from rayrm.rm.runs.reader import RunDir
-from rayrm.rm.ui.queues import Usage, tree_views
 from rayrm.rm.ui.view import AppView, ClusterView, Fault, History, NodeView, share_kind
 
 #: most points of a chart series
@@ -73,7 +72,7 @@ def _build(rd: RunDir) -> ClusterView:
     start_epoch = (stamp if stamp.exists() else rd.path / "jobs.csv").stat().st_mtime - wall
     state = "interrupted" if summary.get("interrupted") else "finished" if summary else "partial"
     policy = str(summary.get("policy") or rd.path.name)
-    tree = run_tree(rd, dims, nodes, jobs)
+    tree = run_tree(rd, dims, {d: sum(n.capacity[k] for n in nodes) for k, d in enumerate(dims)}, jobs)
     faults = tuple(Fault(float(r.time), "fault", str(r.node or r.app or ""), str(r.detail))
                    for r in events[events["kind"] == "fault"].itertuples())
     return ClusterView(str(summary.get("name") or rd.path.name), policy, mode, dims, end, start_epoch, scale,
@@ -157,83 +156,6 @@ def _history(rd: RunDir, dims, tasks, jobs, demand, end, nodes, policy, tree) ->
                 keep = np.unique(np.linspace(0, len(t) - 1, GRID).astype(int))
                 t, v = t[keep], v[keep]
             shares[str(app)] = tuple(zip(np.round(t, 3).tolist(), np.round(v, 6).tolist()))
-    queues = _queue_history(tree, dims, tasks, jobs, d, totals, grid, policy) if tree is not None else {}
+    queues = queue_history(tree, dims, tasks, jobs, d, totals, grid, policy) if tree is not None else {}
     return History(tuple(np.round(grid, 3).tolist()), tuple(map(tuple, np.round(frac, 6).tolist())),
                    tuple(int(x) for x in running), tuple(int(x) for x in pending), (), shares, queues)
-
-
-def run_tree(rd: RunDir, dims, nodes, jobs) -> QueueTree | None:
-    """The run's queue tree: summary.json's ``queues``, else the queues jobs.csv names as
-    a flat tree of weight 1; None when every job is in ``default``."""
-    total = {d: sum(n.capacity[k] for n in nodes) for k, d in enumerate(dims)}
-    saved = rd.summary.get("queues")
-    if saved:
-        try:
-            return parse_queues(saved, tuple(dims), total)
-        except InputError as e:
-            raise InputError(f"cannot read the queue tree: {e}", file=str(rd.path / "summary.json")) from None
-    names = sorted({queue_path(str(q)) for q in jobs["queue"]}) if "queue" in jobs else []
-    if not names or names == [DEFAULT_QUEUE]:
-        return None
-    flat: list[dict] = []
-    for name in names:
-        level = flat
-        for part in name.split("."):
-            found = next((q for q in level if q["name"] == part), None)
-            if found is None:
-                found = {"name": part}
-                level.append(found)
-            level = found.setdefault("children", [])
-    _prune(flat)
-    return parse_queues(flat, tuple(dims), total)
-
-
-def _prune(queues: list[dict]) -> None:
-    for q in queues:
-        if q.get("children"):
-            _prune(q["children"])
-        else:
-            q.pop("children", None)
-
-
-def _queue_history(tree, dims, tasks, jobs, d, totals, grid, policy) -> dict:
-    """queue -> [(t, share, owed)] on the grid, from each leaf's use (attempts running at t)
-    and demand (its jobs' tasks submitted by t less those finished by t)."""
-    k = len(dims)
-    job_leaf = np.array([queue_path(str(q)) for q in jobs["queue"]]) if "queue" in jobs \
-        else np.full(len(jobs), DEFAULT_QUEUE)
-    leaf_of = dict(zip(jobs["app"].astype(str), job_leaf))
-    leaf = np.array([leaf_of.get(str(a), DEFAULT_QUEUE) for a in tasks["app"]])
-    start = tasks["start"].to_numpy(float)
-    finish = np.where(np.isnan(tasks["finish"].to_numpy(float)), np.inf, tasks["finish"].to_numpy(float))
-    ran, done = ~np.isnan(start), (tasks["status"] == "finished").to_numpy()
-    job_submit = jobs["submit"].to_numpy(float)
-    job_size = jobs["num_tasks"].to_numpy(float)[:, None] * np.array(
-        [[float(j[f"demand.{x}"]) for x in dims] for _, j in jobs.iterrows()]).reshape(-1, k)
-    never = np.full(len(jobs), np.inf)
-    series: dict[str, tuple] = {}
-    for name in np.unique(np.concatenate([job_leaf, leaf])):
-        m, jm = leaf == name, job_leaf == name
-        r, f = m & ran, m & done
-        used = np.column_stack([_active(start[r], finish[r], grid, d[r, x]) for x in range(k)])
-        wanted = np.column_stack([_active(job_submit[jm], never[jm], grid, job_size[jm, x])
-                                  - _active(finish[f], np.full(f.sum(), np.inf), grid, d[f, x]) for x in range(k)])
-        series[str(name)] = (used, np.maximum(wanted, used))
-    out: dict[str, list] = {}
-    for g, t in enumerate(np.round(grid, 3).tolist()):
-        leaves = {n: Usage(u[g].tolist(), w[g].tolist()) for n, (u, w) in series.items()}
-        for q in tree_views(tree, tuple(dims), tuple(totals), leaves, policy)[1:]:
-            points = out.setdefault(q.name, [])
-            if not points or points[-1][1:] != (q.share, q.owed):
-                points.append((t, q.share, q.owed))
-    return out
-
-
-def _active(begin: np.ndarray, end: np.ndarray, grid: np.ndarray, weight) -> np.ndarray:
-    """Σ weight over the intervals [begin, end) holding each grid point: the weights of the
-    intervals begun by t minus those ended by t (two sorted cumulative sums)."""
-    w = np.ones(len(begin)) if weight is None else np.asarray(weight, dtype=float)
-    ob, oe = np.argsort(begin, kind="stable"), np.argsort(end, kind="stable")
-    cb = np.concatenate([[0.0], np.cumsum(w[ob])])
-    ce = np.concatenate([[0.0], np.cumsum(w[oe])])
-    return cb[np.searchsorted(begin[ob], grid, side="right")] - ce[np.searchsorted(end[oe], grid, side="right")]
