@@ -242,3 +242,20 @@ def test_cli_bad_queue_file_is_one_line_exit_2(tmp_path, capsys):
     assert code == 2
     assert len(lines) == 1 and bad in lines[0] and "must sum to 100" in lines[0]
     assert not (tmp_path / "x.yaml").exists()
+
+
+def test_the_readme_example_imports_as_its_tree(tmp_path, capsys):
+    root = Path(__file__).resolve().parents[1] / "examples" / "queues"
+    code, err = run_cli(capsys, "trace", "import", "sls", str(root / "sls-jobs.json"),
+                        "--queue-file", str(root / "fair-scheduler.xml"), "-o", str(tmp_path / "queues.yaml"))
+    assert code == 0, err
+    doc = yaml.safe_load((tmp_path / "queues.yaml").read_text())
+    # defaultQueueSchedulingPolicy drf is the config's policy; reports' max is 50% of each resource
+    assert doc["policy"] == "drf"
+    assert doc["queues"] == [
+        {"name": "analytics", "weight": 0.5, "children": [
+            {"name": "adhoc", "max_apps": 10}, {"name": "reports", "max": {"memory_mb": "50%", "cpu": "50%"}}]},
+        {"name": "prod", "weight": 1, "min": {"memory_mb": 8192, "cpu": 8}, "preemption": {"min_share_timeout": 60}}]
+    cfg = load_config(tmp_path / "queues.yaml")
+    assert sorted({(j.app.queue, j.app.user, j.app.weight) for j in cfg.jobs}) == [
+        ("analytics.adhoc", "analyst1", 1.0), ("analytics.adhoc", "analyst2", 1.0), ("prod", "etl", 1.0)]
