@@ -182,6 +182,8 @@ BAD = [
     ("cs.xml", CAPACITY.replace("<value>30</value>", "<value>20</value>"),
      "field 'yarn.scheduler.capacity.root.*.capacity': the capacities of root's children must sum to 100, "
      "got 70 + 20 = 90"),
+    ("cs.xml", CAPACITY.replace("<value>40.5</value>", "<value>0</value>").replace("<value>59.5</value>", "<value>100</value>"),
+     "field 'yarn.scheduler.capacity.root.dev.a.capacity': queue root.dev.a has capacity 0"),
     ("other.xml", "<configuration><property><name>x</name><value>1</value></property></configuration>",
      "neither a Fair Scheduler allocation file"),
 ]

@@ -356,13 +356,15 @@ class CapacityReader:
                 raise InputError(f"queue {name!r} is listed twice", file=self.file, field=where)
             out.append(self._queue(f"{path}.{name}", name, seen))
         percents = [q["capacity"] for q in out if "capacity" in q]
-        if percents:                 # YARN reads an unset capacity beside set ones as 0
-            for q in out:
-                q.setdefault("capacity", 0)
         if percents and abs(sum(percents) - 100) > 1e-6:
             given = " + ".join(f"{q.get('capacity', 0):g}" for q in out)
             raise InputError(f"the capacities of {path}'s children must sum to 100, got {given} = "
                              f"{sum(percents):g}", file=self.file, field=f"{CS}{path}.*.capacity")
+        for q in out:                # YARN reads an unset capacity beside set ones as 0
+            if percents and not q.get("capacity") and "weight" not in q:
+                raise InputError(f"queue {path}.{q['name']} has capacity 0 (unset beside set ones); rayrm's "
+                                 "tree needs every queue's weight positive: give it a capacity",
+                                 file=self.file, field=f"{CS}{path}.{q['name']}.capacity")
         return out
 
     def _queue(self, path: str, name: str, seen: set) -> dict:
