@@ -261,3 +261,17 @@ def test_the_readme_example_imports_as_its_tree(tmp_path, capsys):
     cfg = load_config(tmp_path / "queues.yaml")
     assert sorted({(j.app.queue, j.app.user, j.app.weight) for j in cfg.jobs}) == [
         ("analytics.adhoc", "analyst1", 1.0), ("analytics.adhoc", "analyst2", 1.0), ("prod", "etl", 1.0)]
+
+
+def test_rumen_jobs_keep_their_queue_and_user_and_make_the_flat_tree():
+    from rayrm.traces.importers.sls import import_sls
+
+    report = SkipReport("rumen")
+    result = import_sls([Path(__file__).parent / "data" / "sls" / "rumen.json"], report)
+    # rumen.json: alice's job in sls_queue_1, bob's in sls_queue_2 (Rumen's user and queue)
+    assert sorted({(j.app.queue, j.app.user) for j in result.jobs}) == [("sls_queue_1", "alice"),
+                                                                      ("sls_queue_2", "bob")]
+    # no queue file: the queues the jobs name, weight 1 each, beside default
+    assert result.queues == [{"name": "default"}, {"name": "sls_queue_1"}, {"name": "sls_queue_2"}]
+    assert report.notes()["queues the jobs name and no queue file defines, made with weight 1 (as the Fair "
+                          "Scheduler makes them)"] == 2

@@ -397,11 +397,11 @@ def import_sls(inputs, report: SkipReport, *, nodes_file=None, node_capacity=NM_
                       shared_labels=shared_labels, pin_hosts=pin_hosts)
     named = [j.queue for j in parsed.jobs]
     if queues is None or queues.open:
-        before = len(queues.leaves()) if queues else 0
+        before = queues.leaves() if queues else set()
         queues = jobs_tree(named, queues)
-        if queues is not None and len(queues.leaves()) > before:
-            report.note("queues the jobs name and no queue file defines, made with weight 1 (as the Fair "
-                        "Scheduler makes them)", len(queues.leaves()) - before)
+        made = (queues.leaves() - before - {DEFAULT_QUEUE}) if queues is not None else ()
+        report.note("queues the jobs name and no queue file defines, made with weight 1 (as the Fair "
+                    "Scheduler makes them)", len(made))
     if queues is not None:
         check_jobs(queues, named, report)
     names = ", ".join(Path(p).name for p in inputs)
