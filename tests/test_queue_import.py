@@ -275,3 +275,20 @@ def test_rumen_jobs_keep_their_queue_and_user_and_make_the_flat_tree():
     assert result.queues == [{"name": "default"}, {"name": "sls_queue_1"}, {"name": "sls_queue_2"}]
     assert report.notes()["queues the jobs name and no queue file defines, made with weight 1 (as the Fair "
                           "Scheduler makes them)"] == 2
+
+
+@pytest.mark.parametrize("name,text,message", [
+    # inputsls.json's 3 nodes of SLS's default <10 vcores, 10240 MB>: 30720 MB; min 40960 MB is above
+    # max 50% = 15360 MB (memory is the first resource the minResources names)
+    ("alloc.xml", "<allocations><queue name='a'><minResources>40960 mb, 40 vcores</minResources>"
+                  "<maxResources>50%</maxResources></queue></allocations>",
+     "field 'queues[0].min.memory_mb': min 40960 is above max 15360"),
+    ("tree.yaml", "queues: [{name: a, weight: 1, colour: red}]", "field 'queues[0]': unknown key(s) colour"),
+])
+def test_a_tree_the_cluster_cannot_hold_names_the_queue_file(tmp_path, name, text, message):
+    from rayrm.traces.importers.sls import import_sls
+
+    path = write(tmp_path, name, text)
+    with pytest.raises(InputError) as e:
+        import_sls([HADOOP / "inputsls.json"], SkipReport("q"), queues=queue_tree(None, path))
+    assert str(e.value).startswith(path) and message in str(e.value)

@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.queues.tree import parse_queues
 from rayrm.traces.importers.common import SkipReport
 from rayrm.traces.importers.queue_files import YarnQueues, read_yarn_queues
 
@@ -35,6 +36,15 @@ class QueueTree:
     queues: list[dict]
     policy: str | None = None
     open: bool = False            # the jobs' other queues join it (weight 1): --queue-weights alone
+    source: str | None = None     # the queue file it was read from
+
+    def check(self, dims: tuple[str, ...], total: dict[str, float]) -> None:
+        """Validate the tree as a config would (``rayrm.rm.core.queues.tree``), errors naming
+        the queue file: min above max against this cluster, a bad key in a YAML tree."""
+        try:
+            parse_queues(self.queues, dims, total)
+        except InputError as e:
+            raise e.at(file=self.source) from None
 
     def leaves(self) -> set[str]:
         return {path for path, q in walk(self.queues) if not q.get("children")}
@@ -112,21 +122,21 @@ def read_queue_file(file: str, report: SkipReport | None = None) -> QueueTree:
         raise InputError("not a text file", file=file) from None
     if text.lstrip().startswith("<"):
         yarn: YarnQueues = read_yarn_queues(path, report)
-        return QueueTree(yarn.queues, yarn.policy)
+        return QueueTree(yarn.queues, yarn.policy, source=file)
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError:
         raise InputError("malformed YAML/JSON", file=file) from None
     if isinstance(doc, dict) and isinstance(doc.get("queues"), list):
         policy = doc.get("policy")
-        return QueueTree(doc["queues"], None if policy is None else str(policy))
+        return QueueTree(doc["queues"], None if policy is None else str(policy), source=file)
     if isinstance(doc, list):
-        return QueueTree(doc)
+        return QueueTree(doc, source=file)
     doc = doc.get("queues", doc) if isinstance(doc, dict) else doc
     if not isinstance(doc, dict) or not doc:
         raise InputError("needs a queues: list, a list of queues or a mapping of queue name to weight",
                          file=file)
-    tree = QueueTree([])
+    tree = QueueTree([], source=file)
     for name, weight in doc.items():
         _at(tree.queues, queue_path(name))["weight"] = _weight(weight, file, f"queue {name}")
     return tree

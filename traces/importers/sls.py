@@ -77,7 +77,7 @@ from rayrm.rm.core.jobs import Durations, JobSpec
 from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import DEFAULT_QUEUE, DEFAULT_USER, AppSpec, NodeSpec, Resources, queue_path
-from rayrm.traces.importers.common import (ImportResult, SkipReport, amount, at_most, json_stream,
+from rayrm.traces.importers.common import (ImportResult, SkipReport, amount, at_most, dims_of, json_stream,
                                            parse_resources, token)
 from rayrm.traces.importers.queues import QueueTree, check_jobs, jobs_tree, queue_tree, without_policies
 from rayrm.traces.importers.sls_nodes import label_constraint, read_nodes, resource_name
@@ -403,6 +403,8 @@ def import_sls(inputs, report: SkipReport, *, nodes_file=None, node_capacity=NM_
         report.note("queues the jobs name and no queue file defines, made with weight 1 (as the Fair "
                     "Scheduler makes them)", len(made))
     if queues is not None:
+        dims = dims_of(nodes, jobs)
+        queues.check(dims, {d: sum(n.capacity.get(d, 0.0) for n in nodes) for d in dims})
         check_jobs(queues, named, report)
     names = ", ".join(Path(p).name for p in inputs)
     return ImportResult(nodes, jobs, description=f"SLS inputs {names} (rayrm trace import sls)",
