@@ -5,7 +5,7 @@ The instance (``TREE``): two nodes of <4 cpu, 4096 MB> (total <8, 8192>); queues
 (weight 2; children batch with max cpu 50%, and adhoc) and research (weight 1); j1 in
 eng.batch (alice) and j2 in research (bob), 8 tasks of <1 cpu, 1024 MB> each, 10 s.
 Simulated to t = 5: batch may hold 4 cpu (50% of 8), so it runs 4 and research the other
-4.  What each queue is owed (rm/runs/queue_shares.py), demand shares δ = 8 x <1, 1024> / <8, 8192> = 1:
+4.  What each queue is owed (rm/core/queues/owed.py), demand shares δ = 8 x <1, 1024> / <8, 8192> = 1:
 
 * hi: batch min(M = 0.5, δ = 1) = 0.5, adhoc 0 (no demand), eng min(1, 1, 0.5 + 0) = 0.5,
   research min(1, 1) = 1;
@@ -26,7 +26,7 @@ import yaml
 
 from rayrm.rm.core.config import parse_config
 from rayrm.rm.core.errors import InputError
-from rayrm.rm.runs.queue_shares import run_queue_history
+from rayrm.rm.runs.queues import run_queue_history
 from rayrm.rm.runs.reader import RunDir
 from rayrm.rm.runs.report import write_report
 from rayrm.rm.runtime.experiments import Runner
@@ -34,7 +34,7 @@ from rayrm.rm.runtime.sweep import run_sweep
 from rayrm.rm.runtime.sweep_spec import cell_config, cell_identity, load_spec
 from rayrm.rm.sim.engine import simulate
 from rayrm.rm.ui.live import LiveSource
-from rayrm.rm.runs.queue_shares import queue_views, water_fill
+from rayrm.rm.core.queues.owed import queue_views, water_fill
 from rayrm.rm.ui.rundir import RunDirSource
 from rayrm.rm.ui.server import serve
 from rayrm.rm.ui.yarn import apps, scheduler

@@ -22,7 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from rayrm.rm.runs import metrics as M  # noqa: E402
-from rayrm.rm.runs.queue_shares import run_queue_history  # noqa: E402
+from rayrm.rm.runs.queues import run_queue_history  # noqa: E402
 
 CDF_POINTS = 2000
 
@@ -73,7 +73,7 @@ def _shares(rep, run, label, out, images, max_apps: int) -> None:
 
 def _queues(run, label, out, images, most: int = 12) -> None:
     """Each queue's share of the cluster (solid) against what it is owed (dashed), as steps
-    (``rayrm.rm.runs.queue_shares``); the top-level queues and the leaves, at most ``most``."""
+    (``rayrm.rm.runs.queues``); the top-level queues and the leaves, at most ``most``."""
     series = run_queue_history(run)
     if not series:
         return

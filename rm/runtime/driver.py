@@ -428,8 +428,6 @@ def summarize_stage(run: ReplayRun, placed: Placement, supervised: Supervised, e
         "interrupted": bool(interrupted),
         "policy_source": policy_source(run.policy_name),
     }
-    if not run.cfg.queues.flat:
-        extra["queues"] = run.cfg.queues.to_list()
     if exported.get("policy_error"):
         extra["policy_error"] = exported["policy_error"]
     if interrupted:

@@ -115,6 +115,8 @@ class Simulation:
         # with ``out`` the log streams its rows to the run directory as the run goes
         self.log = RunLog(config.dims, mode="sim", policy=self.policy_name, name=config.name, seed=self.seed,
                           out=out, fmt=fmt, total_tasks=self.total_tasks)
+        if not config.queues.flat:
+            self.log.queues = config.queues.to_list()
         self.heap: list[tuple] = []
         self._seq = itertools.count()
         self.jobs: dict[str, _Job] = {}
@@ -453,8 +455,6 @@ def simulate(config: "ExperimentConfig", policy: str | None = None, seed: int | 
         wall = _time.perf_counter() - started
         extra = {"launch_jitter": launch_jitter, "jitter_seed": jitter_seed} if launch_jitter else {}
         extra["policy_source"] = policy_source(sim.policy_name)
-        if not config.queues.flat:
-            extra["queues"] = config.queues.to_list()
         if failed is not None:
             extra |= {"interrupted": True, "interrupt_reason": str(failed), "policy_error": str(failed)}
         if sim.stopped_early:

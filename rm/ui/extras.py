@@ -3,7 +3,7 @@
 * ``overview`` — the run, its clock, totals, counts, pace and faults (the page's header);
 * ``history`` — cluster use per dimension, running and pending containers and the RM's
   lag over trace time, and with a queue tree each queue's share and what it is owed
-  (``rm/runs/queue_shares.py``) as ``[time, share, owed]`` steps;
+  (``rm/core/queues/owed.py``) as ``[time, share, owed]`` steps;
 * ``shares`` — each app's share over time in the policy's own terms (``apps=a,b`` or the
   ``top`` apps by peak share);
 * ``apps`` and ``nodes`` — compact rows for the page's tables (paged);

@@ -6,7 +6,7 @@ per interval whatever the number of HTTP clients — and turns the snapshot into
 immutable ``ClusterView``, which request threads read without a lock (one reference
 swap).  History for the charts is one sample per poll, decimated by two whenever it
 reaches ``MAX_SAMPLES`` (memory and responses stay bounded on a long replay); with a
-queue tree, each queue's share and what it is owed (``rm/runs/queue_shares.py``) too.
+queue tree, each queue's share and what it is owed (``rm/core/queues/owed.py``) too.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import time as _time
 
-from rayrm.rm.runs.queue_shares import queue_views
+from rayrm.rm.core.queues.owed import queue_views
 from rayrm.rm.ui.snapshot import APP_FIELDS
 from rayrm.rm.ui.view import AppView, ClusterView, Fault, History, NodeView, share_kind
 

@@ -8,9 +8,8 @@ computed from the tables on a grid of at most ``GRID`` points:
 * running(t) the same count; pending(t) = attempts with submit <= t < start;
 * each app's share: its rows of the shares table (the policy's own share), thinned
   to at most ``GRID`` points per app;
-* with a queue tree (summary.json's ``queues``, the config's ``queues:`` list, else the queues
-  jobs.csv names, weight 1 each), each queue's share and what it is owed at each grid
-  point (``rm/runs/queue_shares.py``) from its leaves' used and pending demand.
+* with a queue tree (queues.json), each queue's share and what it is owed at each grid
+  point (``rayrm.rm.runs.queues.queue_history``).
 
 Wall-clock fields: a replay's t = 0 is summary.json's time minus its ``wall_seconds``;
 a simulation has no wall clock, so its trace seconds are laid out from that same
@@ -25,7 +24,7 @@ import numpy as np
 
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import queue_path
-from rayrm.rm.runs.queue_shares import active as _active, queue_history, run_tree
+from rayrm.rm.runs.queues import active as _active, queue_history, run_tree
 from rayrm.rm.runs.reader import RunDir
 from rayrm.rm.ui.view import AppView, ClusterView, Fault, History, NodeView, share_kind
 
@@ -72,7 +71,7 @@ def _build(rd: RunDir) -> ClusterView:
     start_epoch = (stamp if stamp.exists() else rd.path / "jobs.csv").stat().st_mtime - wall
     state = "interrupted" if summary.get("interrupted") else "finished" if summary else "partial"
     policy = str(summary.get("policy") or rd.path.name)
-    tree = run_tree(rd, dims, {d: sum(n.capacity[k] for n in nodes) for k, d in enumerate(dims)}, jobs)
+    tree = run_tree(rd)
     faults = tuple(Fault(float(r.time), "fault", str(r.node or r.app or ""), str(r.detail))
                    for r in events[events["kind"] == "fault"].itertuples())
     return ClusterView(str(summary.get("name") or rd.path.name), policy, mode, dims, end, start_epoch, scale,

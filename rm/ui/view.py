@@ -90,7 +90,7 @@ class History:
     pending: tuple[int, ...] = ()
     lag: tuple[float, ...] = ()
     shares: dict = field(default_factory=dict)
-    queues: dict = field(default_factory=dict)        # queue -> [(time, share, owed)] (``rm/runs/queue_shares.py``)
+    queues: dict = field(default_factory=dict)        # queue -> [(time, share, owed)] (``rm/core/queues/owed.py``)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from rayrm.rm.core.model import queue_path
 from rayrm.rm.core.queues.tree import default_tree
-from rayrm.rm.runs.queue_shares import QueueView, queue_views
+from rayrm.rm.core.queues.owed import QueueView, queue_views
 from rayrm.rm.ui.view import NODE_STATES, YARN_APP_STATE, AppView, ClusterView, NodeView
 
 APP_STATES = ("NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING", "FINISHED", "FAILED", "KILLED")
@@ -144,7 +144,7 @@ def metrics(view: ClusterView) -> dict:
 
 
 def scheduler(view: ClusterView) -> dict:
-    """The queue tree (``rm/runs/queue_shares.py``) in the Fair Scheduler's shape, or the Capacity
+    """The queue tree (``rm/core/queues/owed.py``) in the Fair Scheduler's shape, or the Capacity
     Scheduler's when a queue sets a ``capacity``: each queue with its min, max, used,
     demand, fair (owed) and steady fair resources; a leaf's ``apps`` (an extra field)
     give each active app's share in the policy's own terms (``shareKind``)."""

@@ -21,24 +21,15 @@ parents before children.  Per queue c (its subtree's apps i):
 
 Min and max come from ``rayrm.rm.core.queues.tree.resolve_bounds`` (percentages and a
 Capacity Scheduler queue's capacity resolved against the cluster).  A run directory's
-tree is summary.json's ``queues`` (``run_tree``), and its history on a time grid comes
-from each leaf's running attempts and its jobs' tasks submitted and not yet finished
-(``queue_history``).
+history of them is ``rayrm.rm.runs.queues.queue_history``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-import numpy as np
-
-from rayrm.rm.core.errors import InputError
-from rayrm.rm.core.model import DEFAULT_QUEUE, queue_path
-from rayrm.rm.core.queues.tree import QueueSpec, QueueTree, parse_queues, resolve_bounds
-
-if TYPE_CHECKING:
-    from rayrm.rm.runs.reader import RunDir
+from rayrm.rm.core.model import queue_path
+from rayrm.rm.core.queues.tree import QueueSpec, QueueTree, resolve_bounds
 
 
 
@@ -202,99 +193,3 @@ def water_fill(amount: float, weights, lows, highs, rounds: int = 60) -> list[fl
         else:
             top = mid
     return [min(max(top * w, lo), hi) for w, lo, hi in zip(weights, lows, highs)]
-
-
-# ----- a run directory's tree and history -------------------------------------------
-
-def run_tree(rd: "RunDir", dims, total: dict, jobs) -> QueueTree | None:
-    """The run's queue tree (``total``: the cluster per resource): summary.json's ``queues``,
-    else the queues jobs.csv names as a flat tree of weight 1; None when every job is in
-    ``default``."""
-    saved = rd.summary.get("queues")
-    if saved:
-        try:
-            return parse_queues(saved, tuple(dims), total)
-        except InputError as e:
-            raise InputError(f"cannot read the queue tree: {e}", file=str(rd.path / "summary.json")) from None
-    names = sorted({queue_path(str(q)) for q in jobs["queue"]}) if "queue" in jobs else []
-    if not names or names == [DEFAULT_QUEUE]:
-        return None
-    flat: list[dict] = []
-    for name in names:
-        level = flat
-        for part in name.split("."):
-            found = next((q for q in level if q["name"] == part), None)
-            if found is None:
-                found = {"name": part}
-                level.append(found)
-            level = found.setdefault("children", [])
-    _prune(flat)
-    return parse_queues(flat, tuple(dims), total)
-
-
-def _prune(queues: list[dict]) -> None:
-    for q in queues:
-        if q.get("children"):
-            _prune(q["children"])
-        else:
-            q.pop("children", None)
-
-
-def queue_history(tree, dims, tasks, jobs, d, totals, grid, policy) -> dict:
-    """queue -> [(t, share, owed)] on the grid, from each leaf's use (attempts running at t)
-    and demand (its jobs' tasks submitted by t less those finished by t)."""
-    k = len(dims)
-    job_leaf = np.array([queue_path(str(q)) for q in jobs["queue"]]) if "queue" in jobs \
-        else np.full(len(jobs), DEFAULT_QUEUE)
-    leaf_of = dict(zip(jobs["app"].astype(str), job_leaf))
-    leaf = np.array([leaf_of.get(str(a), DEFAULT_QUEUE) for a in tasks["app"]])
-    start = tasks["start"].to_numpy(float)
-    finish = np.where(np.isnan(tasks["finish"].to_numpy(float)), np.inf, tasks["finish"].to_numpy(float))
-    ran, done = ~np.isnan(start), (tasks["status"] == "finished").to_numpy()
-    job_submit = jobs["submit"].to_numpy(float)
-    job_size = jobs["num_tasks"].to_numpy(float)[:, None] * np.array(
-        [[float(j[f"demand.{x}"]) for x in dims] for _, j in jobs.iterrows()]).reshape(-1, k)
-    never = np.full(len(jobs), np.inf)
-    series: dict[str, tuple] = {}
-    for name in np.unique(np.concatenate([job_leaf, leaf])):
-        m, jm = leaf == name, job_leaf == name
-        r, f = m & ran, m & done
-        used = np.column_stack([active(start[r], finish[r], grid, d[r, x]) for x in range(k)])
-        wanted = np.column_stack([active(job_submit[jm], never[jm], grid, job_size[jm, x])
-                                  - active(finish[f], np.full(f.sum(), np.inf), grid, d[f, x]) for x in range(k)])
-        series[str(name)] = (used, np.maximum(wanted, used))
-    out: dict[str, list] = {}
-    for g, t in enumerate(np.round(grid, 3).tolist()):
-        leaves = {n: Usage(u[g].tolist(), w[g].tolist()) for n, (u, w) in series.items()}
-        for q in tree_views(tree, tuple(dims), tuple(totals), leaves, policy)[1:]:
-            points = out.setdefault(q.name, [])
-            if not points or points[-1][1:] != (q.share, q.owed):
-                points.append((t, q.share, q.owed))
-    return out
-
-
-def active(begin: np.ndarray, end: np.ndarray, grid: np.ndarray, weight) -> np.ndarray:
-    """Σ weight over the intervals [begin, end) holding each grid point: the weights of the
-    intervals begun by t minus those ended by t (two sorted cumulative sums)."""
-    w = np.ones(len(begin)) if weight is None else np.asarray(weight, dtype=float)
-    ob, oe = np.argsort(begin, kind="stable"), np.argsort(end, kind="stable")
-    cb = np.concatenate([[0.0], np.cumsum(w[ob])])
-    ce = np.concatenate([[0.0], np.cumsum(w[oe])])
-    return cb[np.searchsorted(begin[ob], grid, side="right")] - ce[np.searchsorted(end[oe], grid, side="right")]
-
-
-def run_queue_history(rd: "RunDir", points: int = 400) -> dict:
-    """A run directory's queue -> [(t, share, owed)] on ``points`` times from 0 to its last
-    event ({} without a queue tree)."""
-    dims = tuple(rd.dims)
-    tasks, jobs = rd.tasks, rd.jobs
-    totals = tuple(float(rd.nodes[x].astype(float).sum()) for x in dims)
-    tree = run_tree(rd, dims, dict(zip(dims, totals)), jobs)
-    if tree is None:
-        return {}
-    end = float(np.nanmax(np.concatenate([tasks[["start", "finish"]].to_numpy(float).ravel(),
-                                          jobs["submit"].to_numpy(float), [0.0]])))
-    grid = np.linspace(0.0, end, points) if end > 0 else np.zeros(1)
-    demand = {str(j["app"]): [float(j[f"demand.{x}"]) for x in dims] for _, j in jobs.iterrows()}
-    d = np.array([demand.get(str(a), [0.0] * len(dims)) for a in tasks["app"]], dtype=float).reshape(-1, len(dims))
-    return queue_history(tree, dims, tasks, jobs, d, totals, grid, str(rd.summary.get("policy") or ""))
