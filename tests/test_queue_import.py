@@ -292,3 +292,17 @@ def test_a_tree_the_cluster_cannot_hold_names_the_queue_file(tmp_path, name, tex
     with pytest.raises(InputError) as e:
         import_sls([HADOOP / "inputsls.json"], SkipReport("q"), queues=queue_tree(None, path))
     assert str(e.value).startswith(path) and message in str(e.value)
+
+
+def test_hadoop_capacity_scheduler_imports_and_simulates(tmp_path, capsys):
+    code, err = run_cli(capsys, "trace", "import", "sls", str(HADOOP / "inputsls.json"),
+                        "--queue-file", str(HADOOP / "capacity-scheduler.xml"), "-o", str(tmp_path / "cs.yaml"))
+    assert code == 0, err
+    doc = yaml.safe_load((tmp_path / "cs.yaml").read_text())
+    assert [(q["name"], q["capacity"]) for q in doc["queues"]] == [("sls_queue_1", 25), ("sls_queue_2", 25),
+                                                                   ("sls_queue_3", 50)]
+    code, err = run_cli(capsys, "simulate", str(tmp_path / "cs.yaml"), "--out", str(tmp_path / "run"))
+    assert code == 0, err
+    # job_1 (3 maps, sls_queue_1) and job_2 (2 maps, sls_queue_2) both finish
+    jobs = {r["app"]: (r["status"], r["queue"]) for r in csv.DictReader(open(tmp_path / "run" / "jobs.csv"))}
+    assert jobs == {"job_1": ("finished", "root.sls_queue_1"), "job_2": ("finished", "root.sls_queue_2")}
