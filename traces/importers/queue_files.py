@@ -192,7 +192,7 @@ def _resource_pairs(text: str, file: str, where: str) -> dict:
         name, suffix = resource_name(key.strip()), (m.group(2) or "")
         if suffix == "%":
             out[name] = _percent(m.group(1), file, where)
-        elif suffix and name != "memory_mb" or suffix.lower() == "k" or suffix.lower() == "ki":
+        elif suffix.lower() not in MEMORY_UNITS or (suffix and name != "memory_mb"):
             raise InputError(f"unit {suffix!r} is read for memory-mb only, in Mi, Gi or Ti", file=file,
                              field=where)
         else:
