@@ -193,8 +193,8 @@ def _resource_pairs(text: str, file: str, where: str) -> dict:
         if suffix == "%":
             out[name] = _percent(m.group(1), file, where)
         elif suffix.lower() not in MEMORY_UNITS or (suffix and name != "memory_mb"):
-            raise InputError(f"unit {suffix!r} is read for memory-mb only, in Mi, Gi or Ti", file=file,
-                             field=where)
+            raise InputError(f"cannot read the unit of {part!r}: memory-mb takes Mi, Gi or Ti, other "
+                             "resources none", file=file, field=where)
         else:
             out[name] = _number(m.group(1), file, where) * MEMORY_UNITS[suffix.lower()]
     return out
