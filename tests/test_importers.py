@@ -416,6 +416,17 @@ def test_synth_flat_form_is_drawn_from_rand_seed(tmp_path):
     other.write_text(path.read_text().replace('"rand_seed" : 2', '"rand_seed" : 3'))
     drawn = import_sls([other], SkipReport("sls"), synth_time_unit="s")
     assert [durations(j) for j in drawn.jobs] != [durations(j) for j in first.jobs]
+    # A negative seed (Java's Random takes any int) draws too, from its 32-bit two's complement;
+    # 2**32 - 1 itself is above Java's int range and refused.
+    minus = tmp_path / "seed-1.json"
+    minus.write_text(path.read_text().replace('"rand_seed" : 2', '"rand_seed" : -1'))
+    wrapped = tmp_path / "seed4294967295.json"
+    wrapped.write_text(path.read_text().replace('"rand_seed" : 2', f'"rand_seed" : {2 ** 32 - 1}'))
+    with pytest.raises(InputError, match="rand_seed"):      # above Java's int range: refused
+        import_sls([wrapped], SkipReport("sls"), synth_time_unit="s")
+    negative = import_sls([minus], SkipReport("sls"), synth_time_unit="s")
+    assert len(negative.jobs) == len(first.jobs) and [durations(j) for j in negative.jobs] != \
+        [durations(j) for j in first.jobs]
 
 
 def test_synth_flat_form_command_simulates_and_checks(tmp_path, capsys):

@@ -75,7 +75,9 @@ def is_synth(obj) -> bool:
 def synth_to_sls(spec: dict, path: str, *, time_unit: str = "ms") -> tuple[list[dict], list[tuple[str, str]]]:
     """(SLS job objects, [(rack, node), ...]) drawn from one SYNTH spec (see the module docstring)."""
     where = _Where(path)
-    rng = np.random.default_rng(_whole(spec.get("rand_seed", 0), where("rand_seed"), minimum=None))
+    # SLS seeds Java's Random with any int; numpy takes non-negative seeds, so a negative one
+    # is read as its 32-bit two's complement (-1 -> 2**32 - 1), one seed per int as in Java
+    rng = np.random.default_rng(_whole(spec.get("rand_seed", 0), where("rand_seed"), minimum=None) % 2 ** 32)
     workloads = spec.get("workloads")
     if not isinstance(workloads, list) or not workloads:
         raise InputError("needs a non-empty list of workloads", file=path, field="workloads")
