@@ -207,6 +207,12 @@ def test_queue_weights_alone_and_over_a_file(tmp_path):
     assert [q.get("weight") for q in over.queues] == [0.25, 0.25, 4]
     with pytest.raises(InputError, match="--queue-weights.*positive"):
         queue_tree("a=-1", None)
+    missing = str(tmp_path / "nope.xml")
+    with pytest.raises(InputError, match=f"^{missing}: cannot read queue file: No such file"):
+        queue_tree(None, missing)
+    (tmp_path / "binary.xml").write_bytes(b"\xff\xfe<\x00")
+    with pytest.raises(InputError, match="binary.xml: not a text file"):
+        queue_tree(None, str(tmp_path / "binary.xml"))
 
 
 def run_cli(capsys, *argv) -> tuple[int, list[str]]:
