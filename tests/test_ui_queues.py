@@ -208,3 +208,33 @@ def test_a_bad_queue_axis_names_its_field(tmp_path, grid, message):
     with pytest.raises(InputError) as e:
         _sweep_spec(tmp_path, grid)
     assert message in str(e.value)
+
+
+def test_the_page_charts_each_queues_share_against_what_it_is_owed(tree_run):
+    import browser     # tests/browser.py: headless Chromium over DevTools
+
+    if browser.chromium() is None:
+        pytest.skip("no chromium (Debian: apt-get install chromium; .ci/run installs it)")
+    _, url = tree_run
+    page = browser.Browser(url)
+    try:
+        page.evaluate("""new Promise((resolve) => {
+            const tick = setInterval(() => {
+                if (Number(document.body?.dataset.updates ?? 0) >= 1) { clearInterval(tick); resolve(true); }
+            }, 50);
+        })""", timeout=60)
+        drawn = page.evaluate("""(() => {
+            const p = (name) => Object.assign({}, document.querySelector(`#queues path[data-name="${name}"]`).dataset);
+            return {hidden: document.getElementById('queues-figure').hidden,
+                    share: p('root.research'), owed: p('root.research owed'), batch: p('root.eng.batch')};
+        })()""")
+    finally:
+        page.close()
+    history = json.loads(urllib.request.urlopen(f"{url.rstrip('/')}/ws/v1/rayrm/history").read())
+    # research holds 0.5 from t = 0 and is owed 0.5 (module docstring): one step; the run directory's
+    # last recorded time is 0 (every attempt started at 0, none finished by t = 5), so one point
+    assert history["queues"]["root.research"] == [[0.0, 0.5, 0.5]] and history["times"][-1] == 0.0
+    assert drawn["hidden"] is False
+    assert (int(drawn["share"]["points"]), float(drawn["share"]["lastTime"]), float(drawn["share"]["lastValue"])) \
+        == (1, 0.0, 0.5)
+    assert float(drawn["owed"]["lastValue"]) == 0.5 and float(drawn["batch"]["lastValue"]) == 0.5
