@@ -8,7 +8,8 @@
   (``lose_host``: every NM of that host is LOST, its containers reported lost to
   their AMs) and calls ``resume`` on the host, which Ray is restarting
   (``max_restarts``): the restarted host registers its NMs again.  A host whose
-  Ray node is gone cannot restart; its NMs stay lost.
+  Ray node is gone cannot restart; its NMs stay lost.  An AM host whose node is gone
+  is made again on another node (``rayrm.nodes.placement``).
 * **injects faults** (``rayrm.rm.core.faults``) at their trace times, each first logged by
   the RM as a ``fault`` event so recovery can be measured from events.csv.
 * **shows progress** on stderr: on a terminal one line rewritten every second;
@@ -23,8 +24,11 @@ from __future__ import annotations
 import sys
 import time
 
+from rayrm.rm.core.clock import TraceClock
 from rayrm.rm.core.fault_rules import LinkFault, am_host_died
 from rayrm.rm.core.faults import Fault
+from rayrm.nodes.placement import Homes, host_gone_errors
+from rayrm.rm.service.calls import Call
 from rayrm.rm.service.client import BUDGET, MAX_DELAY
 
 NM_HOST_RESTARTS = 3          # Ray restarts of one NodeManager host actor
@@ -51,14 +55,14 @@ def rm_call(method, *args):
 
 
 class FaultInjector:
-    """Injects ``faults`` at wall time start_wall + T × time_scale (see rm.faults)."""
+    """Injects ``faults`` at their trace times on ``clock`` (see rm.faults)."""
 
-    def __init__(self, faults: list[Fault], *, start_wall: float, time_scale: float, rm, am, hosts: dict,
+    def __init__(self, faults: list[Fault], *, clock: TraceClock, rm, am, hosts: dict,
                  am_hosts: dict | None = None,
                  host_of_node: dict[str, str], ray_nodes: list, nms_on_ray_node: dict[str, list[str]],
                  nm_restart_after: float, kill_ray_node=None):
         self.todo = sorted(faults, key=lambda f: f.time)
-        self.start_wall, self.scale = start_wall, time_scale
+        self.clock = clock
         self.rm, self.am, self.hosts, self.am_hosts = rm, am, hosts, am_hosts or {}
         self.host_of_node, self.ray_nodes, self.nms_on = host_of_node, ray_nodes, nms_on_ray_node
         self.restart_after = nm_restart_after
@@ -69,7 +73,7 @@ class FaultInjector:
     def seconds_to_next(self) -> float:
         if not self.todo:
             return float("inf")
-        return max(0.0, self.start_wall + self.todo[0].time * self.scale - time.time())
+        return max(0.0, self.clock.wall(self.todo[0].time) - time.time())
 
     def inject_due(self) -> None:
         import ray  # noqa: PLC0415
@@ -84,7 +88,7 @@ class FaultInjector:
     def _log(self, f: Fault, node: str = "", app: str = "", extra: str = "") -> None:
         self._rid += 1
         detail = f.text + (f" ({extra})" if extra else "")
-        rm_call(self.rm.fault, "driver", self._rid, detail, node, app)
+        rm_call(self.rm.call, Call.FAULT, "driver", self._rid, detail, node, app)
 
     def _inject(self, f: Fault) -> None:
         import ray  # noqa: PLC0415
@@ -120,10 +124,10 @@ class FaultInjector:
 
     def _link(self, f: Fault) -> None:
         """A partition, slow or lossy link: the hosts behind it get a ``LinkFault`` on the wall
-        clock, from now for D × time_scale seconds (every host for ``drop``)."""
+        clock, from now for D trace seconds (every host for ``drop``)."""
         import ray  # noqa: PLC0415
         now = time.time()
-        end = now + f.duration * self.scale
+        end = now + self.clock.wall_seconds(f.duration)
         kind, family = LINK_KINDS[f.kind]
         fault = LinkFault(kind, now, end, delay=f.ms / 1000.0, p=float(f.target) if kind == "drop" else 0.0)
         if family == "all":
@@ -261,20 +265,21 @@ class Supervisor:
     """Waits for the AMs while watching hosts and injecting faults (module docstring)."""
 
     def __init__(self, rm, hosts: dict, injector: FaultInjector | None, *, ams: dict | None = None,
-                 start_wall: float,
-                 time_scale: float, total: int, label: str, progress: bool | None, stall_after: float,
+                 homes: Homes | None = None,
+                 clock: TraceClock, total: int, label: str, progress: bool | None, stall_after: float,
                  until: float | None = None, stop: "StopSignal | None" = None):
         self.rm, self.hosts, self.injector = rm, hosts, injector
-        self.start_wall, self.scale = start_wall, time_scale
+        self.clock = clock
         self.total, self.label, self.stall_after = total, label, stall_after
         self.show = True if progress is None else progress
         self.dead_hosts: set[str] = set()
         self.host_restarts = 0
         self._resume_since: dict[str, float] = {}       # NM host -> first resume that found it restarting
         self.ams = ams or {}
+        self.homes = homes or Homes({})
         self.am_host_restarts = 0
         self._rid = 10_000_000        # driver request ids apart from the injector's
-        self.until_wall = None if until is None else start_wall + until * time_scale
+        self.until_wall = None if until is None else clock.wall(until)
         self.stop = stop or StopSignal(install=False)
 
     def run(self, done_refs: dict) -> dict:
@@ -293,7 +298,7 @@ class Supervisor:
             now = time.time()
             for hid in [h for h, at in retry.items() if at <= now]:
                 del retry[hid]
-                resuming[self.hosts[hid].resume.remote(self.start_wall, self.scale)] = hid
+                resuming[self.hosts[hid].resume.remote(self.clock)] = hid
             if retry:
                 wait = max(0.0, min(wait, min(retry.values()) - now))
             if self.until_wall is not None:
@@ -304,7 +309,7 @@ class Supervisor:
                     hid = waiting.pop(ref)
                     try:
                         outcomes.append(ray.get(ref))
-                    except ray.exceptions.RayActorError as e:
+                    except host_gone_errors() as e:
                         waiting[self._am_host_down(hid, e)] = hid
                 elif ref in lifelines:
                     self._host_down(lifelines.pop(ref), ref, resuming)
@@ -330,7 +335,7 @@ class Supervisor:
                     print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
                     last_print = now
             if not done and self.until_wall is not None and now >= self.until_wall:
-                self.stop.set(f"--until {(self.until_wall - self.start_wall) / self.scale:g} reached")
+                self.stop.set(f"--until {self.clock.trace(self.until_wall):g} reached")
             if self.stop.reason and not done:
                 if self.show and tty:
                     print(file=sys.stderr)
@@ -365,14 +370,24 @@ class Supervisor:
 
     def _am_host_down(self, hid: str, error) -> object:
         """An AM host died: the RM fails its attempts (uncounted) and launches new ones, and
-        the host — restarted by Ray with its jobs — runs again; returns its new run() ref."""
+        the host — restarted by Ray with its jobs, or made again on another node when its
+        own is gone (``Homes.rehome_am_host``) — runs again; returns its new run() ref."""
+        import ray  # noqa: PLC0415
         if self.am_host_restarts >= AM_HOST_RESTARTS * max(1, len(self.ams)) or hid not in self.ams:
             raise RuntimeError(f"ApplicationMaster host {hid} died: {error}")
         self.am_host_restarts += 1
         self._rid += 1
-        rm_call(self.rm.lose_am_host, "driver-am-hosts", self._rid, hid, am_host_died(hid, type(error).__name__))
-        rm_call(self.ams[hid].outcome_now)       # returns once Ray has restarted the host
-        return self.ams[hid].run.remote(self.start_wall)
+        node_gone = isinstance(error, ray.exceptions.ActorUnschedulableError) or self.homes.am_node_gone(hid)
+        rm_call(self.rm.call, Call.LOSE_AM_HOST, "driver-am-hosts", self._rid, hid,
+                am_host_died(hid, type(error).__name__), self.homes.am[hid] if node_gone else "")
+        if node_gone:
+            self.ams[hid] = self.homes.rehome_am_host(hid, self.ams[hid])
+        else:
+            try:
+                rm_call(self.ams[hid].outcome_now)       # returns once Ray has restarted the host
+            except host_gone_errors():                  # its node was declared dead meanwhile
+                self.ams[hid] = self.homes.rehome_am_host(hid, self.ams[hid])
+        return self.ams[hid].run.remote(self.clock)
 
     def _host_lost(self, hid: str, why: str) -> None:
         """The NM host could not be resumed (its Ray node is gone): its NMs stay lost, and
@@ -381,7 +396,7 @@ class Supervisor:
         self._resume_since.pop(hid, None)
         host_of_node = self.injector.host_of_node if self.injector is not None else {}
         for name in sorted(n for n, h in host_of_node.items() if h == hid):
-            rm_call(self.rm.lose_node, name, f"NM host {hid} is gone ({why})", True)
+            rm_call(self.rm.call, Call.LOSE_NODE, name, f"NM host {hid} is gone ({why})", True)
         print(f"\nrayrm replay: NodeManager host {hid} not restarted, its NMs stay lost ({why})",
               file=sys.stderr, flush=True)
         if self.dead_hosts >= set(self.hosts):
@@ -392,15 +407,15 @@ class Supervisor:
         import ray  # noqa: PLC0415
         try:
             error = ray.get(ref)
-        except ray.exceptions.RayActorError as e:
+        except host_gone_errors() as e:
             why = type(e).__name__
         else:
             if error:
                 raise RuntimeError(f"a NodeManager host failed: {error}")
             return
         self._rid += 1
-        rm_call(self.rm.lose_host, "driver-hosts", self._rid, hid, f"NM host {hid} died ({why})")
-        resuming[self.hosts[hid].resume.remote(self.start_wall, self.scale)] = hid
+        rm_call(self.rm.call, Call.LOSE_HOST, "driver-hosts", self._rid, hid, f"NM host {hid} died ({why})")
+        resuming[self.hosts[hid].resume.remote(self.clock)] = hid
 
     def stop_hosts(self, timeout: float = 10.0, ask_rm: bool = True) -> list[dict]:
         """Stop every host that still runs a live NM; returns their measurements.

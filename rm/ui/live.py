@@ -140,7 +140,7 @@ class LiveSource:
         running = sum(a.running for a in apps)
         self._series.add(round(t, 3), used, running, sum(a.pending for a in apps), round(snap["lag"], 4))
         for a in fresh:
-            self._series.share(a.app, round(t, 3), round(getattr(a, self._kind), 6))
+            self._series.share(a.app, round(t, 3), round(a.share if a.share is not None else getattr(a, self._kind), 6))
         if self._tree is not None:
             for q in queue_views(self._tree, self.dims, tuple(totals), apps, self.policy)[1:]:
                 self._series.queue(q.name, round(t, 3), q.share, q.owed)
@@ -187,7 +187,7 @@ class LiveSource:
                        r["first_start"], r["finish"], max(1, r["attempts"]), r["task_share"], r["dominant_share"],
                        str(spec.constraint) if spec is not None else "", r["reason"] or "", r["eligible"],
                        tuple(seen), spec.queue if spec is not None else "default",
-                       spec.user if spec is not None else "default")
+                       spec.user if spec is not None else "default", r.get("share"))
 
     def _pace(self, snap: dict) -> dict:
         """The pace so far, by the replay's rule (summary.json's ``kept_pace``): the share of

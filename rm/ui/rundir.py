@@ -24,7 +24,8 @@ import numpy as np
 
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import queue_path
-from rayrm.rm.runs.queues import active as _active, queue_history, run_tree
+from rayrm.rm.core.shares import LOGGED
+from rayrm.rm.runs.queues import queue_history, run_tree
 from rayrm.rm.runs.reader import RunDir
 from rayrm.rm.ui.view import AppView, ClusterView, Fault, History, NodeView, share_kind
 
@@ -77,7 +78,8 @@ def _build(rd: RunDir) -> ClusterView:
     return ClusterView(str(summary.get("name") or rd.path.name), policy, mode, dims, end, start_epoch, scale,
                        float(summary.get("heartbeat_interval") or 1.0), state, nodes, apps, len(tasks), faults,
                        dict(summary.get("pace") or {}),
-                       _history(rd, dims, tasks, jobs, demand, end, nodes, policy, tree), 1, share_kind(policy), tree)
+                       _history(rd, dims, tasks, jobs, demand, end, nodes, policy, tree), 1, logged_kind(policy),
+                       tree)
 
 
 def _nodes(rd: RunDir, dims, tasks, events, demand, end) -> tuple[NodeView, ...]:
@@ -146,7 +148,7 @@ def _history(rd: RunDir, dims, tasks, jobs, demand, end, nodes, policy, tree) ->
     frac = used / np.where(totals > 0, totals, 1.0)
     running = _active(start[ran], finish[ran], grid, None)
     pending = _active(submit, np.where(ran, start, np.inf), grid, None)
-    kind = share_kind(policy)
+    kind = logged_kind(policy)
     shares = {}
     if len(rd.shares):
         for app, rows in rd.shares.groupby("app", sort=False):
@@ -158,3 +160,20 @@ def _history(rd: RunDir, dims, tasks, jobs, demand, end, nodes, policy, tree) ->
     queues = queue_history(tree, dims, tasks, jobs, d, totals, grid, policy) if tree is not None else {}
     return History(tuple(np.round(grid, 3).tolist()), tuple(map(tuple, np.round(frac, 6).tolist())),
                    tuple(int(x) for x in running), tuple(int(x) for x in pending), (), shares, queues)
+
+
+def _active(begin: np.ndarray, end: np.ndarray, grid: np.ndarray, weight) -> np.ndarray:
+    """Σ weight over the intervals [begin, end) holding each grid point: the weights of the
+    intervals begun by t minus those ended by t (two sorted cumulative sums)."""
+    w = np.ones(len(begin)) if weight is None else np.asarray(weight, dtype=float)
+    ob, oe = np.argsort(begin, kind="stable"), np.argsort(end, kind="stable")
+    cb = np.concatenate([[0.0], np.cumsum(w[ob])])
+    ce = np.concatenate([[0.0], np.cumsum(w[oe])])
+    return cb[np.searchsorted(begin[ob], grid, side="right")] - ce[np.searchsorted(end[oe], grid, side="right")]
+
+
+def logged_kind(policy: str) -> str:
+    """The policy's kind of share where the run log has its column (``shares.LOGGED``),
+    else the task share: a run directory records those four shares only."""
+    kind = share_kind(policy)
+    return kind if kind in {k.name for k in LOGGED} else "task_share"

@@ -77,8 +77,9 @@ from rayrm.rm.core.jobs import Durations, JobSpec
 from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import DEFAULT_QUEUE, DEFAULT_USER, AppSpec, NodeSpec, Resources, queue_path
-from rayrm.traces.importers.common import (ImportResult, SkipReport, amount, at_most, dims_of, json_stream,
-                                           parse_resources, token)
+from rayrm.traces.importers.common import (ImportResult, SkipReport, amount, at_most, dims_of, parse_resources,
+                                           token)
+from rayrm.traces.importers.reading import json_stream
 from rayrm.traces.importers.queues import QueueTree, check_jobs, jobs_tree, queue_tree, without_policies
 from rayrm.traces.importers.sls_nodes import label_constraint, read_nodes, resource_name
 from rayrm.traces.importers.rumen import is_rumen, rumen_to_sls
