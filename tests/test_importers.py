@@ -23,7 +23,8 @@ from rayrm.rm.core.model import NodeSpec, Resources
 from rayrm.traces.importers.common import SkipReport, node_groups, token
 from rayrm.traces.importers.google2011 import import_google2011
 from rayrm.traces.importers.openb import import_openb
-from rayrm.traces.importers.sls import import_sls, nm_resource, queue_weights
+from rayrm.traces.importers.queues import queue_tree
+from rayrm.traces.importers.sls import import_sls, nm_resource
 from rayrm.traces.importers.swim import import_swim, task_model
 
 DATA = Path(__file__).parent / "data"
@@ -194,8 +195,8 @@ def test_swim_shipped_sample_with_license():
 
 def sls(**kw):
     report = SkipReport("sls", strict=kw.pop("strict", False))
-    weights = queue_weights(kw.pop("queue_weights", None), kw.pop("queue_file", None))
-    return import_sls([DATA / "sls" / "jobs.json"], report, weights=weights, **kw), report
+    tree = queue_tree(kw.pop("queue_weights", None), kw.pop("queue_file", None), report)
+    return import_sls([DATA / "sls" / "jobs.json"], report, queues=tree, **kw), report
 
 
 def test_sls_nodes_from_the_node_file():
@@ -208,7 +209,7 @@ def test_sls_nodes_from_the_node_file():
     assert nodes["node1"].attributes == {"rack": "rack1"}
 
 
-def test_sls_jobs_groups_durations_labels_and_queue_weights():
+def test_sls_jobs_groups_durations_labels_queues_and_users():
     result, report = sls(nodes_file=DATA / "sls" / "nodes.json", queue_file=DATA / "sls" / "fair-scheduler.xml")
     jobs = jobs_by_id(result)
     assert list(jobs) == ["job_1-map", "job_1-reduce", "job_2", "job_3_1", "job_3_2", "job_5"]
@@ -216,17 +217,21 @@ def test_sls_jobs_groups_durations_labels_and_queue_weights():
     # count 2 x (23707 - 6664 ms = 17.043 s), then container.duration.ms 15000.
     assert durations(jobs["job_1-map"]) == [17.043, 17.043, 15.0]
     # gpu is exclusive (ssd is not): a job without a label expression stays off gpu nodes.
-    assert (m.demand, m.weight, m.submit, str(m.constraint)) == \
-        (Resources(cpu=1, memory_mb=2048), 0.25, 0.0, "label.gpu not exists")
+    # Jobs keep weight 1 and name their queue and user; the queue's weight is the tree's.
+    assert (m.demand, m.weight, m.submit, str(m.constraint), m.queue, m.user) == \
+        (Resources(cpu=1, memory_mb=2048), 1.0, 0.0, "label.gpu not exists", "sls_queue_1", "default")
     r = jobs["job_1-reduce"].app
     # The reduce stage is submitted at its first container.start.ms: 30,000 ms.
     assert (r.demand, r.submit, durations(jobs["job_1-reduce"])) == (Resources(cpu=2, memory_mb=4096), 30.0, [20.0])
     g = jobs["job_2"].app
-    assert (g.demand, g.weight, g.submit, str(g.constraint)) == \
-        (Resources(cpu=4, memory_mb=4096, gpu=1), 0.25, 105.204, "label.gpu exists")
+    assert (g.demand, g.weight, g.submit, str(g.constraint), g.queue) == \
+        (Resources(cpu=4, memory_mb=4096, gpu=1), 1.0, 105.204, "label.gpu exists", "sls_queue_2")
     assert durations(jobs["job_2"]) == [20.0] * 3                      # legacy duration.ms
     # No job.id, job.count 2: the 3rd job becomes job_3_1 and job_3_2, SLS's default container.
-    assert jobs["job_3_2"].app.demand == Resources(cpu=1, memory_mb=1024) and jobs["job_3_2"].app.weight == 0.5
+    assert jobs["job_3_2"].app.demand == Resources(cpu=1, memory_mb=1024) and jobs["job_3_2"].app.queue == "sls_queue_3"
+    # fair-scheduler.xml: sls_queue_1 0.25 with min 1024 MB + 1 vcore, sls_queue_2 0.25, sls_queue_3 0.5.
+    assert result.queues == [{"name": "sls_queue_1", "weight": 0.25, "min": {"memory_mb": 1024, "cpu": 1}},
+                             {"name": "sls_queue_2", "weight": 0.25}, {"name": "sls_queue_3", "weight": 0.5}]
     # job_5 keeps its one good task (9 s).
     assert durations(jobs["job_5"]) == [9.0]
     jobs_json = str(DATA / "sls" / "jobs.json")
@@ -243,7 +248,10 @@ def test_sls_options():
     result, _ = sls(nodes_file=DATA / "sls" / "nodes.json", queue_weights="sls_queue_1=3",
                     shared_labels=True, pin_hosts=True)
     jobs = jobs_by_id(result)
-    assert jobs["job_1-map"].app.weight == 3.0 and jobs["job_2"].app.weight == 1.0
+    # --queue-weights alone: a flat tree of the jobs' queues, the named one weighted, the others 1.
+    assert result.queues == [{"name": "sls_queue_1", "weight": 3}, {"name": "default"}, {"name": "adhoc"},
+                             {"name": "sls_queue_2"}, {"name": "sls_queue_3"}]
+    assert jobs["job_1-map"].app.weight == 1.0 and jobs["job_1-map"].app.queue == "sls_queue_1"
     assert str(jobs["job_1-map"].app.constraint) == "node in (node1, node2)"
     assert str(jobs["job_2"].app.constraint) == "label.gpu exists and node in (node4)"
 
@@ -408,6 +416,17 @@ def test_synth_flat_form_is_drawn_from_rand_seed(tmp_path):
     other.write_text(path.read_text().replace('"rand_seed" : 2', '"rand_seed" : 3'))
     drawn = import_sls([other], SkipReport("sls"), synth_time_unit="s")
     assert [durations(j) for j in drawn.jobs] != [durations(j) for j in first.jobs]
+    # A negative seed (Java's Random takes any int) draws too, from its 32-bit two's complement;
+    # 2**32 - 1 itself is above Java's int range and refused.
+    minus = tmp_path / "seed-1.json"
+    minus.write_text(path.read_text().replace('"rand_seed" : 2', '"rand_seed" : -1'))
+    wrapped = tmp_path / "seed4294967295.json"
+    wrapped.write_text(path.read_text().replace('"rand_seed" : 2', f'"rand_seed" : {2 ** 32 - 1}'))
+    with pytest.raises(InputError, match="rand_seed"):      # above Java's int range: refused
+        import_sls([wrapped], SkipReport("sls"), synth_time_unit="s")
+    negative = import_sls([minus], SkipReport("sls"), synth_time_unit="s")
+    assert len(negative.jobs) == len(first.jobs) and [durations(j) for j in negative.jobs] != \
+        [durations(j) for j in first.jobs]
 
 
 def test_synth_flat_form_command_simulates_and_checks(tmp_path, capsys):

@@ -148,9 +148,9 @@ def test_read_only_no_cors_paged_and_head(partial_run):
     assert [a["id"] for a in json.loads(body)["apps"]["app"]] == ["j"]
     _, _, body = get(url, "/ws/v1/cluster/apps?limit=1&offset=1")
     assert [a["id"] for a in json.loads(body)["apps"]["app"]] == ["k"]
-    # YARN's other filters: every app is user rayrm's, in root.default
+    # YARN's other filters: both jobs name no user or queue, so they are user default's, in root.default
     assert json.loads(get(url, "/ws/v1/cluster/apps?user=bob")[2]) == {"apps": None}
-    assert len(json.loads(get(url, "/ws/v1/cluster/apps?queue=root.default&user=rayrm")[2])["apps"]["app"]) == 2
+    assert len(json.loads(get(url, "/ws/v1/cluster/apps?queue=root.default&user=default")[2])["apps"]["app"]) == 2
     status, headers, body = get(url, "/ws/v1/cluster/metrics", method="HEAD")
     assert status == 200 and body == b"" and int(headers["Content-Length"]) > 0
     status, _, body = get(url, "/")

@@ -40,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.add_argument("--strict", action="store_true",
                        help="stop at the first bad row instead of skipping it")
         p.add_argument("--name", help="experiment name (default: the config's file stem)")
-        p.add_argument("--policy", default="tsf", help="policy written into the config (default tsf)")
+        p.add_argument("--policy", help="policy written into the config (default: the queue file's "
+                                        "default policy, else tsf)")
         p.add_argument("--no-check", action="store_true",
                        help="do not load the written config back to validate it")
         importer.add_arguments(p)
@@ -76,7 +77,7 @@ def _unavailable(reason: str) -> int:
 
 
 def _run_import(args: argparse.Namespace) -> int:
-    if args.policy != "ray-native":
+    if args.policy not in (None, "ray-native"):
         resolve_policy(args.policy)
     report = SkipReport(f"rayrm trace import {args.format}", strict=args.strict)
     result = _importer(args.format).load(args, report)

@@ -1,6 +1,7 @@
 """The PNG plots of ``rayrm report`` (matplotlib, Agg backend; see ``rayrm.rm.runs.report`` for the metrics).
 
-One file per figure: ``shares_<run>.png`` (tsf-paper Fig. 5), ``utilization.png``,
+One file per figure: ``shares_<run>.png`` (tsf-paper Fig. 5), with a queue tree
+``queues_<run>.png`` (each queue's share against what it is owed), ``utilization.png``,
 ``cdf_job_queueing_delay.png`` (Fig. 9a), ``cdf_job_completion_time.png`` (Fig. 9b),
 ``cdf_task_queueing_delay.png`` (Fig. 11a), and with a TSF comparison
 ``speedup_by_job_size.png`` (Fig. 10) and ``task_speedup_cdf.png`` (Fig. 11b; the
@@ -21,6 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from rayrm.rm.runs import metrics as M  # noqa: E402
+from rayrm.rm.runs.queues import run_queue_history  # noqa: E402
 
 CDF_POINTS = 2000
 
@@ -67,6 +69,27 @@ def _shares(rep, run, label, out, images, max_apps: int) -> None:
     more = f" ({len(apps)} of {len(peak)} apps, largest peak task share)" if len(peak) > len(apps) else ""
     axes[0].set_title(f"{label}: shares over time{more}")
     _save(fig, out, f"shares_{_slug(label)}.png", f"Share timelines, {label} (tsf-paper Fig. 5)", images)
+
+
+def _queues(run, label, out, images, most: int = 12) -> None:
+    """Each queue's share of the cluster (solid) against what it is owed (dashed), as steps
+    (``rayrm.rm.runs.queues``); the top-level queues and the leaves, at most ``most``."""
+    series = run_queue_history(run)
+    if not series:
+        return
+    names = [q for q in series if q.count(".") == 1 or not any(o.startswith(q + ".") for o in series)][:most]
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    for k, q in enumerate(names):
+        t, share, owed = zip(*series[q])
+        color = f"C{k % 10}"
+        ax.step(t, share, where="post", color=color, label=q)
+        ax.step(t, owed, where="post", color=color, linestyle="--", linewidth=0.9)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("share of the cluster")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7, ncol=3, loc="upper right")
+    ax.set_title(f"{label}: each queue's share (solid) and what it is owed (dashed)", fontsize=9)
+    _save(fig, out, f"queues_{_slug(label)}.png", f"Queue shares against what each is owed, {label}", images)
 
 
 def _utilization(rep, out, images) -> None:
@@ -167,6 +190,7 @@ def draw_all(rep, out: Path, max_apps: int = 8) -> list[tuple[str, str]]:
     images: list[tuple[str, str]] = []
     for run, label in zip(rep.runs, rep.labels):
         _shares(rep, run, label, out, images, max_apps)
+        _queues(run, label, out, images)
     _utilization(rep, out, images)
     _delay_cdfs(rep, out, images)
     _speedups(rep, out, images)

@@ -14,6 +14,10 @@ leaf in jobs.csv's ``queue`` column.  From them and tasks.csv:
   steady fair share F_Q = F_parent · W_Q / Σ_{siblings} W (F_root = 1), and the time from
   its first demand (first submit in it) to its min share (usage >= min in a resource its
   min names), for queues with a min.
+* ``queue_history`` / ``run_queue_history`` — each queue's share of the cluster and what
+  it is owed (``rayrm.rm.core.queues.owed``) on a time grid, from each leaf's running
+  attempts (use) and its jobs' tasks submitted and not yet finished (demand): the UI's
+  and ``rayrm report``'s queue chart.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ import numpy as np
 import pandas as pd
 
 from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.model import DEFAULT_QUEUE, queue_path
+from rayrm.rm.core.queues.owed import Usage, tree_views
 from rayrm.rm.core.queues.tree import QueueSpec, QueueTree, parse_queues, resolve_bounds
 from rayrm.rm.runs.reader import RunDir
 
@@ -198,3 +204,65 @@ def _min_delay(run: RunDir, apps: list[str], lo: dict) -> float:
     reached = (used >= np.array(list(lo.values())) * (1 - REL_TOL)).any(axis=1) & (kind[order] == 1)
     hits = np.flatnonzero(reached)
     return float(times[order][hits[0]] - demand_at) if len(hits) else math.nan
+
+
+# ----- each queue's share against what it is owed, over time ------------------------
+
+def queue_history(tree, dims, tasks, jobs, d, totals, grid, policy) -> dict:
+    """queue -> [(t, share, owed)] on the grid, from each leaf's use (attempts running at t)
+    and demand (its jobs' tasks submitted by t less those finished by t)."""
+    k = len(dims)
+    job_leaf = np.array([queue_path(str(q)) for q in jobs["queue"]]) if "queue" in jobs \
+        else np.full(len(jobs), DEFAULT_QUEUE)
+    leaf_of = dict(zip(jobs["app"].astype(str), job_leaf))
+    leaf = np.array([leaf_of.get(str(a), DEFAULT_QUEUE) for a in tasks["app"]])
+    start = tasks["start"].to_numpy(float)
+    finish = np.where(np.isnan(tasks["finish"].to_numpy(float)), np.inf, tasks["finish"].to_numpy(float))
+    ran, done = ~np.isnan(start), (tasks["status"] == "finished").to_numpy()
+    job_submit = jobs["submit"].to_numpy(float)
+    job_size = jobs["num_tasks"].to_numpy(float)[:, None] * np.array(
+        [[float(j[f"demand.{x}"]) for x in dims] for _, j in jobs.iterrows()]).reshape(-1, k)
+    never = np.full(len(jobs), np.inf)
+    series: dict[str, tuple] = {}
+    for name in np.unique(np.concatenate([job_leaf, leaf])):
+        m, jm = leaf == name, job_leaf == name
+        r, f = m & ran, m & done
+        used = np.column_stack([active(start[r], finish[r], grid, d[r, x]) for x in range(k)])
+        wanted = np.column_stack([active(job_submit[jm], never[jm], grid, job_size[jm, x])
+                                  - active(finish[f], np.full(f.sum(), np.inf), grid, d[f, x]) for x in range(k)])
+        series[str(name)] = (used, np.maximum(wanted, used))
+    out: dict[str, list] = {}
+    for g, t in enumerate(np.round(grid, 3).tolist()):
+        leaves = {n: Usage(u[g].tolist(), w[g].tolist()) for n, (u, w) in series.items()}
+        for q in tree_views(tree, tuple(dims), tuple(totals), leaves, policy)[1:]:
+            points = out.setdefault(q.name, [])
+            if not points or points[-1][1:] != (q.share, q.owed):
+                points.append((t, q.share, q.owed))
+    return out
+
+
+def active(begin: np.ndarray, end: np.ndarray, grid: np.ndarray, weight) -> np.ndarray:
+    """Σ weight over the intervals [begin, end) holding each grid point: the weights of the
+    intervals begun by t minus those ended by t (two sorted cumulative sums)."""
+    w = np.ones(len(begin)) if weight is None else np.asarray(weight, dtype=float)
+    ob, oe = np.argsort(begin, kind="stable"), np.argsort(end, kind="stable")
+    cb = np.concatenate([[0.0], np.cumsum(w[ob])])
+    ce = np.concatenate([[0.0], np.cumsum(w[oe])])
+    return cb[np.searchsorted(begin[ob], grid, side="right")] - ce[np.searchsorted(end[oe], grid, side="right")]
+
+
+def run_queue_history(rd: RunDir, points: int = 400) -> dict:
+    """A run directory's queue -> [(t, share, owed)] on ``points`` times from 0 to its last
+    event ({} without a queue tree)."""
+    dims = tuple(rd.dims)
+    tasks, jobs = rd.tasks, rd.jobs
+    totals = tuple(float(rd.nodes[x].astype(float).sum()) for x in dims)
+    tree = run_tree(rd)
+    if tree is None:
+        return {}
+    end = float(np.nanmax(np.concatenate([tasks[["start", "finish"]].to_numpy(float).ravel(),
+                                          jobs["submit"].to_numpy(float), [0.0]])))
+    grid = np.linspace(0.0, end, points) if end > 0 else np.zeros(1)
+    demand = {str(j["app"]): [float(j[f"demand.{x}"]) for x in dims] for _, j in jobs.iterrows()}
+    d = np.array([demand.get(str(a), [0.0] * len(dims)) for a in tasks["app"]], dtype=float).reshape(-1, len(dims))
+    return queue_history(tree, dims, tasks, jobs, d, totals, grid, str(rd.summary.get("policy") or ""))

@@ -13,16 +13,18 @@
 ``workload`` is either the synthetic generator (``generate: google`` and any of
 ``GENERATOR_OPTIONS``, as ``rayrm trace generate google`` takes them) or ``config: PATH``
 (relative to the spec's directory).  Each grid axis is a generator option (generated
-workloads only) or a ``run:`` setting of the config (``heartbeat_interval`` or
-``run.heartbeat_interval``); a *cell* is one point of the grid's product, in the order
-the spec lists the axes and values.  ``seeds`` (A-B, S,S,... or a list) seed the task
+workloads only), a ``run:`` setting of the config (``heartbeat_interval`` or
+``run.heartbeat_interval``) or, for a config with a ``queues:`` tree, a number of one of
+its queues, ``queue.<path>.<key>`` (``queue.eng.weight: [1, 2, 4]``; keys in
+``QUEUE_KEYS``); a *cell* is one point of the grid's product, in the order the spec
+lists the axes and values.  ``seeds`` (A-B, S,S,... or a list) seed the task
 durations of every simulation, as ``rayrm simulate --seed`` does; ``baseline`` (default
 the first policy) is the policy the others are compared against.  Policy names pass
 unchanged to the simulator.
 
 A cell is identified by ``cell_identity``: the generator's options in full (defaults
 filled in) or the digest of the config file and its job table, plus the run settings
-it overrides.  ``run_key`` adds the seed, the policy and rayrm's version: the key under
+it overrides (and the queue settings, when it varies some).  ``run_key`` adds the seed, the policy and rayrm's version: the key under
 which a sweep's manifest records a finished simulation.
 """
 
@@ -55,6 +57,9 @@ GENERATOR_OPTIONS: dict[str, tuple[type, Any]] = {
 }
 RUN_SETTINGS = tuple(f.name for f in dataclasses.fields(RunSettings) if f.name != "seed")     # the seed is the sweep's seeds
 SPEC_KEYS = {"workload", "grid", "policies", "baseline", "seeds", "description"}
+#: the queue settings a grid may vary (``queue.<path>.<key>``), each a number in the config's tree
+QUEUE_KEYS = ("weight", "max_apps", "user_limit", "capacity", "max_capacity", "user_limit_factor",
+              "min_user_limit_percent")
 MAX_RUNS = 1_000_000
 
 
@@ -133,6 +138,9 @@ def parse_spec(doc: Any, path: Path) -> SweepSpec:
                          f"(known: {', '.join(sorted(SPEC_KEYS))})", field="(top level)")
     workload = _workload(doc.get("workload"), path)
     grid = _grid(doc.get("grid") or {}, "generate" in workload)
+    for axis, _ in grid:
+        if axis.startswith("queue."):
+            _queue_at(_config_queues(workload["config"]), axis, f"grid.{axis}")
     policies = doc.get("policies")
     if isinstance(policies, str):
         policies = [p.strip() for p in policies.split(",")]
@@ -197,7 +205,14 @@ def _grid(raw: Any, generated: bool) -> tuple[tuple[str, tuple], ...]:
         if len(set(map(repr, values))) != len(values):
             raise InputError("names a value twice", field=where)
         setting = axis.removeprefix("run.")
-        if setting in RUN_SETTINGS and (axis.startswith("run.") or axis not in GENERATOR_OPTIONS):
+        if axis.startswith("queue."):
+            if generated or axis.rsplit(".", 1)[-1] not in QUEUE_KEYS or axis.count(".") < 2:
+                raise InputError(f"a queue axis is queue.<path>.<key> of a config workload, key one of "
+                                 f"{', '.join(QUEUE_KEYS)}", field=where)
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in values):
+                raise InputError("must be a list of non-negative numbers", field=where)
+            axes.append((axis, tuple(values)))
+        elif setting in RUN_SETTINGS and (axis.startswith("run.") or axis not in GENERATOR_OPTIONS):
             for v in values:
                 _check_run_setting(setting, v, where)
             axes.append((f"run.{setting}", tuple(values)))
@@ -228,9 +243,36 @@ def split_point(spec: SweepSpec, cell: Cell) -> tuple[dict, dict]:
     for axis, value in cell.point:
         if axis.startswith("run."):
             run[axis[4:]] = value
-        else:
+        elif not axis.startswith("queue."):
             options[axis] = value
     return options, run
+
+
+def queue_point(cell: Cell) -> dict:
+    """The cell's queue settings, ``queue.<path>.<key>`` -> value."""
+    return {axis: value for axis, value in cell.point if axis.startswith("queue.")}
+
+
+def _config_queues(path: str) -> list:
+    try:
+        doc = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError):
+        doc = None                      # load_config names the problem when the cell runs
+    queues = doc.get("queues") if isinstance(doc, dict) else None
+    return queues if isinstance(queues, list) else []
+
+
+def _queue_at(queues: list, axis: str, where: str) -> dict:
+    """The queue mapping ``queue.<path>.<key>`` names in a ``queues:`` list."""
+    path = axis[len("queue."):].rsplit(".", 1)[0].removeprefix("root.")
+    q: dict = {}
+    level = queues
+    for name in path.split("."):
+        q = next((x for x in level if isinstance(x, dict) and str(x.get("name")) == name), None)
+        if q is None:
+            raise InputError(f"the config's queues: has no queue root.{path}", field=where)
+        level = q.get("children") or []
+    return q
 
 
 def cell_identity(spec: SweepSpec, cell: Cell) -> dict:
@@ -238,7 +280,8 @@ def cell_identity(spec: SweepSpec, cell: Cell) -> dict:
     options, run = split_point(spec, cell)
     if spec.generated:
         return {"generate": "google", "options": options, "run": run}
-    return {"config": _config_digest(spec.workload["config"]), "run": run}
+    queues = queue_point(cell)
+    return {"config": _config_digest(spec.workload["config"]), "run": run} | ({"queues": queues} if queues else {})
 
 
 def _config_digest(path: str) -> str:
@@ -270,12 +313,16 @@ def cell_config(spec: SweepSpec, cell: Cell, home: Path) -> ExperimentConfig:
     options, run = split_point(spec, cell)
     if not spec.generated:
         path = Path(spec.workload["config"])
-        if not run:
+        queues = queue_point(cell)
+        if not run and not queues:
             return load_config(path)
         doc = yaml.safe_load(path.read_text())
         if isinstance(doc, dict):
             doc = copy.deepcopy(doc)
-            doc["run"] = {**(doc.get("run") or {}), **run}
+            if run:
+                doc["run"] = {**(doc.get("run") or {}), **run}
+            for axis, value in queues.items():
+                _queue_at(doc.get("queues") or [], axis, f"grid.{axis}")[axis.rsplit(".", 1)[-1]] = value
         return parse_config(doc, path)
     opts = dict(options)
     nodes, jobs, tasks, seed = (opts.pop(k) for k in ("nodes", "jobs", "tasks", "seed"))

@@ -2,7 +2,8 @@
 
 * ``overview`` — the run, its clock, totals, counts, pace and faults (the page's header);
 * ``history`` — cluster use per dimension, running and pending containers and the RM's
-  lag over trace time;
+  lag over trace time, and with a queue tree each queue's share and what it is owed
+  (``rm/core/queues/owed.py``) as ``[time, share, owed]`` steps;
 * ``shares`` — each app's share over time in the policy's own terms (``apps=a,b`` or the
   ``top`` apps by peak share);
 * ``apps`` and ``nodes`` — compact rows for the page's tables (paged);
@@ -51,7 +52,7 @@ def history(view: ClusterView) -> dict:
     h = view.history
     return {"version": view.version, "dims": list(view.dims), "times": list(h.times),
             "used": [list(u) for u in h.used], "running": list(h.running), "pending": list(h.pending),
-            "lag": list(h.lag)}
+            "lag": list(h.lag), "queues": {q: [list(p) for p in pts] for q, pts in h.queues.items()}}
 
 
 def shares(view: ClusterView, params: dict) -> dict:

@@ -5,7 +5,8 @@ per ``period`` — at least one heartbeat interval, so the RM answers the UI at 
 per interval whatever the number of HTTP clients — and turns the snapshot into an
 immutable ``ClusterView``, which request threads read without a lock (one reference
 swap).  History for the charts is one sample per poll, decimated by two whenever it
-reaches ``MAX_SAMPLES`` (memory and responses stay bounded on a long replay).
+reaches ``MAX_SAMPLES`` (memory and responses stay bounded on a long replay); with a
+queue tree, each queue's share and what it is owed (``rm/core/queues/owed.py``) too.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import threading
 import time as _time
 
+from rayrm.rm.core.queues.owed import queue_views
 from rayrm.rm.ui.snapshot import APP_FIELDS
 from rayrm.rm.ui.view import AppView, ClusterView, Fault, History, NodeView, share_kind
 
@@ -29,6 +31,7 @@ class _Series:
     def __init__(self):
         self.times, self.used, self.running, self.pending, self.lag = [], [], [], [], []
         self.shares: dict[str, list] = {}
+        self.queues: dict[str, list] = {}
 
     def add(self, t, used, running, pending, lag) -> None:
         for col, v in ((self.times, t), (self.used, used), (self.running, running), (self.pending, pending),
@@ -46,12 +49,20 @@ class _Series:
             if len(points) >= MAX_SAMPLES:
                 self.shares[app] = points[::2] + ([points[-1]] if len(points) % 2 == 0 else [])
 
+    def queue(self, name: str, t: float, share: float, owed: float) -> None:
+        """A queue's share and what it is owed at ``t``, kept only when either changed."""
+        points = self.queues.setdefault(name, [])
+        if not points or points[-1][1:] != (share, owed):
+            points.append((t, share, owed))
+            if len(points) >= MAX_SAMPLES:
+                self.queues[name] = points[::2] + ([points[-1]] if len(points) % 2 == 0 else [])
+
     def frozen(self) -> History:
         """The series as of now.  Each app's point list is shared, not copied (a poll only
         appends to it, or replaces it when halving): copying every app's points at every poll
         would cost the driver more than the rest of the poll."""
         return History(tuple(self.times), tuple(self.used), tuple(self.running), tuple(self.pending),
-                       tuple(self.lag), dict(self.shares))
+                       tuple(self.lag), dict(self.shares), dict(self.queues))
 
 
 class LiveSource:
@@ -73,6 +84,7 @@ class LiveSource:
         self._attempts: dict[str, list] = {}           # app -> trace times its attempts 2, 3, ... were seen
         self._series = _Series()
         self._kind = share_kind(policy)
+        self._tree = cfg.queues if not cfg.queues.flat else None
         self.name = cfg.name
         self.error = ""
         self._view = ClusterView(cfg.name, policy, "ray", self.dims, 0.0, _time.time(), self.time_scale,
@@ -129,11 +141,14 @@ class LiveSource:
         self._series.add(round(t, 3), used, running, sum(a.pending for a in apps), round(snap["lag"], 4))
         for a in fresh:
             self._series.share(a.app, round(t, 3), round(a.share if a.share is not None else getattr(a, self._kind), 6))
+        if self._tree is not None:
+            for q in queue_views(self._tree, self.dims, tuple(totals), apps, self.policy)[1:]:
+                self._series.queue(q.name, round(t, 3), q.share, q.owed)
         faults = tuple(Fault(f.time, f.kind, f.target, f.text) for f in self._faults if f.time <= t)
         self._view = ClusterView(
             self.name, self.policy, "ray", self.dims, t, float(snap["start_wall"]), self.time_scale,
             self.interval, "live", nodes, apps, int(snap["allocations"]), faults, self._pace(snap),
-            self._series.frozen(), self._view.version + 1, self._kind)
+            self._series.frozen(), self._view.version + 1, self._kind, self._tree)
         with self._changed:
             self._changed.notify_all()
         return self._view
@@ -171,7 +186,8 @@ class LiveSource:
                        r["finished"], demand, spec.weight if spec is not None else 1.0, r["submit"],
                        r["first_start"], r["finish"], max(1, r["attempts"]), r["task_share"], r["dominant_share"],
                        str(spec.constraint) if spec is not None else "", r["reason"] or "", r["eligible"],
-                       tuple(seen), r.get("share"))
+                       tuple(seen), spec.queue if spec is not None else "default",
+                       spec.user if spec is not None else "default", r.get("share"))
 
     def _pace(self, snap: dict) -> dict:
         """The pace so far, by the replay's rule (summary.json's ``kept_pace``): the share of

@@ -7,7 +7,9 @@ computed from the tables on a grid of at most ``GRID`` points:
   (finish missing: still running at the end), over the total capacity;
 * running(t) the same count; pending(t) = attempts with submit <= t < start;
 * each app's share: its rows of the shares table (the policy's own share), thinned
-  to at most ``GRID`` points per app.
+  to at most ``GRID`` points per app;
+* with a queue tree (queues.json), each queue's share and what it is owed at each grid
+  point (``rayrm.rm.runs.queues.queue_history``).
 
 Wall-clock fields: a replay's t = 0 is summary.json's time minus its ``wall_seconds``;
 a simulation has no wall clock, so its trace seconds are laid out from that same
@@ -21,7 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.model import queue_path
 from rayrm.rm.core.shares import LOGGED
+from rayrm.rm.runs.queues import queue_history, run_tree
 from rayrm.rm.runs.reader import RunDir
 from rayrm.rm.ui.view import AppView, ClusterView, Fault, History, NodeView, share_kind
 
@@ -68,12 +72,14 @@ def _build(rd: RunDir) -> ClusterView:
     start_epoch = (stamp if stamp.exists() else rd.path / "jobs.csv").stat().st_mtime - wall
     state = "interrupted" if summary.get("interrupted") else "finished" if summary else "partial"
     policy = str(summary.get("policy") or rd.path.name)
+    tree = run_tree(rd)
     faults = tuple(Fault(float(r.time), "fault", str(r.node or r.app or ""), str(r.detail))
                    for r in events[events["kind"] == "fault"].itertuples())
     return ClusterView(str(summary.get("name") or rd.path.name), policy, mode, dims, end, start_epoch, scale,
                        float(summary.get("heartbeat_interval") or 1.0), state, nodes, apps, len(tasks), faults,
-                       dict(summary.get("pace") or {}), _history(rd, dims, tasks, demand, end, nodes, policy),
-                       1, logged_kind(policy))
+                       dict(summary.get("pace") or {}),
+                       _history(rd, dims, tasks, jobs, demand, end, nodes, policy, tree), 1, logged_kind(policy),
+                       tree)
 
 
 def _nodes(rd: RunDir, dims, tasks, events, demand, end) -> tuple[NodeView, ...]:
@@ -124,11 +130,12 @@ def _apps(rd: RunDir, dims, tasks, jobs, events, demand) -> tuple[AppView, ...]:
         out.append(AppView(app, status, int(j["num_tasks"]), running, pending, finished, demand[app],
                            float(j["weight"]), float(j["submit"]), first, finish,
                            1 + len(launches.get(app, ())), ts, ds, str(j["constraint"]), str(j["reason"] or ""),
-                           attempt_starts=launches.get(app, ())))
+                           attempt_starts=launches.get(app, ()), queue=queue_path(str(j.get("queue", "default"))),
+                           user=str(j.get("user", "default"))))
     return tuple(out)
 
 
-def _history(rd: RunDir, dims, tasks, demand, end, nodes, policy) -> History:
+def _history(rd: RunDir, dims, tasks, jobs, demand, end, nodes, policy, tree) -> History:
     grid = np.linspace(0.0, end, GRID) if end > 0 else np.zeros(1)
     start = tasks["start"].to_numpy(float)
     finish = np.where(np.isnan(tasks["finish"].to_numpy(float)), np.inf, tasks["finish"].to_numpy(float))
@@ -150,8 +157,9 @@ def _history(rd: RunDir, dims, tasks, demand, end, nodes, policy) -> History:
                 keep = np.unique(np.linspace(0, len(t) - 1, GRID).astype(int))
                 t, v = t[keep], v[keep]
             shares[str(app)] = tuple(zip(np.round(t, 3).tolist(), np.round(v, 6).tolist()))
+    queues = queue_history(tree, dims, tasks, jobs, d, totals, grid, policy) if tree is not None else {}
     return History(tuple(np.round(grid, 3).tolist()), tuple(map(tuple, np.round(frac, 6).tolist())),
-                   tuple(int(x) for x in running), tuple(int(x) for x in pending), (), shares)
+                   tuple(int(x) for x in running), tuple(int(x) for x in pending), (), shares, queues)
 
 
 def _active(begin: np.ndarray, end: np.ndarray, grid: np.ndarray, weight) -> np.ndarray:

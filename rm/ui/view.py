@@ -67,6 +67,8 @@ class AppView:
     reason: str = ""                    # diagnostics: rejection, failure or why it waits
     eligible: int = -1                  # live nodes it may use that hold a task (-1: unknown)
     attempt_starts: tuple = ()          # trace times attempts 2, 3, ... started (where known)
+    queue: str = "default"              # its leaf queue's path below root
+    user: str = "default"
     share: float | None = None          # the policy's own share (live), where no field holds it
 
 
@@ -92,6 +94,7 @@ class History:
     pending: tuple[int, ...] = ()
     lag: tuple[float, ...] = ()
     shares: dict = field(default_factory=dict)
+    queues: dict = field(default_factory=dict)        # queue -> [(time, share, owed)] (``rm/core/queues/owed.py``)
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,7 @@ class ClusterView:
     history: History = field(default_factory=History)
     version: int = 0                    # increases with every new snapshot
     share_kind: str = "task_share"      # the kind of share the policy ranks by (Policy.share_kind)
+    tree: object = None                 # the config's QueueTree (None: one leaf, root.default)
 
     def epoch_ms(self, t: float | None) -> int:
         """Trace time ``t`` as YARN gives times: epoch milliseconds of the wall clock (0 for None)."""
@@ -132,6 +136,11 @@ class ClusterView:
         """The app's share in the policy's own terms: ``share`` where the source gave it,
         else the ``AppView`` field of that name."""
         return app.share if app.share is not None else getattr(app, self.share_kind)
+
+    def live_total(self) -> tuple[float, ...]:
+        """The capacity of the live nodes per dimension."""
+        alive = [n for n in self.nodes if n.state == "RUNNING"]
+        return tuple(sum(n.capacity[k] for n in alive) for k in range(len(self.dims)))
 
 
 def share_kind(policy: str) -> str:

@@ -2,7 +2,8 @@
 
 Paths, JSON shapes, field names, types and state names follow Hadoop's "ResourceManager
 REST API's" page: ``/ws/v1/cluster`` (and ``/info``), ``/metrics``, ``/scheduler`` (the
-Fair Scheduler's shape, ``schedulingPolicy`` the rayrm policy), ``/apps`` with
+queue tree in the Fair Scheduler's shape, or the Capacity Scheduler's for a tree with
+capacities; ``schedulingPolicy`` a queue's rayrm policy), ``/apps`` with
 ``states``, ``state``, ``finalStatus``, ``user``, ``queue``, ``applicationTypes``,
 ``limit``, ``startedTimeBegin``/``End`` and ``finishedTimeBegin``/``End``, ``/apps/{id}``, ``/apps/{id}/appattempts``, ``/nodes``
 with ``states`` and ``/nodes/{id}``.  Errors are YARN's ``RemoteException`` objects.
@@ -17,6 +18,9 @@ nodes hold at most ``MAX_PAGE`` items; ``offset`` pages on (headers say how many
 
 from __future__ import annotations
 
+from rayrm.rm.core.model import queue_path
+from rayrm.rm.core.queues.owed import QueueView, queue_views
+from rayrm.rm.core.queues.tree import default_tree
 from rayrm.rm.core.shares import resource_index
 from rayrm.rm.ui.view import NODE_STATES, YARN_APP_STATE, AppView, ClusterView, NodeView
 
@@ -141,38 +145,105 @@ def metrics(view: ClusterView) -> dict:
 
 
 def scheduler(view: ClusterView) -> dict:
-    """The Fair Scheduler's shape: root with one leaf queue, ``root.default``, whose
-    ``schedulingPolicy`` is the rayrm policy; its ``apps`` (an extra field) give each
-    app's share in the policy's own terms (``shareKind``)."""
-    k = len(view.dims)
-    alive = live_nodes(view)
-    total, used = _sum((n.capacity for n in alive), k), _sum((n.used for n in alive), k)
-    demand = tuple(u + p for u, p in zip(used, _sum((tuple(a.pending * d for d in a.demand) for a in view.apps), k)))
-    zero = resource(view.dims, (0.0,) * k)
-    running = sum(1 for a in view.apps if a.status == "running")
-    waiting = sum(1 for a in view.apps if a.status == "waiting")
+    """The queue tree (``rm/core/queues/owed.py``) in the Fair Scheduler's shape, or the Capacity
+    Scheduler's when a queue sets a ``capacity``: each queue with its min, max, used,
+    demand, fair (owed) and steady fair resources; a leaf's ``apps`` (an extra field)
+    give each active app's share in the policy's own terms (``shareKind``)."""
+    tree = view.tree if view.tree is not None else default_tree()
+    total = view.live_total()
+    queues = queue_views(tree, view.dims, total, view.apps, view.policy)
+    if any(q.capacity is not None for q in queues):
+        return capacity_scheduler(view, queues)
+    return fair_scheduler(view, queues, total)
+
+
+def _children(queues) -> dict:
+    out: dict[str, list] = {}
+    for q in queues:
+        out.setdefault(q.parent, []).append(q)
+    return out
+
+
+def _active(view: ClusterView, q: QueueView) -> list[AppView]:
+    path = queue_path(q.name)
+    return [a for a in view.apps if a.status in ("running", "waiting") and queue_path(a.queue) == path]
+
+
+def fair_scheduler(view: ClusterView, queues, total) -> dict:
+    dims = view.dims
+    kids = _children(queues)
     head, *rest = view.share_kind.split("_")
     kind = head + "".join(w.capitalize() for w in rest)       # task_share -> taskShare
+    zero = resource(dims, (0.0,) * len(dims))
 
-    def queue(name: str) -> dict:
-        return {"maxApps": 2147483647, "minResources": zero, "maxResources": resource(view.dims, total),
-                "usedResources": resource(view.dims, used), "amUsedResources": zero,
-                "amMaxResources": resource(view.dims, total), "demandResources": resource(view.dims, demand),
-                "steadyFairResources": resource(view.dims, total), "fairResources": resource(view.dims, total),
-                "clusterResources": resource(view.dims, total), "reservedResources": zero,
-                "allocatedContainers": sum(a.running for a in view.apps), "reservedContainers": 0,
-                "pendingContainers": sum(a.pending for a in view.apps), "queueName": name,
-                "schedulingPolicy": view.policy, "preemptable": False}
+    def info(q: QueueView) -> dict:
+        apps = _active(view, q) if q.leaf else []
+        out = {"maxApps": q.max_apps if q.max_apps is not None else 2147483647,
+               "minResources": resource(dims, q.min), "maxResources": resource(dims, q.max),
+               "usedResources": resource(dims, q.used), "amUsedResources": zero,
+               "amMaxResources": resource(dims, q.max), "demandResources": resource(dims, q.demand),
+               "steadyFairResources": resource(dims, tuple(q.steady * t for t in total)),
+               "fairResources": resource(dims, tuple(q.owed * t for t in total)),
+               "clusterResources": resource(dims, total), "reservedResources": zero,
+               "allocatedContainers": sum(a.running for a in view.apps if _under(a, q)), "reservedContainers": 0,
+               "pendingContainers": sum(a.pending for a in view.apps if _under(a, q)), "queueName": q.name,
+               "schedulingPolicy": q.policy, "preemptable": False, "weight": q.weight,
+               "share": q.share, "fairShare": q.owed, "steadyFairShare": q.steady}
+        if q.leaf:
+            out |= {"type": "fairSchedulerLeafQueueInfo", "numActiveApps": q.running_apps,
+                    "numPendingApps": q.pending_apps,
+                    "apps": {"app": [{"id": a.app, "state": YARN_APP_STATE[a.status][0], "shareKind": kind,
+                                      "share": round(view.share_of(a), 6), "taskShare": round(a.task_share, 6),
+                                      "dominantShare": round(a.dominant_share, 6), "weight": a.weight,
+                                      "user": a.user, "runningContainers": a.running,
+                                      "pendingContainers": a.pending} for a in apps]}}
+        else:
+            out["childQueues"] = {"queue": [info(c) for c in kids.get(q.name, ())]}
+        return out
 
-    leaf = queue("root.default") | {
-        "type": "fairSchedulerLeafQueueInfo", "numActiveApps": running, "numPendingApps": waiting,
-        "apps": {"app": [{"id": a.app, "state": YARN_APP_STATE[a.status][0], "shareKind": kind,
-                          "share": round(view.share_of(a), 6), "taskShare": round(a.task_share, 6),
-                          "dominantShare": round(a.dominant_share, 6), "weight": a.weight,
-                          "runningContainers": a.running, "pendingContainers": a.pending}
-                         for a in view.apps if a.status in ("running", "waiting")]}}
-    root = queue("root") | {"childQueues": {"queue": [leaf]}}
-    return {"scheduler": {"schedulerInfo": {"type": "fairScheduler", "rootQueue": root}}}
+    return {"scheduler": {"schedulerInfo": {"type": "fairScheduler", "rootQueue": info(queues[0])}}}
+
+
+def _under(a: AppView, q: QueueView) -> bool:
+    return _in_queue(a, q.name)
+
+
+def capacity_scheduler(view: ClusterView, queues) -> dict:
+    """YARN's CapacitySchedulerInfo: capacities in percent, of the parent (``capacity``,
+    ``maxCapacity``, ``usedCapacity`` = used over the queue's own capacity) and of the
+    cluster (``absolute*``), used in the dominant resource."""
+    dims = view.dims
+    kids = _children(queues)
+    absolute = {"": (100.0, 100.0)}
+
+    def info(q: QueueView) -> dict:
+        parent_abs, parent_max = absolute[q.parent] if q.parent else (100.0, 100.0)
+        cap = q.capacity if q.capacity is not None else 100.0
+        max_cap = q.max_capacity if q.max_capacity is not None else 100.0
+        abs_cap, abs_max = parent_abs * cap / 100, parent_max * max_cap / 100
+        absolute[q.name] = (abs_cap, abs_max)
+        used_abs = 100.0 * q.share
+        out = {"capacity": float(cap), "usedCapacity": round(100.0 * used_abs / abs_cap, 4) if abs_cap else 0.0,
+               "maxCapacity": float(max_cap), "absoluteCapacity": round(abs_cap, 4),
+               "absoluteMaxCapacity": round(abs_max, 4), "absoluteUsedCapacity": round(used_abs, 4),
+               "numApplications": q.running_apps + q.pending_apps, "queueName": q.name.rsplit(".", 1)[-1],
+               "queuePath": q.name, "state": "RUNNING", "resourcesUsed": resource(dims, q.used),
+               "weight": q.weight, "fairShare": q.owed, "orderingPolicy": q.policy}
+        if q.leaf:
+            out |= {"type": "capacitySchedulerLeafQueueInfo", "numActiveApplications": q.running_apps,
+                    "numPendingApplications": q.pending_apps,
+                    "numContainers": sum(a.running for a in _active(view, q)),
+                    "maxApplications": q.max_apps if q.max_apps is not None else 10000,
+                    "userLimit": q.min_user_limit_percent if q.min_user_limit_percent is not None else 100,
+                    "userLimitFactor": q.user_limit_factor if q.user_limit_factor is not None else 1.0}
+        else:
+            out["queues"] = {"queue": [info(c) for c in kids.get(q.name, ())]}
+        return out
+
+    root = info(queues[0])
+    root_info = {"type": "capacityScheduler", "capacity": 100.0, "usedCapacity": root["usedCapacity"],
+                 "maxCapacity": 100.0, "queueName": "root", "queues": root["queues"]}
+    return {"scheduler": {"schedulerInfo": root_info}}
 
 
 # ----- apps ------------------------------------------------------------------------------
@@ -182,7 +253,7 @@ def app_json(view: ClusterView, a: AppView) -> dict:
     mb, vc = _mb_vcores(view.dims, tuple(a.running * d for d in a.demand))
     end = a.finish if a.finish is not None else view.time
     return {
-        "id": a.app, "user": "rayrm", "name": a.app, "queue": "root.default", "state": state,
+        "id": a.app, "user": a.user, "name": a.app, "queue": f"root.{queue_path(a.queue)}", "state": state,
         "finalStatus": final, "progress": round(100.0 * a.finished / a.num_tasks, 4) if a.num_tasks else 100.0,
         "trackingUI": "ApplicationMaster" if state in ("ACCEPTED", "RUNNING") else "History",
         "trackingUrl": "", "diagnostics": a.reason, "clusterId": view.epoch_ms(0.0),
@@ -255,12 +326,14 @@ def apps(view: ClusterView, params: dict) -> tuple[dict, dict]:
     started = _window(params, "startedTimeBegin", "startedTimeEnd")
     finished = _window(params, "finishedTimeBegin", "finishedTimeEnd")
     offset, limit = _page(params)
-    # every app is user rayrm's, in queue root.default, of type rayrm
-    if params.get("user", "rayrm") != "rayrm" or params.get("queue", "default") not in ("default", "root.default") \
-            or "rayrm" not in params.get("applicationTypes", "rayrm").lower().split(","):
+    # every app is of type rayrm; a queue names a leaf (root. optional) or a parent (its subtree)
+    if "rayrm" not in params.get("applicationTypes", "rayrm").lower().split(","):
         return {"apps": None}, _paging(0, offset, 0)
+    user, queue = params.get("user"), params.get("queue")
     chosen = []
     for a in view.apps:
+        if (user is not None and a.user != user) or (queue is not None and not _in_queue(a, queue)):
+            continue
         state, final = YARN_APP_STATE[a.status]
         if (states and state not in states) or (one and state not in one) or (finals and final not in finals):
             continue
@@ -273,6 +346,11 @@ def apps(view: ClusterView, params: dict) -> tuple[dict, dict]:
     page = chosen[offset:offset + limit]
     body = {"apps": {"app": [app_json(view, a) for a in page]} if page else None}
     return body, _paging(len(chosen), offset, len(page))
+
+
+def _in_queue(a: AppView, queue: str) -> bool:
+    path, mine = queue_path(queue), queue_path(a.queue)
+    return not path or mine == path or mine.startswith(path + ".")
 
 
 def _paging(total: int, offset: int, count: int) -> dict:

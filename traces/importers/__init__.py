@@ -4,8 +4,9 @@ Each format module exposes ``add_arguments(parser)`` (its INPUT positional and o
 ``load(args, report) -> ImportResult`` and a plain-Python ``import_<format>(...)``.
 ``rumen`` and ``synth`` are not formats of their own: they turn Rumen job histories and
 SYNTH specs into SLS job objects for ``sls``, as Hadoop's SLS takes all three.
-``common`` holds what they share (skip report, tables, JSON streams, the config writer),
-``queues`` the queue weights (``--queue-weights``, ``--queue-file``), ``sls_nodes`` SLS's
-node file and labels.  Importers import only ``rayrm.rm.core`` and each other, downwards:
-sls -> rumen, synth, queues, sls_nodes -> common.
+``common`` holds what they share (skip report, amounts, tokens, the config writer;
+``reading`` JSON streams and tables), ``queues`` the queue tree (``--queue-file``,
+``--queue-weights``) with ``queue_files`` reading YARN's Fair and Capacity Scheduler files,
+``sls_nodes`` SLS's node file and labels.  Importers import only ``rayrm.rm.core`` and each
+other, downwards: sls -> rumen, synth, queues -> queue_files, sls_nodes -> common, reading.
 """

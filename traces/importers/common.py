@@ -224,6 +224,8 @@ class ImportResult:
     jobs: list[JobSpec]
     events: list[dict] = field(default_factory=list)   # cluster.events entries (config form)
     description: str = ""
+    queues: list[dict] | None = None                    # the config's queues: tree (None: root.default)
+    policy: str | None = None                           # the queue file's policy, when --policy is not given
 
 
 def dims_of(nodes: Iterable[NodeSpec], jobs: Iterable[JobSpec], events: Iterable[dict] = ()) -> tuple:
@@ -283,7 +285,7 @@ def node_groups(nodes: Sequence[NodeSpec]) -> list[dict]:
 
 
 def write_config(path: str | Path, result: ImportResult, *, name: str | None = None,
-                 policy: str = "tsf", check: bool = True, report: SkipReport | None = None) -> Path:
+                 policy: str | None = None, check: bool = True, report: SkipReport | None = None) -> Path:
     """Write ``path`` (YAML) and ``<stem>.jobs.csv`` next to it; returns the CSV path.
 
     With ``check`` the written config is loaded back (every error it would raise in
@@ -306,8 +308,10 @@ def write_config(path: str | Path, result: ImportResult, *, name: str | None = N
     doc["cluster"] = {"nodes": node_groups(result.nodes)}
     if result.events:
         doc["cluster"]["events"] = result.events
+    if result.queues:
+        doc["queues"] = result.queues
     doc["workload"] = {"file": table.name}
-    doc["policy"] = policy
+    doc["policy"] = policy if policy is not None else (result.policy or "tsf")
     doc["run"] = {"seed": 1}
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     with open(path, "w") as handle:

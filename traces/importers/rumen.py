@@ -81,7 +81,8 @@ def rumen_to_sls(records: list[tuple[str, int, dict]], report: SkipReport) -> li
                         field="mapTasks", rule=True)
             continue
         job = {"job.start.ms": submit - baseline, "job.tasks": tasks,
-               "job.queue.name": str(obj.get("queue") or "default")}
+               "job.queue.name": str(obj.get("queue") or "default"),
+               "job.user": str(obj.get("user") or "default")}
         if obj.get("jobID"):
             job["job.id"] = str(obj["jobID"])
         out.append((path, line, job))

@@ -46,11 +46,13 @@ Mapping and assumptions:
   job without ``job.id`` is ``job_<k>``, k its position among the jobs (from 1).
 * ``container.host`` is a locality preference in YARN, so it is not a constraint
   unless ``--pin-hosts`` (then ``node in (hosts)``).  ``container.priority``,
-  ``job.user``, ``job.end.ms`` and ``am.type`` are not used; the AM container is
-  not modelled.
-* Queues become weights where given (``--queue-weights q1=2,q2=1`` and/or
-  ``--queue-file``: a YAML/JSON ``{queue: weight}`` or a Fair Scheduler allocation
-  XML); every job of the queue gets that weight (rayrm has no queue hierarchy).
+  ``job.end.ms`` and ``am.type`` are not used; the AM container is not modelled.
+* Every job keeps its queue (``job.queue.name``; Rumen's ``queue``, SYNTH's
+  ``queue_name``) and user (``job.user``; Rumen's ``user``, SYNTH's ``user_name``), and
+  weight 1: the queue's weight is the tree's.  The tree is ``--queue-file`` (a Fair
+  Scheduler allocation file, a capacity-scheduler.xml or YAML) and/or
+  ``--queue-weights q1=2,q2=1``, else the queues the jobs name, weight 1 each (see
+  ``queues.py``).
 * Skipped: an object that is not a job, a job without tasks, a task without a
   positive duration or with a bad resource amount (the rest of its job is kept),
   a job with a ``||`` label expression; Rumen's own rules are in ``rumen.py``.  A
@@ -74,11 +76,11 @@ from rayrm.rm.core.config import MAX_GROUP, MAX_JOB_TASKS
 from rayrm.rm.core.jobs import Durations, JobSpec
 from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.errors import InputError
-from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
-from rayrm.traces.importers.common import (ImportResult, SkipReport, amount, at_most, parse_resources,
+from rayrm.rm.core.model import DEFAULT_QUEUE, DEFAULT_USER, AppSpec, NodeSpec, Resources, queue_path
+from rayrm.traces.importers.common import (ImportResult, SkipReport, amount, at_most, dims_of, parse_resources,
                                            token)
 from rayrm.traces.importers.reading import json_stream
-from rayrm.traces.importers.queues import queue_weights
+from rayrm.traces.importers.queues import QueueTree, check_jobs, jobs_tree, queue_tree, without_policies
 from rayrm.traces.importers.sls_nodes import label_constraint, read_nodes, resource_name
 from rayrm.traces.importers.rumen import is_rumen, rumen_to_sls
 from rayrm.traces.importers.synth import is_synth, synth_to_sls
@@ -105,9 +107,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="unit of SYNTH task times (default ms, as SLS runs them)")
     parser.add_argument("--container-default", default="cpu:1;memory_mb:1024",
                         help="demand of a task that does not give one (SLS default)")
-    parser.add_argument("--queue-weights", metavar="Q=W,...", help="queue weights, e.g. a=2,b=1")
+    parser.add_argument("--queue-weights", metavar="Q=W,...",
+                        help="queue weights, e.g. a=2,eng.batch=1: a flat tree, or weights set in --queue-file's")
     parser.add_argument("--queue-file", metavar="FILE",
-                        help="queue weights: YAML/JSON {queue: weight} or Fair Scheduler allocation XML")
+                        help="the queue tree: a Fair Scheduler allocation file, a capacity-scheduler.xml, "
+                             "or YAML/JSON (a queues: list or {queue: weight})")
+    parser.add_argument("--drop-queue-policies", action="store_true",
+                        help="queues follow the config's policy, not the queue file's schedulingPolicy")
     parser.add_argument("--shared-labels", action="store_true",
                         help="treat every node label as non-exclusive")
     parser.add_argument("--pin-hosts", action="store_true",
@@ -115,12 +121,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def load(args: argparse.Namespace, report: SkipReport) -> ImportResult:
-    weights = queue_weights(args.queue_weights, args.queue_file)
+    tree = queue_tree(args.queue_weights, args.queue_file, report)
+    if tree is not None and args.drop_queue_policies:
+        tree = without_policies(tree)
     if args.nm_resource and args.node_capacity:
         raise InputError("give --nm-resource or --node-capacity, not both", field="--nm-resource")
     capacity = nm_resource(args.nm_resource) if args.nm_resource else (args.node_capacity or NM_DEFAULT)
     return import_sls(args.inputs, report, nodes_file=args.nodes, node_capacity=capacity,
-                      container_default=args.container_default, weights=weights,
+                      container_default=args.container_default, queues=tree,
                       shared_labels=args.shared_labels, pin_hosts=args.pin_hosts,
                       trace_type=args.trace_type, synth_time_unit=args.synth_time_unit)
 
@@ -163,6 +171,7 @@ class SlsJob:
     line: int
     start: float
     queue: str
+    user: str
     label_expression: str
     count: int
     groups: list[TaskGroup]
@@ -309,8 +318,15 @@ def _read_job(obj: dict, path: str, line: int, index: int, report: SkipReport,
     at_most(copies * total, MAX_COPIED_TASKS, f"tasks in a job's copies ({total:,} tasks x job.count)",
             file=path, row=line, field="job.count")
     job_id = str(obj.get("job.id") or f"job_{index + 1}").strip()
-    return SlsJob(job_id, path, line, start, str(obj.get("job.queue.name", "default")),
+    return SlsJob(job_id, path, line, start, _name(obj.get("job.queue.name"), DEFAULT_QUEUE),
+                  _name(obj.get("job.user"), DEFAULT_USER),
                   str(obj.get("job.label.expression") or ""), copies, list(groups.values()))
+
+
+def _name(value, default: str) -> str:
+    """A queue or user as a job names it (``root.a`` is queue ``a``); empty is the default."""
+    text = str(value).strip() if value is not None else ""
+    return queue_path(text) if default == DEFAULT_QUEUE and text else (text or default)
 
 
 def _read_task(task, where: str, path: str, line: int, report: SkipReport, default_demand: Resources):
@@ -346,7 +362,7 @@ def _read_task(task, where: str, path: str, line: int, report: SkipReport, defau
 
 
 def import_sls(inputs, report: SkipReport, *, nodes_file=None, node_capacity=NM_DEFAULT,
-               container_default="cpu:1;memory_mb:1024", weights=None, shared_labels=False,
+               container_default="cpu:1;memory_mb:1024", queues: QueueTree | None = None, shared_labels=False,
                pin_hosts=False, trace_type="auto", synth_time_unit="ms") -> ImportResult:
     if trace_type not in TRACE_TYPES:
         raise InputError(f"choose from {', '.join(TRACE_TYPES)}, got {trace_type!r}", field="--trace-type")
@@ -378,13 +394,25 @@ def import_sls(inputs, report: SkipReport, *, nodes_file=None, node_capacity=NM_
             skipped = f" ({report.why()})" if report.skipped else ""
             raise InputError("no nodes: give an SLS node file (--nodes), container.host in the tasks, "
                              f"hostName in Rumen attempts or num_nodes in a SYNTH spec{skipped}", file=str(inputs[0]))
-    jobs = build_jobs(parsed, {n.name for n in nodes}, exclusive, weights or {}, report,
+    jobs = build_jobs(parsed, {n.name for n in nodes}, exclusive, report,
                       shared_labels=shared_labels, pin_hosts=pin_hosts)
+    named = [j.queue for j in parsed.jobs]
+    if queues is None or queues.open:
+        before = queues.leaves() if queues else set()
+        queues = jobs_tree(named, queues)
+        made = (queues.leaves() - before - {DEFAULT_QUEUE}) if queues is not None else ()
+        report.note("queues the jobs name and no queue file defines, made with weight 1 (as the Fair "
+                    "Scheduler makes them)", len(made))
+    if queues is not None:
+        dims = dims_of(nodes, jobs)
+        queues.check(dims, {d: sum(n.capacity.get(d, 0.0) for n in nodes) for d in dims})
+        check_jobs(queues, named, report)
     names = ", ".join(Path(p).name for p in inputs)
-    return ImportResult(nodes, jobs, description=f"SLS inputs {names} (rayrm trace import sls)")
+    return ImportResult(nodes, jobs, description=f"SLS inputs {names} (rayrm trace import sls)",
+                        queues=queues.queues if queues else None, policy=queues.policy if queues else None)
 
 
-def build_jobs(parsed: ParsedJobs, node_names: set[str], exclusive: set[str], weights: dict,
+def build_jobs(parsed: ParsedJobs, node_names: set[str], exclusive: set[str],
                report: SkipReport, *, shared_labels=False, pin_hosts=False) -> list[JobSpec]:
     """One rayrm job per task group of each SLS job (see the module docstring)."""
     jobs: list[JobSpec] = []
@@ -395,10 +423,7 @@ def build_jobs(parsed: ParsedJobs, node_names: set[str], exclusive: set[str], we
             report.skip(f"label expression {job.label_expression!r} uses || (rayrm constraints are "
                         f"conjunctions)", file=job.file, row=job.line, field="job.label.expression", rule=True)
             continue
-        weight = weights.get(job.queue, weights.get(f"root.{job.queue}"))
-        if weights and weight is None:
-            report.note(f"jobs in queues without a weight (weight 1), e.g. {job.queue!r}")
-        apps = _group_apps(job, constraint, weight or 1.0, node_names, report, pin_hosts=pin_hosts)
+        apps = _group_apps(job, constraint, node_names, report, pin_hosts=pin_hosts)
         for copy in range(1, job.count + 1):        # the copies share every group's durations
             base = job.job_id if job.count == 1 else f"{job.job_id}_{copy}"
             if base in used:
@@ -412,7 +437,7 @@ def build_jobs(parsed: ParsedJobs, node_names: set[str], exclusive: set[str], we
     return jobs
 
 
-def _group_apps(job: SlsJob, constraint: Constraint, weight: float, node_names: set[str],
+def _group_apps(job: SlsJob, constraint: Constraint, node_names: set[str],
                 report: SkipReport, *, pin_hosts: bool) -> list[tuple[str, AppSpec, Durations]]:
     """(app id suffix, app, durations) of each task group of one copy of ``job``."""
     has_maps = any(g.kind == "map" for g in job.groups)
@@ -431,6 +456,6 @@ def _group_apps(job: SlsJob, constraint: Constraint, weight: float, node_names: 
             c = c & Constraint.whitelist(sorted(hosts))
         missing = hosts - node_names
         report.note("tasks name a host that is not a node", job.count * sum(h in missing for _, h in g.hosts))
-        app = AppSpec("", g.demand, len(g.durations), weight, round(submit, 3), c)
+        app = AppSpec("", g.demand, len(g.durations), 1.0, round(submit, 3), c, job.queue, job.user)
         out.append((suffix, app, Durations("list", values=tuple(g.durations))))
     return out

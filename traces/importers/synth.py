@@ -75,7 +75,9 @@ def is_synth(obj) -> bool:
 def synth_to_sls(spec: dict, path: str, *, time_unit: str = "ms") -> tuple[list[dict], list[tuple[str, str]]]:
     """(SLS job objects, [(rack, node), ...]) drawn from one SYNTH spec (see the module docstring)."""
     where = _Where(path)
-    rng = np.random.default_rng(_whole(spec.get("rand_seed", 0), where("rand_seed"), minimum=None))
+    # SLS seeds Java's Random with any int; numpy takes non-negative seeds, so a negative one
+    # is read as its 32-bit two's complement (-1 -> 2**32 - 1), one seed per int as in Java
+    rng = np.random.default_rng(_whole(spec.get("rand_seed", 0), where("rand_seed"), minimum=None) % 2 ** 32)
     workloads = spec.get("workloads")
     if not isinstance(workloads, list) or not workloads:
         raise InputError("needs a non-empty list of workloads", file=path, field="workloads")
@@ -97,7 +99,7 @@ def synth_to_sls(spec: dict, path: str, *, time_unit: str = "ms") -> tuple[list[
     for index, (submit, w, cls) in enumerate(drawn):
         job_tasks, n = cls.tasks(rng, scale, MAX_TASKS - tasks)
         jobs.append({"job.id": f"{cls.name}_{index:06d}", "job.start.ms": submit * 1000.0,
-                     "job.queue.name": w.queue, "job.tasks": job_tasks})
+                     "job.queue.name": w.queue, "job.user": cls.user, "job.tasks": job_tasks})
         tasks += n
     return jobs, nodes
 
@@ -223,6 +225,7 @@ class _JobClass:
         if not isinstance(doc, dict):
             raise _error(where, "a job class must be an object")
         self.name = str(doc.get("class_name") or "class")
+        self.user = str(doc.get("user_name") or "default")
         self.weight = _number(doc.get("class_weight", 0), where)
         self.type = str(doc.get("type") or "mapreduce")
         if "tasks" in doc:

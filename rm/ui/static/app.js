@@ -38,7 +38,7 @@ function chart(svg, legend, series, ymax, ylabel) {
     svg.append(el("text", {x: x(t), y: H - 6, "text-anchor": i === 0 ? "start" : i === 4 ? "end" : "middle"}, fmt(t) + "s"));
   }
   series.forEach((s, i) => {
-    const c = COLORS[i % COLORS.length];
+    const c = COLORS[(s.color === undefined ? i : s.color) % COLORS.length];
     let d = "";
     s.points.forEach((p, k) => {
       if (k === 0) d += `M${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`;
@@ -48,8 +48,11 @@ function chart(svg, legend, series, ymax, ylabel) {
       }
     });
     const last = s.points.length ? s.points[s.points.length - 1] : [null, null];
-    svg.append(el("path", {d: d, stroke: c, "data-name": s.name, "data-points": s.points.length,
-                           "data-last-time": last[0], "data-last-value": last[1]}));
+    const attrs = {d: d, stroke: c, "data-name": s.name, "data-points": s.points.length,
+                   "data-last-time": last[0], "data-last-value": last[1]};
+    if (s.dash) attrs["stroke-dasharray"] = "4 3";
+    svg.append(el("path", attrs));
+    if (s.dash) return;                 // one legend entry per queue: its share's
     const item = el("span");
     const swatch = el("i");
     swatch.style.background = c;       // through the CSSOM: the page's CSP forbids style attributes
@@ -105,6 +108,7 @@ function draw(o, h, sh, apps, nodes, pend) {
   let smax = 0;
   for (const s of ss) for (const p of s.points) smax = Math.max(smax, p[1]);
   chart($("shares"), $("shares-legend"), ss, Math.max(0.05, Math.ceil(smax * 10) / 10), (v) => fmt(v, 2));
+  queues(h);
   let cmax = 1;
   for (let i = 0; i < times.length; i++) cmax = Math.max(cmax, h.running[i], h.pending[i]);
   chart($("counts"), $("counts-legend"), [
@@ -126,6 +130,24 @@ function draw(o, h, sh, apps, nodes, pend) {
   }));
   $("pending").replaceChildren(...(pend.apps.length ? pend.apps.map((a) => el("li", {}, `${a.id} (${a.pending} waiting): ${a.reason}`))
                                                       : [el("li", {}, "nothing waits")]));
+}
+
+// each queue's share (solid) and what it is owed (dashed), steps carried to the last sample
+function queues(h) {
+  const names = Object.keys(h.queues || {});
+  $("queues-figure").hidden = names.length === 0;
+  if (!names.length) return;
+  const end = h.times.length ? h.times[h.times.length - 1] : 0;
+  const series = [];
+  names.forEach((q, i) => {
+    const pts = h.queues[q], last = pts[pts.length - 1];
+    const upto = (k) => pts.map((p) => [p[0], p[k]]).concat(last[0] < end ? [[end, last[k]]] : []);
+    series.push({name: q, points: upto(1), step: true, color: i},
+                {name: `${q} owed`, points: upto(2), step: true, color: i, dash: true});
+  });
+  let ymax = 0;
+  for (const s of series) for (const p of s.points) ymax = Math.max(ymax, p[1]);
+  chart($("queues"), $("queues-legend"), series, Math.max(0.05, Math.ceil(ymax * 10) / 10), (v) => fmt(v, 2));
 }
 
 async function get(path) {
