@@ -38,7 +38,8 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from rayrm.rm.core.errors import InputError
-from rayrm.rm.core.model import NodeSpec, tasks_fit
+from rayrm.rm.core.model import NodeSpec
+from rayrm.rm.core.shares import tasks_fit
 
 EXECUTORS = ("auto", "task", "actor")
 PAYLOADS = ("sleep", "cpu")

@@ -19,7 +19,8 @@ from rayrm.rm.cli.main import main as rayrm
 from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
-from rayrm.rm.offline.filling import Problem, h_constrained, h_unconstrained, progressive_filling, resolve_policy
+from rayrm.rm.offline.filling import Problem, progressive_filling
+from rayrm.rm.offline.views import offline_policy
 
 R = Resources.parse
 
@@ -100,9 +101,9 @@ def test_paper_examples(name, problem, policy, tasks, shares):
 
 def test_fig4_h_and_placement():
     # u1: m1 min(9/1, 12/2) = 6, m2 min(3, 2) = 2, m3 6 → 14; u2: 3 + 1 + 3 = 7; u3: 3 + 1 + 3 = 7.
-    np.testing.assert_allclose(h_unconstrained(FIG4), [14, 7, 7])
+    np.testing.assert_allclose(FIG4.h, [14, 7, 7])
     # with constraints (CDRF's h^c): u1 6 + 2 = 8, u2 1, u3 7.
-    np.testing.assert_allclose(h_constrained(FIG4), [8, 1, 7])
+    np.testing.assert_allclose(FIG4.h_c, [8, 1, 7])
     per_node = progressive_filling(FIG4, "tsf").as_dict()["apps"]
     assert per_node["u1"]["per_node"] == {"m1": 6.0}
     assert per_node["u2"]["per_node"] == {"m2": 1.0}
@@ -116,7 +117,7 @@ def test_table_2_h_from_the_bundled_config():
 
     from rayrm.rm.core.config import load_config
     config = load_config(Path(__file__).parent.parent / "configs" / "paper-micro.yaml")
-    np.testing.assert_allclose(h_unconstrained(Problem.from_config(config)), [75, 100, 100, 75])
+    np.testing.assert_allclose(Problem.from_config(config).h, [75, 100, 100, 75])
 
 
 def test_fig2_cdrf_placement():
@@ -155,18 +156,22 @@ def test_linprog_fallback_agrees(monkeypatch):
     np.testing.assert_allclose(progressive_filling(FIG3, "cdrf").tasks, [1, 3, 1, 1, 1, 1, 1], atol=1e-6)
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("tsf", ("tsf", None)), ("cmmf-cpu", ("cmmf", "cpu")), ("cmmf-mem", ("cmmf", "memory")),
-    ("drfh-ff", ("drfh", None)), ("drfh-bf", ("drfh", None)), ("cmmf", ("cmmf", "cpu")),
+@pytest.mark.parametrize("name, kind, pooled, per_node", [
+    ("tsf", "task_share", False, False), ("cdrf", "work_slowdown", False, False),
+    ("cmmf-cpu", "cpu_share", False, False), ("cmmf-mem", "mem_share", False, False),
+    ("cmmf", "cpu_share", False, False), ("drfh-ff", "dominant_share", False, False),
+    ("drfh-bf", "dominant_share", False, False), ("drfh", "dominant_share", False, False),
+    ("drf", "dominant_share", True, False), ("pm-drf", "dominant_share", False, True),
 ])
-def test_online_names_map_to_offline_policies(name, expected):
-    assert resolve_policy(name) == expected
+def test_the_solver_asks_the_policy_what_it_shares(name, kind, pooled, per_node):
+    made = offline_policy(name)
+    assert (made.share_kind().name, made.pooled, made.per_node) == (kind, pooled, per_node)
 
 
 @pytest.mark.parametrize("name", ["fifo", "slots", "nonsense"])
 def test_policies_without_offline_form_are_input_errors(name):
     with pytest.raises(InputError, match=f"policy '{name}'"):
-        resolve_policy(name)
+        offline_policy(name)
 
 
 FIG4_YAML = """
@@ -204,7 +209,7 @@ def test_cli_table_uses_the_configs_policy(tmp_path, capsys):
     # The config says cmmf-cpu: CPU shares of 21 CPUs.  u2 fills m2's 3 CPUs (1 task) and stops;
     # u1 (m1 only) and u3 rise together at x tasks: u3 takes 3 on m3 (12 GB / 4) and x − 3 on
     # m1, whose 12 GB give 2x + 4(x − 3) ≤ 12 → x = 4.  So 4, 1, 4 where TSF gives 6, 1, 3.
-    assert lines[0].startswith("offline cmmf on cpu: 3 apps on 3 nodes")
+    assert lines[0].startswith("offline cmmf-cpu (cpu share): 3 apps on 3 nodes")
     rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}
     assert rows == {"u1": ["4.0000", "0.190476", "1"], "u2": ["1.0000", "0.142857", "1"],
                     "u3": ["4.0000", "0.190476", "2"]}

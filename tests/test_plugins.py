@@ -156,7 +156,7 @@ def test_a_plugin_with_the_builtin_key_gives_the_same_run_directory(tmp_path):
     ("no_such_module_xyz:X", "load", "no module named 'no_such_module_xyz'"),
     ("{bad}:Missing", "load", "badpolicies has no Missing"),
     ("{bad}:NotAPolicy", "load", "badpolicies.NotAPolicy is not a subclass of rayrm.Policy"),
-    ("{bad}:NoUnit", "load", "does not define unit()"),
+    ("{bad}:NoUnit", "load", "defines neither share nor unit()"),
     ("{bad}:NanUnit:x=1", "__init__", "TypeError"),
     ("nope", "load", "unknown policy"),
 ])

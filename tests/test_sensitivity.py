@@ -81,7 +81,7 @@ def test_micro_benchmark_job3_hangs_on_the_order_of_events():
     cfg = load_config(CONFIGS / "paper-micro.yaml")
     table = completion_spread(cfg, "tsf", 1, jitter=0.01, runs=20)
     assert list(table.index) == ["job1", "job2", "job3", "job4"]
-    assert table.at["job3", "exact"] == pytest.approx(120.9, abs=0.1)   # docs/replay.md's figure
+    assert table.at["job3", "exact"] == pytest.approx(120.9, abs=0.1)   # docs/results-replay.md's figure
     job2 = table.loc["job2"]
     assert job2["max"] / job2["min"] - 1 < 0.01
     job3 = table.loc["job3"]

@@ -63,7 +63,7 @@ def starts(run: RunDir, app: str | None = None) -> pd.Series:
 
 def test_expiry_is_the_replays_heartbeats_with_its_one_wall_second_floor():
     # E = max(k h, 1 s / time scale): 10 x 1 s at scale 1; at paper-micro's 0.05 the
-    # floor wins, 1 / 0.05 = 20 trace s (as test_faults and docs/failures.md measures).
+    # floor wins, 1 / 0.05 = 20 trace s (as test_faults and docs/results-failures.md measure).
     assert expiry(10, RunSettings(heartbeat_interval=1.0, time_scale=1.0)) == 10
     assert expiry(10, RunSettings(heartbeat_interval=1.0, time_scale=0.05)) == 20
     assert expiry(3, RunSettings(heartbeat_interval=2.0, time_scale=1.0)) == 6

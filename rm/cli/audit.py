@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"random instances besides the papers' (default {DEFAULT_INSTANCES})")
     parser.add_argument("--seed", type=int, default=1, metavar="S", help="seed of the random instances")
     parser.add_argument("--policies", metavar="P,...",
-                        help="policies to audit (default: pm-drf,drfh,cdrf,tsf,drf,cmmf; "
+                        help="policy specs to audit, plugins too (default: pm-drf,drfh,cdrf,tsf,drf,cmmf; "
                              "with --config: pm-drf,drfh-ff,cdrf,tsf,cmmf-cpu,cmmf-mem,drf)")
     parser.add_argument("--config", metavar="CONFIG", help="what-if mode: the workload to re-solve")
     parser.add_argument("--app", metavar="APP", help="what-if mode: the job that misreports")
@@ -55,8 +55,11 @@ def run(args: argparse.Namespace) -> int:
     # Deferred here and below: the audit modules import scipy and highspy (slow for `rayrm --help`).
     from rayrm.rm.offline.audit.instances import paper_instances, random_instances  # noqa: PLC0415
     from rayrm.rm.offline.audit.search import POLICIES, run_audit  # noqa: PLC0415
+    from rayrm.rm.offline.views import offline_policy  # noqa: PLC0415
 
     policies = _policies(args.policies, POLICIES)
+    for name in policies:
+        offline_policy(name)                  # an InputError names the one it cannot use
     instances = paper_instances() + random_instances(args.instances, args.seed)
     result = run_audit(instances, policies)
     if args.json:
@@ -67,13 +70,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _policies(text: str | None, default) -> tuple[str, ...]:
+    """The policy specs of ``--policies`` (any spec, plugins included), or ``default``."""
     if not text:
         return tuple(default)
-    names = tuple(p.strip() for p in text.split(",") if p.strip())
-    unknown = [p for p in names if p not in default]
-    if unknown:
-        raise InputError(f"unknown policy '{unknown[0]}' (choose from {', '.join(default)})", field="--policies")
-    return names
+    return tuple(p.strip() for p in text.split(",") if p.strip())
 
 
 def format_audit(result: dict, papers: int, randoms: int, seed: int) -> str:
@@ -107,12 +107,12 @@ def format_audit(result: dict, papers: int, randoms: int, seed: int) -> str:
 
 def _what_if(args: argparse.Namespace) -> int:
     from rayrm.rm.offline.audit.whatif import WHATIF_POLICIES, simulate_lies, what_if  # noqa: PLC0415
-    from rayrm.rm.offline.filling import resolve_policy  # noqa: PLC0415
+    from rayrm.rm.offline.views import offline_policy  # noqa: PLC0415
 
     config = load_config(args.config)
     policies = tuple(p.strip() for p in (args.policies or ",".join(WHATIF_POLICIES)).split(",") if p.strip())
     for name in policies:
-        resolve_policy(name)                  # an InputError names the one it cannot use
+        offline_policy(name)                  # an InputError names the one it cannot use
     result = what_if(config, args.app, policies)
     if args.simulate:
         simulate_lies(config, args.app, result)

@@ -43,12 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rayrm", description="A YARN-style resource manager that replays cluster traces on Ray.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in COMMANDS:
-        try:
-            module = importlib.import_module(f"rayrm.rm.cli.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"rayrm.rm.cli.{name}":
-                raise
-            continue
+        # A listed subcommand without its module is a broken install: fail loudly, never
+        # offer a command line that silently lacks it.
+        module = importlib.import_module(f"rayrm.rm.cli.{name}")
         p = sub.add_parser(name, help=help_text, description=help_text)
         module.add_arguments(p)
         p.set_defaults(_run=module.run)

@@ -189,6 +189,6 @@ def format_summary(summary: dict, out: str) -> str:
     if faults:
         lines.append(f"  faults: {', '.join(faults['injected'])}; RM restarts {faults['rm_restarts']}, "
                      f"NM host restarts {faults['nm_host_restarts']}, AM crashes {faults['am_crashes']} "
-                     f"(recovery: python benchmarks/bench_recovery.py --run-dir {out})")
+                     f"(recovery: rayrm check --recovery {out})")
     lines.append(f"  run directory: {out}")
     return "\n".join(lines)

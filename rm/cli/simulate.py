@@ -110,7 +110,7 @@ def format_summary(summary: dict, out: str | None = None, total: float | None = 
     if faults and faults["simulated"]:
         lines.append(f"  faults: {', '.join(faults['simulated'])}; RM restarts {faults['rm_restarts']}, "
                      f"AM crashes {faults['am_crashes']}"
-                     + (f" (recovery: python benchmarks/bench_recovery.py --run-dir {out})" if out else ""))
+                     + (f" (recovery: rayrm check --recovery {out})" if out else ""))
     if out:
         lines.append(f"  run directory: {out}")
     return "\n".join(lines)

@@ -25,7 +25,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from rayrm.rm.core.constraints import Constraint
-from rayrm.rm.core.model import EPS, AppSpec, Container, NodeSpec, tasks_fit
+from rayrm.rm.core.model import EPS, AppSpec, Container, NodeSpec
+from rayrm.rm.core.shares import h_tasks, tasks_per_machine
 from rayrm.rm.core.views import AppView, ClusterView, NodeView
 
 
@@ -279,9 +280,7 @@ class ClusterState:
             cap, alive = self._node_arrays()
             fits = (cap + EPS >= np.asarray(demand)).all(axis=1) & alive
             k = len(self.dims)
-            real = np.asarray(demand[:k])
-            used = real > 0
-            per = np.floor((cap[:, :k][:, used] / real[used]).min(axis=1) + EPS)
+            per = tasks_per_machine(cap[:, :k], [demand[:k]])[0]
             hit = self._demand_cache[demand] = (fits, np.where(alive, per, 0.0))
         return hit
 
@@ -297,7 +296,8 @@ class ClusterState:
         real = demand[:len(self.dims)]
         h = self._h_cache.get(real)
         if h is None:
-            h = sum(count * tasks_fit(cap, real) for cap, count in self._types.items())
+            types = self._types
+            h = float(h_tasks(list(types), [real], count=list(types.values()))[0]) if types else 0.0
             self._h_cache[real] = h
         return h
 

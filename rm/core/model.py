@@ -8,7 +8,6 @@ dimension demands 0 of it.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, NamedTuple
 
@@ -65,25 +64,6 @@ class Resources(Mapping[str, float]):
     def vector(self, dims: Iterable[str]) -> tuple[float, ...]:
         """The values in the order of ``dims`` (a dimension not named is 0)."""
         return tuple(self._v.get(d, 0.0) for d in dims)
-
-
-def tasks_fit(capacity: tuple[float, ...], demand: tuple[float, ...], divisible: bool = False) -> float:
-    """How many tasks of ``demand`` fit in ``capacity``: min over r with d_r > 0 of C_r / d_r.
-
-    Indivisible (the default) takes the floor: this is one term of h_i in tsf-paper
-    §V-A ("tasks user i could run if it monopolised the datacenter").  A demand of
-    all zeros fits nowhere meaningful and is rejected at the edge, so it is not
-    handled here.
-    """
-    best = math.inf
-    for c, d in zip(capacity, demand):
-        if d > 0:
-            q = c / d
-            if q < best:
-                best = q
-    if divisible:
-        return best
-    return float(math.floor(best + EPS))
 
 
 @dataclass(frozen=True)

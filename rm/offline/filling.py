@@ -17,23 +17,26 @@ above s^t while every other user keeps at least its current level — and repeat
 until no user is active.  (2) is solved as "share_i ≥ s^t": any user above s^t
 can shed tasks without touching the other constraints, so the optimum is the same.
 
-Shares (``policy``), all divided by w_i:
+Shares: the policy's own (``Policy.shares``, ``rayrm.rm.core.shares``), any policy spec —
+built-in, file, module or installed plugin — whose key grows by a fixed share per task.
+Each user's share of one task u_i is asked of the policy on the divisible instance (h_i
+and h_i^c not floored), so ``tsf`` fills task shares n_i / (h_i w_i) (tsf-paper §V-A,
+Definition 7), ``cdrf`` work slowdowns n_i / (h_i^c w_i) (tsf-paper §IV-B3), ``drfh-ff``
+global dominant shares (drfh-paper §IV-A, eq. 7, §V-A for weights), ``cmmf-cpu`` the share
+of one resource (choosy-paper §4.2, §5), a plugin its n_i · unit_i.  Two declared
+properties change the model, not the share:
 
-* ``tsf``   task share n_i / h_i, h_i = Σ_m min_{r: d_ir>0} C_mr / d_ir over ALL
-            machines, constraints removed, divisible (tsf-paper §V-A, Definition 7);
-* ``cdrf``  work slowdown n_i / h_i^c, the same sum over the machines i may use
-            (constrained CDRF, tsf-paper §IV-B3);
-* ``drfh``  global dominant share n_i · max_r d_ir / total_r (drfh-paper §IV-A, eq. 7
-            and §V-A for weights);
-* ``cmmf``  share of one named resource, n_i · d_ir / total_r (choosy-paper §4.2, §5);
-* ``pm-drf`` DRF on every machine separately among the users eligible on it: the
-            shares are per (user, machine), n_im · max_r(d_ir / C_mr) (tsf-paper §IV-B1);
-            the share reported per user is its global dominant share;
-* ``drf``   the cluster pooled into one machine with the total capacity,
-            constraints ignored (Ghodsi et al.; tsf-paper §III-B).  It describes a
-            real allocation only when there are no constraints (and, strictly, one
-            machine): the pooled optimum need not fit the actual machines, so no
-            per-node placement is returned.
+* ``per_node`` (per-machine DRF): every machine filled separately among the users eligible
+  on it, per (user, machine) n_im · max_r(d_ir / C_mr) (tsf-paper §IV-B1); the share
+  reported per user is the policy's ``share`` (its global dominant share);
+* ``pooled`` (DRF): the cluster pooled into one machine with the total capacity,
+  constraints ignored (Ghodsi et al.; tsf-paper §III-B).  It describes a real allocation
+  only when there are no constraints (and, strictly, one machine): the pooled optimum
+  need not fit the actual machines, so no per-node placement is returned.
+
+A policy that orders by its own ``key`` (FIFO, aging) or accounts virtual resources
+(slots) has no max-min form here.  ``ALIASES`` keeps the offline names ``drfh`` and
+``cmmf`` (CMMF on ``--resource``, cpu by default).
 
 **Freeze, exactly and in few LPs.**  A user j is saturated iff no feasible
 allocation gives it more than its level while everyone else keeps at least
@@ -75,9 +78,12 @@ import numpy as np
 
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import AppSpec, NodeSpec
-from rayrm.rm.core.policies.base import resource_index
+from rayrm.rm.core.policies import Policy
+from rayrm.rm.core.shares import h_tasks, tasks_per_machine
 from rayrm.rm.offline.lp import Filling
+from rayrm.rm.offline.views import offline_policy, units
 
+#: the offline names of the papers' policies (each a policy spec or an ``ALIASES`` name)
 POLICIES = ("tsf", "cdrf", "drfh", "cmmf", "pm-drf", "drf")
 
 
@@ -126,6 +132,16 @@ class Problem:
     def total(self) -> np.ndarray:
         return self.capacity.sum(axis=0)
 
+    @property
+    def h(self) -> np.ndarray:
+        """h_i, divisible: tasks of user i all machines hold, constraints removed (tsf-paper §V-A)."""
+        return h_tasks(self.capacity, self.demand, divisible=True)
+
+    @property
+    def h_c(self) -> np.ndarray:
+        """h_i^c, divisible: the same over the machines user i may use (tsf-paper §IV-B3)."""
+        return h_tasks(self.capacity, self.demand, eligible=self.eligible, divisible=True)
+
     def with_app(self, i: int, *, demand=None, eligible=None) -> "Problem":
         """The same instance with user i reporting another demand and/or eligibility."""
         d, p = self.demand.copy(), self.eligible.copy()
@@ -144,68 +160,20 @@ class Problem:
                        eligible=np.ones((len(self.app_ids), 1), dtype=bool))
 
 
-def tasks_per_machine(capacity: np.ndarray, demand: np.ndarray) -> np.ndarray:
-    """fit[i, m] = min_{r: d_ir > 0} C_mr / d_ir, divisible (one term of h_i, tsf-paper §V-A)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(demand[:, None, :] > 0, capacity[None, :, :] / demand[:, None, :], np.inf)
-    fit = ratio.min(axis=2)
-    return np.where(np.isfinite(fit), fit, 0.0)
-
-
-def h_unconstrained(problem: Problem) -> np.ndarray:
-    """h_i = Σ_m min_r C_mr / d_ir over all machines, constraints removed (tsf-paper §V-A)."""
-    return tasks_per_machine(problem.capacity, problem.demand).sum(axis=1)
-
-
-def h_constrained(problem: Problem) -> np.ndarray:
-    """h_i^c: the same sum over the machines user i may use (constrained CDRF)."""
-    return (tasks_per_machine(problem.capacity, problem.demand) * problem.eligible).sum(axis=1)
-
-
-def dominant_share_per_task(problem: Problem) -> np.ndarray:
-    """max_r d_ir / total_r: one task's global dominant share (drfh-paper eq. 2)."""
-    total = problem.total
-    with np.errstate(divide="ignore", invalid="ignore"):
-        share = np.where(total > 0, problem.demand / total, 0.0)
-    return share.max(axis=1)
-
-
-def share_per_task(problem: Problem, policy: str, resource: str | None = None) -> np.ndarray:
-    """u_i: how much one task adds to user i's share under ``policy`` (weights included)."""
-    w = problem.weight
-    with np.errstate(divide="ignore"):
-        if policy == "tsf":
-            return 1.0 / (h_unconstrained(problem) * w)
-        if policy == "cdrf":
-            return 1.0 / (h_constrained(problem) * w)
-        if policy in ("drfh", "drf", "pm-drf"):
-            return dominant_share_per_task(problem) / w
-        if policy == "cmmf":
-            r = resource_column(problem, resource)
-            return problem.demand[:, r] / problem.total[r] / w
-    raise InputError(f"unknown offline policy '{policy}' (choose from {', '.join(POLICIES)})")
-
-
-def resource_column(problem: Problem, resource: str | None) -> int:
-    """Index of the named resource; ``memory`` also finds ``memory_mb`` or ``mem``."""
-    try:
-        return resource_index(problem.dims, resource or "cpu")
-    except KeyError as e:
-        raise InputError(str(e.args[0]), field="resource") from None
-
-
 # ----- the result -----------------------------------------------------------------
 
 @dataclass(frozen=True, eq=False)
 class Allocation:
     """Progressive filling's answer: tasks per user and machine, and each user's share."""
 
-    policy: str
+    policy: str                   # the policy spec as named
     problem: Problem
-    tasks_on_node: np.ndarray     # N x M (for drf: N x 1, the pooled machine)
-    share: np.ndarray             # N
+    tasks_on_node: np.ndarray     # N x M (pooled: N x 1, the pooled machine)
+    share: np.ndarray             # N, in the policy's own share (``share_kind``)
     rounds: int
-    resource: str | None = None
+    share_kind: str = "task_share"
+    pooled: bool = False
+    per_node: bool = False
 
     @property
     def tasks(self) -> np.ndarray:
@@ -216,7 +184,7 @@ class Allocation:
         def num(x: float) -> float:
             x = round(float(x), digits)
             return 0.0 if x == 0 else x
-        pooled = self.policy == "drf"
+        pooled = self.pooled
         apps = {}
         for i, app in enumerate(self.problem.app_ids):
             row = self.tasks_on_node[i]
@@ -238,30 +206,31 @@ def machine_types(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
     return inverse.reshape(-1), first
 
 
-def progressive_filling(problem: Problem, policy: str = "tsf", *, resource: str | None = None) -> Allocation:
+def progressive_filling(problem: Problem, policy: "str | Policy" = "tsf", *,
+                        resource: str | None = None) -> Allocation:
     """Max-min fair shares under ``policy`` by progressive filling (tsf-paper Algorithm 1).
 
-    ``resource`` names the resource for ``cmmf`` (default cpu).  See the module
-    docstring for the LP of each round and the freeze step.
+    ``policy``: a policy spec (any, plugins included) or a ``Policy``; ``resource`` the
+    resource a policy with a ``resource`` option shares (cmmf).  See the module docstring
+    for the shares, the LP of each round and the freeze step.
     """
-    if policy not in POLICIES:
-        raise InputError(f"unknown offline policy '{policy}' (choose from {', '.join(POLICIES)})",
-                         field="policy")
-    solved = problem.pooled() if policy == "drf" else problem
-    unit = share_per_task(problem, policy, resource)
-    if policy == "cmmf":
-        zero = np.flatnonzero(problem.demand[:, resource_column(problem, resource)] <= 0)
-        if len(zero):
-            raise InputError(f"cmmf shares {problem.dims[resource_column(problem, resource)]}, "
-                             f"but app {problem.app_ids[zero[0]]} demands none of it", field="resource")
-    h = h_unconstrained(solved)
+    made = offline_policy(policy, resource)
+    label = policy if isinstance(policy, str) else made.name
+    solved = problem.pooled() if made.pooled else problem
+    unit = units(made, problem)
+    zero = np.flatnonzero(~(unit > 0))
+    if len(zero):
+        raise InputError(f"policy '{label}': app {problem.app_ids[zero[0]]}'s {made.share_kind().title} "
+                         f"of one task is {unit[zero[0]]:g}; progressive filling needs every share to grow "
+                         f"with its tasks", field="policy")
+    h = solved.h
     kind, first = machine_types(solved)
     count = np.bincount(kind, minlength=len(first)).astype(float)
     cap_t = solved.capacity[first]                              # T x R
-    fit = tasks_per_machine(cap_t, solved.demand)               # N x T
+    fit = tasks_per_machine(cap_t, solved.demand, divisible=True)      # N x T
     usable = solved.eligible[:, first] & (fit > 0) & (h > 0)[:, None]
     users, types = np.nonzero(usable)
-    if policy == "pm-drf":
+    if made.per_node:
         # One agent per (user, type): its per-machine dominant share, n_it / count_t · max_r d_ir / C_tr.
         level = h[users] / (fit[users, types] * count[types] * solved.weight[users])
         y, rounds = _per_machine(solved, h, users, types, count, cap_t, level)
@@ -273,7 +242,8 @@ def progressive_filling(problem: Problem, policy: str = "tsf", *, resource: str 
     tasks_on_node = tasks_on_type[:, kind] / count[kind]
     tasks = tasks_on_node.sum(axis=1)
     share = tasks * np.where(np.isfinite(unit), unit, 0.0)
-    return Allocation(policy, problem, tasks_on_node, share, rounds, resource if policy == "cmmf" else None)
+    return Allocation(label, problem, tasks_on_node, share, rounds, made.share_kind().name, made.pooled,
+                      made.per_node)
 
 
 def _per_machine(problem, h, users, types, count, cap_t, level) -> tuple[np.ndarray, int]:
@@ -292,26 +262,3 @@ def _per_machine(problem, h, users, types, count, cap_t, level) -> tuple[np.ndar
     if np.any(tasks > problem.limit * (1 + 1e-9) + 1e-9):
         return Filling(problem, h, users, types, count, cap_t, np.arange(len(users)), level).run()
     return y, rounds
-
-
-#: online policy names (rayrm.rm.core.policies) and the offline policy each one maps to
-ONLINE_NAMES = {"drfh-ff": ("drfh", None), "drfh-bf": ("drfh", None),
-                "cmmf-cpu": ("cmmf", "cpu"), "cmmf-mem": ("cmmf", "memory")}
-
-
-def resolve_policy(name: str, resource: str | None = None) -> tuple[str, str | None]:
-    """(offline policy, resource) for a policy name, online names included.
-
-    ``cmmf-cpu``/``cmmf-mem`` are CMMF on cpu/memory, ``drfh-ff``/``drfh-bf`` are
-    DRFH (placement heuristics do not exist offline); ``resource`` overrides the
-    resource of ``cmmf``.  Names with no max-min form (fifo, slots) raise InputError.
-    """
-    if name in ONLINE_NAMES:
-        policy, default = ONLINE_NAMES[name]
-    elif name in POLICIES:
-        policy, default = name, ("cpu" if name == "cmmf" else None)
-    else:
-        hint = " has no offline (max-min) form" if name in ("fifo", "slots", "ray-native") else " is unknown"
-        raise InputError(f"policy '{name}'{hint}; offline policies: {', '.join(POLICIES)} "
-                         f"(or the online names {', '.join(ONLINE_NAMES)})", field="policy")
-    return policy, (resource or default) if policy == "cmmf" else None

@@ -48,8 +48,8 @@ import ray
 from rayrm.rm.core.cluster import ClusterState
 from rayrm.rm.core.config import ExperimentConfig
 from rayrm.rm.core.errors import InputError
-from rayrm.rm.core.model import AppSpec, tasks_fit
-from rayrm.rm.core.shares import app_shares
+from rayrm.rm.core.model import AppSpec
+from rayrm.rm.core.shares import app_shares, tasks_fit
 from rayrm.rm.runs.log import RunLog
 from rayrm.rm.runtime.session import SYSTEM_CONFIG, connect
 from rayrm.rm.service.protocol import NAMESPACE

@@ -1,11 +1,11 @@
 """The RM monitor's schedule: one tick per heartbeat interval, run on a wake-up the RM has anyway.
 
-A process that sleeps between events pays for each wake-up: on this project's 2-core VM,
-an asyncio loop woken by its own timer after 20 ms asleep spends about 0.25 ms of CPU on
-the wake-up alone, under 0.1 ms when woken again half a millisecond later
-(``benchmarks/bench_wakeups.py``).  Once the last job of a trace has arrived, the RM
-does little but answer heartbeats, and a monitor on its own timer was one more wake-up
-per heartbeat interval beside the NM hosts' calls and the AM hosts' long polls.
+A process that sleeps between events pays for each wake-up, and more the longer it slept
+(an asyncio loop woken after tens of milliseconds asleep spends more CPU waking than
+answering an empty call; docs/results-replay.md, "Waking an asyncio loop").  Once the last
+job of a trace has arrived, the RM does little but answer heartbeats, so a monitor on its
+own timer would be one more wake-up per heartbeat interval beside the NM hosts' calls and
+the AM hosts' long polls; riding on those calls, it costs none of its own.
 
 So a tick is due at ``due`` and runs at the first wake-up within ``slack`` of it: a
 protocol call handled in ``[due − slack, due + slack]`` runs it (``nudge``), and a timer

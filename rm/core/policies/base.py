@@ -8,17 +8,23 @@ cluster through read-only views (``rayrm.rm.core.views``) and never writes to it
 Policy``); docs/policies.md states the contract, and every built-in policy is
 written against it alone.
 
-Most policies' keys grow by a fixed amount per running task, key_i = n_i * u_i,
-so ``unit`` returns u_i and the scheduler keeps key = running * unit; ``unit`` is
-recomputed whenever the cluster changes (nodes join or leave).
+A policy states once what it ranks by: ``share``, a ``ShareKind`` of
+``rayrm.rm.core.shares`` (task share, work slowdown, dominant share, a resource's share).
+Its unit u_i is that share of one task, key_i = n_i * u_i, and every reader — the
+scheduler, the offline solver, the audit, the UI — asks the policy (``shares``,
+``share_kind``), never its name.  A plugin may instead define ``unit`` alone: its share is
+then n_i * u_i under a kind named after it.  ``unit`` is recomputed whenever the cluster
+changes (nodes join or leave).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from rayrm.rm.core.errors import InputError
-from rayrm.rm.core.shares import dominant_share, served_key
+from rayrm.rm.core.shares import Holders, ShareKind, served_key
 
 if TYPE_CHECKING:
     from rayrm.rm.core.model import NodeSpec
@@ -26,10 +32,15 @@ if TYPE_CHECKING:
 
 
 class Policy:
-    """Subclass this and override ``unit`` (and ``key``, ``node_key``, ``choose_node``,
-    ``prepare`` where needed); docs/policies.md says when each is called."""
+    """Subclass this and set ``share`` or override ``unit`` (and ``key``, ``node_key``,
+    ``choose_node``, ``prepare`` where needed); docs/policies.md says when each is called."""
 
     name = "?"
+    #: what the policy ranks by; None: its own share n_i * unit (a plugin's ``unit``), or,
+    #: with ``unit`` returning 0 and ``key`` overridden, no share at all (FIFO)
+    share: ShareKind | None = None
+    #: offline, the cluster is pooled into one machine with its total capacity (DRF)
+    pooled = False
     #: the key depends on the offered node (per-machine DRF): no global order exists
     per_node = False
     #: the policy picks the node for the chosen app (DRFH best fit)
@@ -49,8 +60,27 @@ class Policy:
         return ()
 
     def unit(self, app: "AppView", cluster: "ClusterView") -> float:
-        """Increase of the app's key per running task: a number >= 0 (inf allowed)."""
-        raise NotImplementedError
+        """Increase of the app's key per running task: a number >= 0 (inf allowed); by
+        default ``share`` of one task (inf where it is undefined: h_i = 0)."""
+        if self.share is None:
+            raise NotImplementedError
+        u = self.share.unit(Holders.one(app, cluster))
+        return u if u == u else float("inf")
+
+    def share_kind(self) -> ShareKind:
+        """The kind of share the policy ranks by: ``share``, or one named after the policy
+        whose formula is n_i * unit (``shares`` asks ``unit`` for each holder)."""
+        if self.share is not None:
+            return self.share
+        return ShareKind(f"{self.name}_share", f"{self.name} share", "n_i * unit_i",
+                         lambda n, holders: _own_share(n, holders, self), "sum")
+
+    def shares(self, running, holders: Holders) -> np.ndarray:
+        """The share of every holder at ``running`` tasks, vectorised; holders made from views
+        (``Holders.of_views``) when the policy defines only ``unit``."""
+        if self.share is not None:
+            return np.asarray(self.share.of(running, holders), dtype=float)
+        return _own_share(running, holders, self)
 
     def key(self, app: "AppView") -> float:
         """The app's key, lowest served first; by default n_i * u_i, which the scheduler
@@ -100,16 +130,12 @@ def policy_label(policy: Policy) -> str:
     return where if name in ("?", None, "") else f"{name} ({where})"
 
 
-def resource_index(dims: tuple[str, ...], wanted: str) -> int:
-    """Index of a resource dimension by name; ``memory`` also finds ``memory_mb`` or ``mem``."""
-    if wanted in dims:
-        return dims.index(wanted)
-    for i, d in enumerate(dims):
-        if d.startswith(wanted[:3]):
-            return i
-    raise KeyError(f"no resource dimension '{wanted}' among {', '.join(dims)}")
-
-
-def dominant_share_per_task(app: "AppView", cluster: "ClusterView") -> float:
-    """max_r d_ir / total_r: one task's share of its dominant resource (DRF, DRFH eq. 2)."""
-    return dominant_share(app.demand, cluster.total)
+def _own_share(running, holders: Holders, policy: "Policy | None" = None) -> np.ndarray:
+    """n_i * unit_i, each unit asked of the policy through the holders' views."""
+    if policy is None or not holders.apps:
+        raise ValueError("a policy that defines only unit() is asked through views (Holders.of_views)")
+    units = np.array([policy.unit(a, holders.cluster) for a in holders.apps], dtype=float)
+    running = np.broadcast_to(np.asarray(running, dtype=float), units.shape)
+    with np.errstate(invalid="ignore"):
+        out = running * units
+    return np.where(out == out, out, np.inf)

@@ -17,7 +17,8 @@ from typing import NamedTuple
 import numpy as np
 
 from rayrm.rm.core.model import EPS
-from rayrm.rm.core.policies.base import Policy, dominant_share_per_task
+from rayrm.rm.core.policies.base import Policy
+from rayrm.rm.core.shares import DOMINANT_SHARE
 
 #: above this many candidate nodes, best fit scores them with numpy, all at once
 FEW_NODES = 32
@@ -27,15 +28,15 @@ class DominantResourceFairness(Policy):
     """Dominant Resource Fairness, the cluster as one machine: key n_i max_r(d_ir / total_r) / w_i."""
 
     name = "drf"
-
-    def unit(self, app, cluster):
-        return dominant_share_per_task(app, cluster) / app.weight
+    share = DOMINANT_SHARE
+    pooled = True
 
 
 class DRFHFirstFit(DominantResourceFairness):
     """DRFH first fit: DRF's global key, each task on the offered server (drfh-paper §IV)."""
 
     name = "drfh-ff"
+    pooled = False
 
 
 class _Fixed(NamedTuple):
@@ -65,6 +66,7 @@ class DRFHBestFit(DominantResourceFairness):
 
     name = "drfh-bf"
     best_fit = True
+    pooled = False
 
     def __init__(self):
         self._fixed: dict[str, _Fixed] = {}
@@ -169,6 +171,8 @@ class PerMachineDRF(Policy):
 
     name = "pm-drf"
     per_node = True
+    #: per machine there is no cluster-wide share; the one shown is the global dominant share
+    share = DOMINANT_SHARE
 
     def __init__(self):
         self._per_task: dict[tuple, float] = {}     # (demand, node capacity) -> max_r d_ir / C_mr

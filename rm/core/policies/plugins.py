@@ -159,8 +159,8 @@ def _policy_class(ref: PolicyRef, module, attr: str) -> type:
         raise PolicyError(ref.text, "load", f"{module.__name__} has no {attr}")
     if not (isinstance(cls, type) and issubclass(cls, Policy)):
         raise PolicyError(ref.text, "load", f"{module.__name__}.{attr} is not a subclass of rayrm.Policy")
-    if cls.unit is Policy.unit:
-        raise PolicyError(ref.text, "load", f"{module.__name__}.{attr} does not define unit()")
+    if cls.unit is Policy.unit and cls.share is None:
+        raise PolicyError(ref.text, "load", f"{module.__name__}.{attr} defines neither share nor unit()")
     return cls
 
 

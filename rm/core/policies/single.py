@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import math
 
+from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import EPS
-from rayrm.rm.core.policies.base import Policy, resource_index
+from rayrm.rm.core.policies.base import Policy
+from rayrm.rm.core.shares import TASK_SHARE, resource_index, resource_share
 
 
 class ConstrainedMaxMin(Policy):
@@ -22,18 +24,21 @@ class ConstrainedMaxMin(Policy):
 
     def __init__(self, resource: str):
         self.resource = resource
+        self.share = resource_share(resource)
         self.name = f"cmmf-{'cpu' if resource == 'cpu' else 'mem'}"
 
-    def unit(self, app, cluster):
-        r = resource_index(cluster.dims, self.resource)
-        total = cluster.total[r]
-        return app.demand[r] / total / app.weight if total > 0 else 0.0
+    def prepare(self, nodes, dims):
+        if resource_index(dims, self.resource) is None:
+            raise InputError(f"{self.name} shares {self.resource}, and there is no such resource "
+                             f"among {', '.join(dims)}", field="policy")
 
 
 class FirstInFirstOut(Policy):
     """First in, first out: the key is the submit time."""
 
     name = "fifo"
+    #: FIFO ranks by its key, not a share; the share it reports is the task share
+    share = TASK_SHARE
 
     def unit(self, app, cluster):
         return 0.0
@@ -47,6 +52,7 @@ class Slots(Policy):
 
     name = "slots"
     virtual_dims = ("slots",)
+    share = resource_share("slots")
 
     def __init__(self, k: int = 14):
         if k < 1:
@@ -71,7 +77,3 @@ class Slots(Policy):
 
     def virtual_demand(self, app):
         return (self.slots_per_task(app.demand.vector(self.dims)),)
-
-    def unit(self, app, cluster):
-        total_slots = cluster.virtual_total[0]
-        return app.demand[-1] / total_slots / app.weight if total_slots else 0.0

@@ -8,22 +8,18 @@
 """
 
 from rayrm.rm.core.policies.base import Policy
-from rayrm.rm.core.shares import task_share
+from rayrm.rm.core.shares import TASK_SHARE, WORK_SLOWDOWN
 
 
 class TaskShareFairness(Policy):
     """Task Share Fairness: key n_i / (h_i w_i), h_i with no constraints (tsf-paper §V-A)."""
 
     name = "tsf"
-
-    def unit(self, app, cluster):
-        return task_share(1.0, app.h, app.weight) if app.h > 0 else float("inf")
+    share = TASK_SHARE
 
 
 class ConstrainedCDRF(Policy):
     """Constrained CDRF: key n_i / (h_i^c w_i), h_i^c over the app's eligible nodes (tsf-paper §IV-B3)."""
 
     name = "cdrf"
-
-    def unit(self, app, cluster):
-        return task_share(1.0, app.h_c, app.weight) if app.h_c > 0 else float("inf")
+    share = WORK_SLOWDOWN

@@ -6,14 +6,15 @@ allocation of ``rayrm.rm.offline.filling.progressive_filling`` is checked for
 * **SI**, sharing incentive (Definition 1): every user runs at least the k_i tasks
   its dedicated pool holds.  Pools are *equal partitioning* (1/N of every machine;
   DRF's definition, drfh-paper §IV-D) and, where an instance has them, *arbitrary
-  pools* (whole machines or random fractions; tsf-paper Definition 1).  Weights:
-  TSF w_i = k_i / h_i (Theorem 1), CDRF w_i = k_i / h_i^c (Theorem 1's argument
-  with h^c; under equal partitioning cdrf-thesis Theorem 14 gives SI).  The DRF
-  family and CMMF are unweighted under equal partitioning (equal pools, equal entitlements); under arbitrary pools they get
-  the weights that make the pool itself fair in their own share — w_i = k_i ·
-  (share of one task): dominant share for DRFH and DRF (drfh-paper §V-A), resource
-  share for CMMF (choosy-paper §3.1) — and per-machine DRF, which has no
-  cluster-wide share, w_i = k_i / h_i (all equal in choosy-paper Theorem 1's example).
+  pools* (whole machines or random fractions; tsf-paper Definition 1).  Weights: those
+  that make the pool itself fair in the policy's own share, w_i = k_i · u_i with u_i
+  the share of one task at weight 1 — TSF k_i / h_i (Theorem 1), CDRF k_i / h_i^c
+  (Theorem 1's argument with h^c; under equal partitioning cdrf-thesis Theorem 14 gives
+  SI), dominant share for DRFH and DRF (drfh-paper §V-A), resource share for CMMF
+  (choosy-paper §3.1).  Shares of resources (``ShareKind.aggregate == "usage"``) are
+  unweighted under equal partitioning (equal pools, equal entitlements); per-machine
+  DRF, which has no cluster-wide share, gets w_i = k_i / h_i (all equal in choosy-paper
+  Theorem 1's example).
 * **SP**, strategy-proofness (Definition 2, two-dimensional lies): a user reports
   its demand scaled up on some resources, its constraints narrowed or widened,
   or both.  Under a lie (d̃, p̃) the policy gives it ñ_im bundles ñ_im d̃_i; it can
@@ -32,9 +33,9 @@ allocation of ``rayrm.rm.offline.filling.progressive_filling`` is checked for
 * **SRF** (Definition 6): with one resource it equals CMMF's.
 
 Per-machine DRF fixes its allocation machine by machine, so for it the placement
-LPs are replaced by the allocation itself.  ``drf`` applies only to instances
-without constraints (it pools the cluster; the checks run on the pooled machine)
-and ``cmmf`` only to instances with one resource.
+LPs are replaced by the allocation itself.  A pooled policy (``drf``) applies only to
+instances without constraints (the checks run on the pooled machine) and a policy that
+shares one resource (``cmmf``) only to instances with one resource, which it then shares.
 """
 
 from __future__ import annotations
@@ -45,9 +46,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from rayrm.rm.offline.audit.instances import Instance, describe, literal
-from rayrm.rm.offline.filling import (Allocation, Problem, dominant_share_per_task, h_constrained, h_unconstrained,
-                        progressive_filling, resolve_policy, tasks_per_machine)
+from rayrm.rm.core.shares import TASK_SHARE, h_tasks, tasks_per_machine
+from rayrm.rm.offline.filling import Allocation, Problem, progressive_filling
 from rayrm.rm.offline.lp import solve_once
+from rayrm.rm.offline.views import holders, offline_policy
 
 POLICIES = ("pm-drf", "drfh", "cdrf", "tsf", "drf", "cmmf")
 PROPERTIES = ("SI", "SP", "EF", "PO", "SMF", "SRF")
@@ -55,22 +57,24 @@ PROPERTIES = ("SI", "SP", "EF", "PO", "SMF", "SRF")
 TOL = 1e-6
 
 
+def one_resource(policy: str) -> bool:
+    """Does the policy share one resource (its ``resource`` option: CMMF)?"""
+    return hasattr(offline_policy(policy), "resource")
+
+
 def view(policy: str, problem: Problem) -> Problem | None:
     """The instance as ``policy`` sees it, or None where the policy does not apply."""
-    if policy == "drf":
+    if offline_policy(policy).pooled:
         return problem.pooled() if problem.eligible.all() else None
-    if policy == "cmmf":
+    if one_resource(policy):
         return problem if np.count_nonzero(problem.total > 0) == 1 else None
     return problem
 
 
 def allocate(policy: str, problem: Problem) -> Allocation:
-    """The policy's allocation; bare ``cmmf`` shares the instance's one resource, and
-    online names (cmmf-cpu, drfh-ff, ...) map as in ``rayrm offline``."""
-    name, resource = resolve_policy(policy)
-    if policy == "cmmf":
-        resource = problem.dims[int(np.argmax(problem.total > 0))]
-    return progressive_filling(problem, name, resource=resource)
+    """The policy's allocation; a policy that shares one resource shares the instance's one."""
+    resource = problem.dims[int(np.argmax(problem.total > 0))] if one_resource(policy) else None
+    return progressive_filling(problem, policy, resource=resource)
 
 
 def exceeds(a: float, b: float) -> bool:
@@ -88,9 +92,9 @@ def extreme_placement(problem: Problem, alloc: Allocation, objective: np.ndarray
     capacity, eligibility and objective are coalesced.  Per-machine DRF places every
     task itself, so with ``policy_placement`` its own allocation is the only one.
     """
-    if policy_placement and alloc.policy == "pm-drf":
+    if policy_placement and alloc.per_node:
         return float((objective * alloc.tasks_on_node).sum())
-    usable = problem.eligible & (tasks_per_machine(problem.capacity, problem.demand) > 0)
+    usable = problem.eligible & (tasks_per_machine(problem.capacity, problem.demand, divisible=True) > 0)
     key = np.hstack([problem.capacity, usable.T, objective.T])
     _, first, kind = np.unique(key, axis=0, return_index=True, return_inverse=True)
     count = np.bincount(kind.reshape(-1)).astype(float)
@@ -145,23 +149,18 @@ class Tally:
 
 def dedicated_tasks(problem: Problem, pool: np.ndarray) -> np.ndarray:
     """k_i: tasks user i runs alone in its pool (pool_im of machine m), under its constraints."""
-    return (pool * problem.eligible * tasks_per_machine(problem.capacity, problem.demand)).sum(axis=1)
+    return h_tasks(problem.capacity, problem.demand, eligible=pool * problem.eligible, divisible=True)
 
 
 def entitlement_weights(policy: str, problem: Problem, k: np.ndarray, equal_partition: bool) -> np.ndarray:
-    """The weights each policy is run with for a dedicated pool giving k_i tasks (module docstring)."""
-    if policy == "tsf":
-        return k / h_unconstrained(problem)                       # Theorem 1
-    if policy == "cdrf":
-        return k / h_constrained(problem)                         # Theorem 1's argument with h^c
-    if equal_partition:
+    """The weights each policy is run with for a dedicated pool giving k_i tasks (module
+    docstring): k_i times the policy's share of one task at weight 1."""
+    made = offline_policy(policy, problem.dims[int(np.argmax(problem.total > 0))] if one_resource(policy) else None)
+    if equal_partition and (made.per_node or made.share_kind().aggregate == "usage"):
         return np.ones(len(k))
-    if policy in ("drfh", "drf"):
-        return k * dominant_share_per_task(problem)
-    if policy == "cmmf":
-        r = int(np.argmax(problem.total > 0))
-        return k * problem.demand[:, r] / problem.total[r]
-    return k / h_unconstrained(problem)                           # pm-drf
+    plain = holders(problem.with_weights(np.ones(len(k))))
+    unit = TASK_SHARE.unit(plain) if made.per_node else made.shares(1.0, plain)
+    return k * np.asarray(unit, dtype=float)
 
 
 def pools_of(instance: Instance, problem: Problem) -> list[tuple[str, np.ndarray]]:

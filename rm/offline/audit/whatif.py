@@ -28,7 +28,8 @@ from rayrm.rm.offline.audit.search import lie_outcome
 from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import Resources
-from rayrm.rm.offline.filling import Problem, machine_types, progressive_filling, resolve_policy
+from rayrm.rm.offline.filling import Problem, machine_types, progressive_filling
+from rayrm.rm.offline.views import ALIASES, offline_policy
 from rayrm.rm.sim.engine import simulate
 
 #: policies compared by default, by their online names (rayrm.rm.core.policies)
@@ -79,12 +80,11 @@ def what_if(config, app: str, policies=WHATIF_POLICIES) -> dict:
     i = problem.app_ids.index(app)
     out = {"app": app, "policies": {}, "skipped": {}}
     for name in policies:
-        policy, resource = resolve_policy(name)
-        if policy == "drf" and not problem.eligible.all():
-            out["skipped"][name] = "drf pools the cluster and applies only without constraints"
+        if offline_policy(name).pooled and not problem.eligible.all():
+            out["skipped"][name] = f"{name} pools the cluster and applies only without constraints"
             continue
         try:
-            truthful = float(progressive_filling(problem, policy, resource=resource).tasks[i])
+            truthful = float(progressive_filling(problem, name).tasks[i])
         except InputError as e:
             out["skipped"][name] = e.reason
             continue
@@ -118,11 +118,8 @@ def _completion_time(config, policy: str, app: str) -> float | None:
 
 
 def online_name(name: str) -> str:
-    """The simulator's name for a policy (offline drfh runs as drfh-ff, cmmf as cmmf-cpu/-mem)."""
-    policy, resource = resolve_policy(name)
-    if name != policy or policy not in ("drfh", "cmmf"):
-        return name
-    return "drfh-ff" if policy == "drfh" else ("cmmf-cpu" if resource == "cpu" else "cmmf-mem")
+    """The simulator's spec for a policy (offline drfh runs as drfh-ff, cmmf as cmmf-cpu)."""
+    return ALIASES.get(name, name)
 
 
 def simulate_lies(config, app: str, result: dict) -> None:
