@@ -187,6 +187,11 @@ class PendingIndex:
         (any vector: a node's free resources, or a queue's headroom)."""
         return self._mask(node, free)
 
+    @property
+    def pending_mask(self) -> int:
+        """The bitset of apps with a task pending (on any node)."""
+        return self._pending
+
     def item(self, bit: int):
         """What ``add`` named the app of a one-bit integer."""
         return self._items[bit.bit_length() - 1]

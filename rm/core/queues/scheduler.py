@@ -27,8 +27,15 @@ from rayrm.rm.core.queues.state import QueueTreeState
 from rayrm.rm.core.model import AppSpec, Container, NodeSpec
 from rayrm.rm.core.policies import Policy, make_policy
 from rayrm.rm.core.queues.tree import QueueTree
+from rayrm.rm.core.queues.yarn_capacity import YarnCapacityTreeState, check_capacity_queues
+from rayrm.rm.core.queues.yarn_fair import YarnFairTreeState, check_fair_queues
 from rayrm.rm.core.scheduler import OnlineScheduler
 from rayrm.rm.core.shares import served_key
+
+#: a policy's ``scheduler`` -> the tree's accounting and offer rule, and the check of the
+#: queues' settings, of YARN's schedulers (``rayrm.rm.core.policies.yarn``)
+YARN_SCHEDULERS = {"yarn-fair": (YarnFairTreeState, check_fair_queues),
+                   "yarn-capacity": (YarnCapacityTreeState, check_capacity_queues)}
 
 
 def make_scheduler(policy: Policy | str, dims: Iterable[str], nodes: Iterable[NodeSpec] = (),
@@ -55,12 +62,20 @@ class TreeScheduler(OnlineScheduler):
                 p = make_policy(spec.policy)
                 self._call(p.prepare, "prepare", nodes, dims)
                 policies[spec.policy] = p
+        state, check = YARN_SCHEDULERS.get(getattr(self.policy, "scheduler", None), (QueueTreeState, None))
+        if check is None:
+            self._check_policies(queues, policies)
+        else:
+            check(queues, policies, self.policy)
+        self.tree = state(queues, policies, self.policy, self.cluster, self._index, naive)
+        self._leaf_policy: dict[str, tuple[Policy, bool]] = {
+            q.spec.path: (q.policy, type(q.policy).key is Policy.key) for q in self.tree.queues}
+
+    def _check_policies(self, queues: QueueTree, policies: dict) -> None:
+        """Every queue's policy can order its children (one line, exit 2, when not)."""
         for spec in queues.queues():
             p = policies.get(spec.policy, self.policy) if spec.policy else self.policy
             _check_policy(p, spec.full_name, parent=bool(spec.children) or not spec.path)
-        self.tree = QueueTreeState(queues, policies, self.policy, self.cluster, self._index, naive)
-        self._leaf_policy: dict[str, tuple[Policy, bool]] = {
-            q.spec.path: (q.policy, type(q.policy).key is Policy.key) for q in self.tree.queues}
 
     # ----- the tree's accounting beside the flat one's ---------------------------
 

@@ -112,7 +112,12 @@ class Member:
 
 
 class QueueTreeState:
-    """Every queue's accounting, and ``choose``: the app the tree offers a node to."""
+    """Every queue's accounting, and ``choose``: the app the tree offers a node to.
+
+    A scheduler over the same tree with its own order (YARN's) overrides ``_active``, which
+    gives each candidate child its key, and ``offer_order``, which reads it."""
+
+    offer_order = staticmethod(_offer_order)
 
     def __init__(self, tree: QueueTree, policies: dict, default: "Policy", cluster: "ClusterState",
                  index: "PendingIndex", naive: bool = False):
@@ -302,7 +307,7 @@ class QueueTreeState:
             active = self._active(q, fit, m, memo)
             if not active:
                 return None
-            best = min(active, key=_offer_order)
+            best = min(active, key=self.offer_order)
             q, fit = best[0], best[1]
         if not fit:
             return None

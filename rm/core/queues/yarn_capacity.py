@@ -1,0 +1,160 @@
+"""``yarn-capacity``: Hadoop's Capacity Scheduler on the queue tree (docs/yarn-schedulers.md).
+
+Each queue is guaranteed a fraction of the cluster, its *absolute capacity*
+g_Q = g_parent · capacity_Q / 100 (root: 1); a queue that sets no ``capacity`` takes
+weight_Q / Σ_siblings weight (the weight mode of Hadoop's Capacity Scheduler page, "Queue Properties").
+All on memory, as the default resource calculator (DefaultResourceCalculator) reads it:
+
+* **Which queue first.**  A free node goes down the tree; at each queue, of the children
+  with a pending task that fits the node within their caps, the one of least *used
+  capacity* U_c / (g_c · total_mem) is offered first — the most under its guarantee — ties
+  to the larger guarantee, then the name (PriorityUtilizationQueueOrderingPolicy, the
+  parent's ``utilization`` order).  A queue with no guarantee comes after every queue with one.
+* **Elasticity.**  A queue takes more than its capacity when others leave it idle, up to
+  ``max_capacity`` (percent of the parent's, hence of the cluster g^max_Q; absolute
+  ``max`` too): the tree's max cap (LeafQueue/AbstractCSQueue.canAssignToThisQueue).
+* **User limit** (LeafQueue.canAssignToUser, UsersManager.computeUserLimit): in a leaf with
+  guarantee G = g_Q · total_mem and usage C, and a task of r MB,
+
+      current = G if C < G else C + r
+      limit   = min(max(current / active_users, current · min_user_limit_percent / 100),
+                    G · user_limit_factor)
+
+  with active_users the users with a pending task in the leaf; a user holding more than
+  ``limit`` is not offered the node (one holding at most ``limit`` may take one more
+  container and so pass it by one, as in YARN).  Defaults: min_user_limit_percent 100,
+  user_limit_factor 1 — one user alone holds at most the queue's capacity.
+* **Inside a leaf** (``policy``): ``fifo`` (the default FifoOrderingPolicy, by submit
+  time) or ``fair``/``cmmf-mem`` (FairOrderingPolicy: least memory held first).
+
+``max_apps`` holds a leaf's extra apps unstarted.  Capacity's ``maximum-applications``
+rejects submissions beyond it instead; rayrm keeps every job and delays it (docs).
+"""
+
+from __future__ import annotations
+
+from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.queues.state import INF, QueueState, QueueTreeState
+from rayrm.rm.core.queues.tree import QueueTree
+from rayrm.rm.core.shares import resource_index
+
+#: policies a leaf may order its apps by under yarn-capacity (its ordering-policy)
+LEAF_POLICIES = ("yarn-capacity", "fifo", "cmmf-mem")
+#: settings the Capacity Scheduler has no counterpart for: an error, not silently ignored
+FAIR_ONLY = {"min": "minResources is a Fair Scheduler setting (under yarn-capacity a queue's "
+                    "guarantee is its capacity)",
+             "preemption": "these preemption timeouts are the Fair Scheduler's",
+             "user_limit": "user_limit is rayrm's own (under yarn-capacity use user_limit_factor "
+                           "and min_user_limit_percent)"}
+
+
+def _by_key(candidate: tuple) -> tuple:
+    return candidate[2]
+
+
+class YarnCapacityTreeState(QueueTreeState):
+    """The tree's accounting with the Capacity Scheduler's order and user limits."""
+
+    offer_order = staticmethod(_by_key)
+
+    def __init__(self, tree, policies, default, cluster, index, naive=False):
+        self.mem = resource_index(cluster.dims, "memory")
+        super().__init__(tree, policies, default, cluster, index, naive)
+        self.guarantee: dict[QueueState, float] = {self.root: 1.0}
+        for q in self.queues:
+            weights = sum(c.weight for c in q.children)
+            for c in q.children:
+                part = c.spec.capacity / 100 if c.spec.capacity is not None else c.weight / weights
+                self.guarantee[c] = self.guarantee[q] * part
+            if not q.children and q is not self.root:
+                q.user_limit = 1.0          # the base class then keeps each user's usage
+                q.capped = True
+
+    def absolute_capacity(self, path: str) -> float:
+        """g_Q: the fraction of the cluster queue ``path`` is guaranteed."""
+        return self.guarantee[self.by_path[path]]
+
+    def used_capacity(self, q: QueueState) -> float:
+        """U_Q / (g_Q · total_mem); inf for a queue with no guarantee."""
+        g = self.guarantee[q] * self.cluster.total[self.mem]
+        return q.usage[self.mem] / g if g > 0 else INF
+
+    def _active(self, q: QueueState, fit: int, m: int, memo: dict) -> list:
+        """[(child, its candidates, (used capacity, -guarantee, name))] for q's children
+        with a candidate on node m within their caps."""
+        hit = memo.get(q)
+        if hit is not None:
+            return hit
+        out = []
+        for c in q.children:
+            cf = fit & c.mask
+            if not cf:
+                continue
+            if c.capped:
+                within = self._within_caps(c, cf, m)
+                if within != cf:
+                    c.blocked.add(m)
+                cf = within
+                if not cf:
+                    continue
+            if c.children and not self._active(c, cf, m, memo):
+                continue
+            out.append((c, cf, (self.used_capacity(c), -self.guarantee[c], c.name)))
+        memo[q] = out
+        return out
+
+    def _within_caps(self, q: QueueState, cf: int, m: int) -> int:
+        """The candidates its max(-capacity), max_apps and, in a leaf, user limit admit."""
+        index = self.index
+        if q.max is not None:
+            cf &= index.fits_mask(m, [x - u for x, u in zip(q.max, q.usage)])
+        if q.max_apps is not None and q.running_apps >= q.max_apps:
+            cf &= ~q.waiting
+        if q.children or not cf:
+            return cf
+        return self._within_user_limit(q, cf)
+
+    def _within_user_limit(self, q: QueueState, cf: int) -> int:
+        """The candidates whose user holds at most the user limit (module docstring)."""
+        mem, spec, index = self.mem, q.spec, self.index
+        pending = index.pending_mask
+        active = sum(1 for _, slots in q.users.values() if slots & pending) or 1
+        guaranteed = self.guarantee[q] * self.cluster.total[mem]
+        factor = spec.user_limit_factor if spec.user_limit_factor is not None else 1.0
+        percent = spec.min_user_limit_percent if spec.min_user_limit_percent is not None else 100.0
+        consumed = q.usage[mem]
+
+        def limit(current: float) -> float:
+            return min(max(current / active, current * percent / 100), guaranteed * factor)
+
+        allowed = 0
+        for usage, slots in q.users.values():
+            uf = cf & slots
+            if not uf:
+                continue
+            if consumed < guaranteed:
+                if usage[mem] <= limit(guaranteed) + 1e-9:
+                    allowed |= uf
+                continue
+            while uf:                       # current = C + r: one limit per task size
+                low = uf & -uf
+                if usage[mem] <= limit(consumed + index.item(low).demand[mem]) + 1e-9:
+                    allowed |= low
+                uf ^= low
+        return allowed
+
+
+def check_capacity_queues(queues: QueueTree, policies: dict, default) -> None:
+    """A leaf orders its apps fifo or fair; a parent's order is fixed (used capacity);
+    no Fair-only setting (one line, exit 2)."""
+    for spec in queues.queues():
+        where = f"queues: {spec.full_name}"
+        if spec.policy and spec.children:
+            raise InputError(f"{where}: the Capacity Scheduler offers child queues by used capacity; "
+                             "a parent queue's policy would be ignored", field="policy")
+        if spec.policy and spec.policy not in LEAF_POLICIES:
+            raise InputError(f"{where}: policy {spec.policy} is not a Capacity Scheduler "
+                             "ordering-policy (under yarn-capacity use fifo or fair/cmmf-mem)", field="policy")
+        for key, why in FAIR_ONLY.items():
+            if getattr(spec, key):
+                raise InputError(f"{where}: {key}: {why}; yarn-capacity would ignore it", field=key)
