@@ -163,7 +163,7 @@ def check_fair_queues(queues: QueueTree, policies: dict, default) -> None:
         if kind == "fifo" and spec.children:
             raise InputError(f"{where}: fifo orders apps, so only a leaf queue may use it "
                              "(Hadoop's Fair Scheduler page, schedulingPolicy)", field="policy")
-        for c in spec.children:
+        for c in spec.children if spec.path else ():      # root's policy stands for YARN's root's
             cp = policies.get(c.policy, default) if c.policy else p
             if kind == "fair" and FAIR_POLICIES.get(cp.name) == "drf":
                 raise InputError(f"queues: {c.full_name}: a drf queue cannot sit under a fair "
