@@ -264,3 +264,83 @@ def test_the_same_settings_are_fine_where_they_are_read():
     scheduler("yarn-capacity", [{"name": "a", "user_limit_factor": 2, "min_user_limit_percent": 50}])
     scheduler("yarn-fair", [{"name": "a", "min": {"cpu": 1}, "preemption": {"min_share_timeout": 30}}])
     scheduler("yarn-fair", [{"name": "p", "policy": "drf", "children": [{"name": "x", "policy": "fifo"}]}])
+
+
+# ----- the bundled worked examples, simulated ----------------------------------------------
+
+def first_wave(config, policy: str, at: float) -> dict[str, int]:
+    """Tasks per queue running at time ``at`` of a simulation of ``config`` under ``policy``."""
+    from rayrm.rm.sim.engine import Simulation
+
+    log = Simulation(config, policy=policy).run()
+    queue = {j.app.app_id: j.app.queue for j in config.jobs}
+    out: Counter = Counter()
+    for app_id, _, _, _, _, start, end, _ in log.tasks.values():
+        if start <= at < (end if end is not None else INF):
+            out[queue[app_id]] += 1
+    return dict(out)
+
+
+@pytest.mark.parametrize("policy", ["yarn-fair", "tsf"])
+def test_queues_yarn_fair_config_holds_its_worked_shares(policy):
+    """configs/queues-yarn-fair.yaml's comment: research 8 (its min), eng 8 split 4/4 (batch at
+    its max), under yarn-fair and, every task alike, under tsf."""
+    from rayrm.rm.core.config import load_config
+
+    cfg = load_config("configs/queues-yarn-fair.yaml")
+    assert first_wave(cfg, policy, at=1) == {"research": 8, "eng.batch": 4, "eng.adhoc": 4}
+
+
+@pytest.mark.parametrize("policy, expected", [
+    ("yarn-capacity", {"dev": 5, "prod": 11}),      # bob's user limit 4096 MB, plus one container
+    ("yarn-fair", {"dev": 8, "prod": 8}),           # dev grows to max_capacity 50%
+    ("tsf", {"dev": 8, "prod": 8}),
+])
+def test_queues_yarn_capacity_config_under_three_schedulers(policy, expected):
+    """configs/queues-yarn-capacity.yaml's comment, worked for each scheduler: the first waves
+    at t = 20 (dev alone from 0, prod from 10, every task 1000 s)."""
+    from rayrm.rm.core.config import load_config
+
+    cfg = load_config("configs/queues-yarn-capacity.yaml")
+    assert first_wave(cfg, policy, at=20) == expected
+
+
+# ----- at the command line ---------------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["simulate", "replay", "compare"])
+def test_a_fair_only_setting_under_yarn_capacity_is_one_line_exit_2(capsys, command):
+    """configs/queues-yarn-fair.yaml gives research a min: under yarn-capacity that is refused
+    before any work (replay: before Ray starts), naming the file, the queue and the setting."""
+    from rayrm.rm.cli.main import main
+
+    args = {"simulate": ["--policy", "yarn-capacity"], "replay": ["--policy", "yarn-capacity"],
+            "compare": ["--policies", "tsf,yarn-capacity"]}[command]
+    code = main([command, "configs/queues-yarn-fair.yaml", *args])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert err[0] == (f"rayrm {command}: error: configs/queues-yarn-fair.yaml: field 'root.research.min': "
+                      "minResources is a Fair Scheduler setting (under yarn-capacity a queue's guarantee "
+                      "is its capacity); yarn-capacity would ignore it")
+
+
+def test_compare_runs_tsf_yarn_fair_and_yarn_capacity_on_one_tree(tmp_path, capsys):
+    """rayrm compare on configs/queues-yarn-capacity.yaml: three run directories, and each
+    scheduler's first waves as worked in the config (dev 8 / prod 8 under tsf and yarn-fair,
+    5 / 11 under yarn-capacity), read back from tasks.csv."""
+    from rayrm.rm.cli.main import main
+    from rayrm.rm.runs.reader import RunDir
+
+    out = tmp_path / "cmp"
+    assert main(["compare", "configs/queues-yarn-capacity.yaml", "--policies", "tsf,yarn-fair,yarn-capacity",
+                 "--out", str(out), "--workers", "1"]) == 0
+    runs = sorted(p for p in out.iterdir() if p.is_dir())
+    assert len(runs) == 3
+    waves = {}
+    for d in runs:
+        run = RunDir(d)
+        tasks = run.tasks
+        first = tasks[(tasks.start <= 20) & (tasks.finish > 20)]
+        per_queue = first.merge(run.jobs[["app", "queue"]], on="app").groupby("queue").size()
+        waves[d.name] = {q: int(n) for q, n in per_queue.items()}
+    assert waves == {"tsf": {"root.dev": 8, "root.prod": 8}, "yarn-fair": {"root.dev": 8, "root.prod": 8},
+                     "yarn-capacity": {"root.dev": 5, "root.prod": 11}}

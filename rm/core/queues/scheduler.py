@@ -46,6 +46,20 @@ def make_scheduler(policy: Policy | str, dims: Iterable[str], nodes: Iterable[No
     return TreeScheduler(policy, dims, nodes, queues)
 
 
+def check_queues(policy: Policy | str, queues: QueueTree | None, file=None) -> None:
+    """The queue settings ``policy``'s scheduler would ignore, refused before any work: one
+    line naming ``file``, the queue and the setting (YARN's schedulers; docs/yarn-schedulers.md)."""
+    policy = make_policy(policy) if isinstance(policy, str) else policy
+    check = YARN_SCHEDULERS.get(getattr(policy, "scheduler", None), (None, None))[1]
+    if check is None or queues is None or queues.flat:
+        return
+    policies = {s.policy: make_policy(s.policy) for s in queues.queues() if s.policy}
+    try:
+        check(queues, policies, policy)
+    except InputError as e:
+        raise InputError(e.reason, file=file, field=e.field) from None
+
+
 class TreeScheduler(OnlineScheduler):
     """``OnlineScheduler`` whose offers go down a queue tree (module docstring)."""
 

@@ -148,13 +148,12 @@ def check_capacity_queues(queues: QueueTree, policies: dict, default) -> None:
     """A leaf orders its apps fifo or fair; a parent's order is fixed (used capacity);
     no Fair-only setting (one line, exit 2)."""
     for spec in queues.queues():
-        where = f"queues: {spec.full_name}"
         if spec.policy and spec.children:
-            raise InputError(f"{where}: the Capacity Scheduler offers child queues by used capacity; "
-                             "a parent queue's policy would be ignored", field="policy")
+            raise InputError("the Capacity Scheduler offers child queues by used capacity; a parent "
+                             "queue's policy would be ignored", field=f"{spec.full_name}.policy")
         if spec.policy and spec.policy not in LEAF_POLICIES:
-            raise InputError(f"{where}: policy {spec.policy} is not a Capacity Scheduler "
-                             "ordering-policy (under yarn-capacity use fifo or fair/cmmf-mem)", field="policy")
+            raise InputError(f"policy {spec.policy} is not a Capacity Scheduler ordering-policy "
+                             "(under yarn-capacity use fifo or fair/cmmf-mem)", field=f"{spec.full_name}.policy")
         for key, why in FAIR_ONLY.items():
             if getattr(spec, key):
-                raise InputError(f"{where}: {key}: {why}; yarn-capacity would ignore it", field=key)
+                raise InputError(f"{why}; yarn-capacity would ignore it", field=f"{spec.full_name}.{key}")

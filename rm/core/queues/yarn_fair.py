@@ -156,19 +156,18 @@ def check_fair_queues(queues: QueueTree, policies: dict, default) -> None:
     for spec in queues.queues():
         p = policies.get(spec.policy, default) if spec.policy else default
         kind = FAIR_POLICIES.get(getattr(p, "name", None))
-        where = f"queues: {spec.full_name}"
         if kind is None:
-            raise InputError(f"{where}: policy {p.name} is not a Fair Scheduler policy "
-                             "(under yarn-fair use fair/cmmf-mem, drf or fifo)", field="policy")
+            raise InputError(f"policy {p.name} is not a Fair Scheduler policy "
+                             "(under yarn-fair use fair/cmmf-mem, drf or fifo)", field=f"{spec.full_name}.policy")
         if kind == "fifo" and spec.children:
-            raise InputError(f"{where}: fifo orders apps, so only a leaf queue may use it "
-                             "(Hadoop's Fair Scheduler page, schedulingPolicy)", field="policy")
+            raise InputError("fifo orders apps, so only a leaf queue may use it "
+                             "(Hadoop's Fair Scheduler page, schedulingPolicy)", field=f"{spec.full_name}.policy")
         for c in spec.children if spec.path else ():      # root's policy stands for YARN's root's
             cp = policies.get(c.policy, default) if c.policy else p
             if kind == "fair" and FAIR_POLICIES.get(cp.name) == "drf":
-                raise InputError(f"queues: {c.full_name}: a drf queue cannot sit under a fair "
-                                 "one (FairSharePolicy.isChildPolicyAllowed)", field="policy")
+                raise InputError("a drf queue cannot sit under a fair one "
+                                 "(FairSharePolicy.isChildPolicyAllowed)", field=f"{c.full_name}.policy")
         for key in CAPACITY_ONLY:
             if getattr(spec, key) is not None:
-                raise InputError(f"{where}: {key} is a Capacity Scheduler setting that "
-                                 "yarn-fair would ignore (use yarn-capacity)", field=key)
+                raise InputError(f"{key} is a Capacity Scheduler setting that "
+                                 "yarn-fair would ignore (use yarn-capacity)", field=f"{spec.full_name}.{key}")
