@@ -232,3 +232,22 @@ def test_h_tsf_gives_n32_and_n4_half_the_gpus_each():
     queue's tasks of every kind as its work, where DRF takes the max over resources."""
     r = h_drf_blocking(naive=False)
     assert r == {"a1": 5, "a2": 5, "a31": 2, "a32": 6, "a4": 6}
+
+
+def test_a_restored_tree_scheduler_goes_on_as_the_original():
+    """The RM snapshots its state by pickling: a tree scheduler restored mid-run places the
+    next tasks as the one that was not (backlogged weights 2:1 on 12 nodes: 8 and 4, and a
+    released container of a goes back to a)."""
+    import pickle
+
+    s = tree_scheduler([{"name": "a", "weight": 2}, {"name": "b", "max_apps": 1}], nodes(12, "cpu:1"))
+    s.submit(app("a1", "a", "cpu:1"))
+    s.submit(app("b1", "b", "cpu:1"))
+    s.submit(app("b2", "b", "cpu:1"))
+    placed = s.schedule()
+    copy = pickle.loads(pickle.dumps(s))
+    for sched in (s, copy):
+        sched.release(placed[0].container_id)
+        again = sched.schedule()
+        assert [c.app_id for c in again] == [placed[0].app_id]
+        assert by_queue(sched) == {"a": 8, "b": 4} and running(sched)["b2"] == 0

@@ -28,6 +28,8 @@ docs/design.md's three invariants, for the simulator and the Ray replay alike:
    are not violations.
 4. and 5. **Nothing runs or finishes on a node the RM held lost** (a killed or partitioned
    NM): ``rayrm.rm.runs.check_faults``.
+6. **No queue holds more than its max or runs more than max_apps apps** (a run with a
+   queue tree, queues.json): ``rayrm.rm.runs.queues``.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import pandas as pd
 from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.runs.check_faults import check_lost_nodes
+from rayrm.rm.runs.queues import check_queue_caps
 from rayrm.rm.runs.reader import RunDir
 
 REL_TOL = 1e-9
@@ -64,6 +67,9 @@ class CheckResult:
     unexpected_attempts: int = 0
     started_on_lost: int = 0
     finished_on_lost: int = 0
+    queue_over_max: int = 0            # starts that took a queue above its max
+    queue_over_max_apps: int = 0       # apps that started a queue above its max_apps
+    queues_checked: int = 0            # queues of the run's tree (0: it had none)
     interrupted: str = ""              # a partial run: why it stopped ('' for a whole run)
     jobs_unfinished: int = 0           # jobs it left unfinished (not required to be complete)
     attempts_by_status: dict[str, int] = field(default_factory=dict)
@@ -71,7 +77,8 @@ class CheckResult:
     examples: dict[str, list[str]] = field(default_factory=dict)
 
     VIOLATIONS = ("over_allocations", "constraint_violations", "tasks_missing", "finished_twice",
-                  "unexpected_attempts", "started_on_lost", "finished_on_lost")
+                  "unexpected_attempts", "started_on_lost", "finished_on_lost", "queue_over_max",
+                  "queue_over_max_apps")
 
     @property
     def ok(self) -> bool:
@@ -103,6 +110,9 @@ class CheckResult:
                  f"  finished twice         {self.finished_twice}",
                  f"  unexpected attempts    {self.unexpected_attempts}",
                  f"  on a node held lost    {self.started_on_lost} started, {self.finished_on_lost} finished"]
+        if self.queues_checked:
+            lines.append(f"  queues above max       {self.queue_over_max} starts, {self.queue_over_max_apps} apps "
+                         f"above max_apps ({self.queues_checked} queues)")
         for kind, found in self.examples.items():
             lines += [f"  e.g. {kind.replace('_', ' ')}: {text}" for text in found]
         lines.append("  OK" if self.ok else "  VIOLATED")
@@ -143,6 +153,7 @@ def check_run(path: str | Path) -> CheckResult:
     _check_constraints(run, jobs, tasks, codes, apps, result)
     _check_capacity(nodes, jobs, tasks, codes, apps, dims, result)
     check_lost_nodes(run.events, tasks, result)
+    check_queue_caps(run, result)
     return result
 
 

@@ -75,6 +75,8 @@ class RunLog:
                  total_tasks: int = 0):
         self.dims = tuple(dims)
         self.mode, self.policy, self.name, self.seed = mode, policy, name, seed
+        #: the config's queue tree as its ``queues:`` list (queues.json), None when it has none
+        self.queues: list[dict] | None = None
         self.nodes: dict[str, dict] = {}
         self.jobs: dict[str, dict] = {}
         self.tasks: dict[tuple[str, int, int], list] = {}    # streaming: the running attempts only
@@ -376,5 +378,7 @@ class RunLog:
             w = csv.writer(fh)
             w.writerow(header)
             w.writerows([cell(j[h]) for h in header] for j in jobs)
+        if self.queues is not None:
+            (out / "queues.json").write_text(json.dumps(self.queues, indent=1) + "\n")
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         return summary

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from rayrm.rm.core.errors import InputError
-from rayrm.rm.runs.schema import JOBS, JOBS_PREFIXED, NODE_META, NODES, NODES_PREFIXED, TABLES
+from rayrm.rm.runs.schema import JOBS, JOBS_DEFAULTS, JOBS_PREFIXED, NODE_META, NODES, NODES_PREFIXED, TABLES
 
 
 def _fail(path: Path, e: Exception) -> InputError:
@@ -138,7 +138,24 @@ class RunDir:
 
     @cached_property
     def jobs(self) -> pd.DataFrame:
-        return read_table(self.path / "jobs.csv", JOBS, JOBS_PREFIXED)
+        """jobs.csv; a directory written before jobs had queues reads as all in root.default."""
+        required = {c: k for c, k in JOBS.items() if c not in JOBS_DEFAULTS}
+        df = read_table(self.path / "jobs.csv", required, JOBS_PREFIXED)
+        for col, default in JOBS_DEFAULTS.items():
+            if col not in df.columns:
+                df[col] = default
+        return df
+
+    @cached_property
+    def queues(self) -> list[dict] | None:
+        """The queue tree the run had (queues.json, the config's ``queues:``), None without."""
+        path = self.path / "queues.json"
+        if not path.exists():
+            return None
+        try:
+            return json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise InputError(f"cannot read the queue tree: {e}", file=str(path)) from None
 
     def table_path(self, table: str) -> Path:
         """tasks, shares or events: its Parquet file if there is one, else its CSV."""

@@ -11,6 +11,7 @@ the twin); both take their column lists and types from here.  A run directory ho
     shares.csv   time, app, task_share, dominant_share, cpu_share, mem_share, running
     events.csv   time, wall_time, kind, app, task, container, node, detail
     summary.json the headline numbers (``SUMMARY_KEYS``)
+    queues.json  the config's queue tree (its ``queues:`` list), only when it has one
 
 The three large tables — tasks, shares and events — may be Parquet files instead
 (``tasks.parquet`` ...; ``--format parquet``, chosen by itself above ``PARQUET_FROM``
@@ -47,6 +48,8 @@ JOBS = {"app": "str", "status": "str", "num_tasks": "int", "weight": "float", "c
         "submit": "float", "first_start": "float?", "finish": "float?", "queueing_delay": "float?",
         "completion_time": "float?", "reason": "str", "queue": "str", "user": "str"}
 JOBS_PREFIXED = {"demand.": "float"}
+#: jobs.csv columns a reader fills in when a directory lacks them: the leaf and user of a job
+JOBS_DEFAULTS = {"queue": "root.default", "user": "default"}
 # nodes.csv: node, then one capacity column per resource dimension (float), attr.<name>
 # (text, "" for an absent attribute) and, in a Ray run, ray_node.
 NODES = {"node": "str"}

@@ -93,6 +93,8 @@ class ResourceManagerState:
         self.scheduler = scheduler = make_scheduler(policy, dims, nodes, queues)
         self.records = records = RunRecords(RunLog(tuple(dims), mode="ray", policy=policy_name, name=name,
                                                    seed=seed), float(time_scale))
+        if queues is not None and not queues.flat:
+            records.log.queues = queues.to_list()
         self.liveness, self.resync = Heard(), Resync(wall_seconds)
         apps, news, notice = {}, set(), {}
         self.containers = Containers(scheduler, records, apps, news, notice)

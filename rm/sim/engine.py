@@ -115,6 +115,8 @@ class Simulation:
         # with ``out`` the log streams its rows to the run directory as the run goes
         self.log = RunLog(config.dims, mode="sim", policy=self.policy_name, name=config.name, seed=self.seed,
                           out=out, fmt=fmt, total_tasks=self.total_tasks)
+        if not config.queues.flat:
+            self.log.queues = config.queues.to_list()
         self.heap: list[tuple] = []
         self._seq = itertools.count()
         self.jobs: dict[str, _Job] = {}

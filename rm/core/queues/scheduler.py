@@ -17,6 +17,7 @@ policy, one whose key is not per task (``fifo``).
 
 from __future__ import annotations
 
+from numbers import Real
 from typing import Iterable
 
 import numpy as np
@@ -25,7 +26,8 @@ from rayrm.rm.core.cluster import AppState
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.queues.state import QueueTreeState
 from rayrm.rm.core.model import AppSpec, Container, NodeSpec
-from rayrm.rm.core.policies import Policy, make_policy
+from rayrm.rm.core.policies import Policy, PolicyError, make_policy
+from rayrm.rm.core.policies.base import policy_label
 from rayrm.rm.core.queues.tree import QueueTree
 from rayrm.rm.core.queues.yarn_capacity import YarnCapacityTreeState, check_capacity_queues
 from rayrm.rm.core.queues.yarn_fair import YarnFairTreeState, check_fair_queues
@@ -136,9 +138,9 @@ class TreeScheduler(OnlineScheduler):
         if policy is self.policy:
             return super()._unit(app)
         u = self._call(policy.unit, "unit", app.view, self._view)
-        if not u >= 0:
-            raise InputError(f"policy {policy.name}: unit: returned {u!r} for app {app.app_id}: "
-                             "a unit must be a number >= 0")
+        if not (isinstance(u, Real) and not isinstance(u, bool)) or not u >= 0:
+            raise PolicyError(policy_label(policy), "unit", f"returned {u!r} for app {app.app_id}: "
+                              "a unit must be a number >= 0")
         return u
 
     def _set_key(self, app: AppState) -> None:

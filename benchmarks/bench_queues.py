@@ -1,0 +1,117 @@
+"""What the queue tree costs ``rayrm simulate`` at paper scale (issue 39, item 7).
+
+The paper-scale trace (tsf-paper §VI-B: 1,000 nodes, 4,500 jobs, 180k tasks, from
+``rayrm trace generate google`` as in bench_sim.py) is simulated under TSF three ways, each
+the whole ``rayrm simulate`` process timed from outside, the least of ``--runs`` (3),
+the variants interleaved so that the machine's noise falls on all alike:
+
+* ``flat``: the config as generated (no ``queues:``), this tree's code;
+* ``tree``: the same jobs over a 2-level tree of 10 leaves — prod (weight 3) and dev
+  (weight 1), five leaves each, prod's leaves weighted 1..5 — each job in leaf
+  crc32(id) mod 10; goal: tree / flat <= 1.3;
+* ``main``: with ``--main``, the flat config under the rayrm the interpreter imports
+  without PYTHONPATH (the venv's install of main); goal: flat / main <= 1.03 (a config
+  without queues costs what it did).
+
+    flock /work/heavy.lock python benchmarks/bench_queues.py [--main] [--runs 3] [--config google.yaml]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import zlib
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_sim import check_ok, make_trace, run_process, trace_arguments  # noqa: E402
+
+RAYRM = [sys.executable, "-m", "rayrm.rm.cli.main"]
+LEAVES = [f"prod.p{k}" for k in range(5)] + [f"dev.d{k}" for k in range(5)]
+
+
+def tree_config(flat: Path, out: Path) -> Path:
+    """The flat config with a 2-level tree of 10 leaves and every job put in one of them."""
+    doc = yaml.load(flat.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    doc["name"] = doc.get("name", "trace") + "-tree"
+    doc["queues"] = [
+        {"name": "prod", "weight": 3, "children": [{"name": f"p{k}", "weight": k + 1} for k in range(5)]},
+        {"name": "dev", "weight": 1, "children": [{"name": f"d{k}"} for k in range(5)]}]
+    table = flat.parent / doc["workload"]["file"]
+    lines = table.read_text().splitlines()
+    head = lines[0].split(",")
+    at = head.index("id")
+    rows = [lines[0] + ",queue,user"]
+    for line in lines[1:]:
+        job = next(iter(_cells(line, at)))
+        rows.append(f"{line},{LEAVES[zlib.crc32(job.encode()) % 10]},u{zlib.crc32(job.encode()) % 7}")
+    (out / "tree.jobs.csv").write_text("\n".join(rows) + "\n")
+    doc["workload"] = {"file": "tree.jobs.csv"}
+    path = out / "tree.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def _cells(line: str, at: int):
+    import csv
+    yield next(csv.reader([line]))[at]
+
+
+def timed(config: Path, out: Path, pythonpath: str | None) -> float:
+    """Wall seconds of one ``rayrm simulate`` process importing rayrm from ``pythonpath``
+    (None: without PYTHONPATH)."""
+    env_path = os.environ.pop("PYTHONPATH", None)
+    if pythonpath is not None:
+        os.environ["PYTHONPATH"] = pythonpath
+    try:
+        wall, _, _, proc = run_process(RAYRM + ["simulate", str(config), "--policy", "tsf", "--out", str(out),
+                                                "--no-progress"])
+    finally:
+        os.environ.pop("PYTHONPATH", None)
+        if env_path is not None:
+            os.environ["PYTHONPATH"] = env_path
+    check_ok(proc, f"simulate {config.name} ({pythonpath})")
+    return wall
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    trace_arguments(ap)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--main", action="store_true", help="time the flat config under the installed rayrm too")
+    ap.add_argument("--workdir")
+    args = ap.parse_args(argv)
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-queues-"))
+    work.mkdir(parents=True, exist_ok=True)
+    flat = Path(args.config) if args.config else make_trace(work, args.nodes, args.jobs, args.tasks, args.seed)
+    tree = tree_config(flat, flat.parent)
+    here = str(Path(__file__).resolve().parents[2])
+    variants = {"flat": (flat, here), "tree": (tree, here)}
+    if args.main:
+        variants["main"] = (flat, None)
+    best: dict[str, float] = {}
+    for _ in range(args.runs):
+        for name, (config, pythonpath) in variants.items():
+            wall = timed(config, work / "runs" / name, pythonpath)
+            best[name] = min(best.get(name, wall), wall)
+    print(f"least of {args.runs} `rayrm simulate CONFIG --policy tsf` processes, interleaved")
+    print(f"{'variant':<8} {'wall s':>8}")
+    for name, wall in best.items():
+        print(f"{name:<8} {wall:8.2f}")
+    ratio = best["tree"] / best["flat"]
+    print(f"tree / flat = {ratio:.3f} (goal <= 1.3)")
+    ok = ratio <= 1.3
+    if "main" in best:
+        ratio_main = best["flat"] / best["main"]
+        print(f"flat / main = {ratio_main:.3f} (goal <= 1.03)")
+        ok &= ratio_main <= 1.03
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
