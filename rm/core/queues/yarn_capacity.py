@@ -136,7 +136,14 @@ class YarnCapacityTreeState(QueueTreeState):
                 if usage[mem] <= limit(guaranteed) + 1e-9:
                     allowed |= uf
                 continue
-            while uf:                       # current = C + r: one limit per task size
+            # current = C + r: the limit grows with the task's r up to G · factor, so a user
+            # within limit(C) passes for any task and one above G · factor for none
+            if usage[mem] <= limit(consumed) + 1e-9:
+                allowed |= uf
+                continue
+            if usage[mem] > guaranteed * factor + 1e-9:
+                continue
+            while uf:
                 low = uf & -uf
                 if usage[mem] <= limit(consumed + index.item(low).demand[mem]) + 1e-9:
                     allowed |= low
