@@ -344,3 +344,26 @@ def test_compare_runs_tsf_yarn_fair_and_yarn_capacity_on_one_tree(tmp_path, caps
         waves[d.name] = {q: int(n) for q, n in per_queue.items()}
     assert waves == {"tsf": {"root.dev": 8, "root.prod": 8}, "yarn-fair": {"root.dev": 8, "root.prod": 8},
                      "yarn-capacity": {"root.dev": 5, "root.prod": 11}}
+
+
+@pytest.mark.parametrize("policy, expected", [
+    # least memory per weight, weights 2:1: 8 and 4
+    ("yarn-fair", {"a": 8, "b": 4}),
+    # guarantees 2/3 and 1/3 of 12288 MB (8192, 4096): least used capacity first, 8 and 4
+    ("yarn-capacity", {"a": 8, "b": 4}),
+])
+def test_a_restored_yarn_scheduler_goes_on_as_the_original(policy, expected):
+    """The RM snapshots its state by pickling: restored mid-run, the scheduler gives a
+    released container of a back to a, as the original does."""
+    import pickle
+
+    queues = [{"name": "a", "weight": 2, **({"user_limit_factor": 2} if policy == "yarn-capacity" else {})},
+              {"name": "b"}]
+    s = run(scheduler(policy, queues), app("a1", "a", "cpu:1;memory_mb:1024"), app("b1", "b", "cpu:1;memory_mb:1024"))
+    assert by_queue(s) == expected
+    a_container = next(c for c in s.cluster.containers.values() if c.app_id == "a1")
+    copy = pickle.loads(pickle.dumps(s))
+    for sched in (s, copy):
+        sched.release(a_container.container_id)
+        assert [c.app_id for c in sched.schedule()] == ["a1"]
+        assert by_queue(sched) == expected
