@@ -367,3 +367,13 @@ def test_a_restored_yarn_scheduler_goes_on_as_the_original(policy, expected):
         sched.release(a_container.container_id)
         assert [c.app_id for c in sched.schedule()] == ["a1"]
         assert by_queue(sched) == expected
+
+
+def test_a_zero_capacity_queue_runs_only_on_what_others_leave():
+    """a capacity 100, z capacity 0 (the tree wants a positive weight beside it).  z's
+    guarantee is 0: its used capacity is inf, so it is offered last, and its user is bounded
+    by its max (the cluster), not by 0 × factor.  a's app has 8 tasks, z's is backlogged:
+    a takes its 8 first (used capacity 0 against inf), z the 4 left over (not 1)."""
+    s = run(scheduler("yarn-capacity", [{"name": "a", "capacity": 100}, {"name": "z", "capacity": 0, "weight": 1}]),
+            app("a1", "a", "cpu:1;memory_mb:1024", tasks=8), app("z1", "z", "cpu:1;memory_mb:1024"))
+    assert by_queue(s) == {"a": 8, "z": 4}

@@ -18,7 +18,7 @@ All on memory, as the default resource calculator (DefaultResourceCalculator) re
 
       current = G if C < G else C + r
       limit   = min(max(current / active_users, current · min_user_limit_percent / 100),
-                    G · user_limit_factor)
+                    G · user_limit_factor)          (G = 0: the queue's max instead)
 
   with active_users the users with a pending task in the leaf; a user holding more than
   ``limit`` is not offered the node (one holding at most ``limit`` may take one more
@@ -123,9 +123,13 @@ class YarnCapacityTreeState(QueueTreeState):
         factor = spec.user_limit_factor if spec.user_limit_factor is not None else 1.0
         percent = spec.min_user_limit_percent if spec.min_user_limit_percent is not None else 100.0
         consumed = q.usage[mem]
+        # a queue guaranteed nothing bounds a user by its max instead (UsersManager does so
+        # for a zero capacity, rather than limit every user to nothing)
+        ceiling = guaranteed * factor if guaranteed > 0 else (
+            q.max[mem] if q.max is not None else self.cluster.total[mem])
 
         def limit(current: float) -> float:
-            return min(max(current / active, current * percent / 100), guaranteed * factor)
+            return min(max(current / active, current * percent / 100), ceiling)
 
         allowed = 0
         for usage, slots in q.users.values():
@@ -141,7 +145,7 @@ class YarnCapacityTreeState(QueueTreeState):
             if usage[mem] <= limit(consumed) + 1e-9:
                 allowed |= uf
                 continue
-            if usage[mem] > guaranteed * factor + 1e-9:
+            if usage[mem] > ceiling + 1e-9:
                 continue
             while uf:
                 low = uf & -uf
