@@ -63,6 +63,15 @@ def test_check_finds_a_queue_above_its_caps(caps_run, tmp_path):
     result = check_run(tmp_path)
     assert (result.queue_over_max, result.queue_over_max_apps) == (6, 2) and not result.ok
     assert result.examples["queue_over_max"][0] == "root.a at t=0: cpu 3 in use, max 2"
+    # b's user bob, limited to 0.5 of the cluster's 10 cpus: at most 5; he runs 6 at 0 s and
+    # 6 at 10 s (b1, b2 then b3, b4): the sixth start of each wave breaks it, 2 more
+    del tree[0]["max"]
+    tree[1]["user_limit"] = 0.5
+    (tmp_path / "queues.json").write_text(json.dumps(tree))
+    result = check_run(tmp_path)
+    assert result.queue_over_max == 2
+    assert result.examples["queue_over_max"] == ["user bob in root.b at t=0: cpu 6 in use, max 5",
+                                                 "user bob in root.b at t=10: cpu 6 in use, max 5"]
 
 
 def test_queue_metrics_worked_by_hand(caps_run):

@@ -97,6 +97,20 @@ def test_task_shares_not_tasks_are_what_weights_divide():
     assert running(s) == {"a1": 3, "b1": 3, "b2": 3}
 
 
+def test_the_tree_reports_each_queues_share_usage_and_fair_share():
+    """The weights test's allocation as a reader outside the offer sees it: a (weight 2)
+    S = 8/12, fair share 2/3, 8 cpus; b (weight 1) S = 4/12, 1/3, 4 cpus, three apps running."""
+    s = tree_scheduler([{"name": "a", "weight": 2}, {"name": "b", "max": {"cpu": 6}}], nodes(12, "cpu:1"))
+    s.submit(app("a1", "a", "cpu:1"))
+    for k in range(3):
+        s.submit(app(f"b{k}", "b", "cpu:1"))
+    s.schedule()
+    rows = {r["queue"]: r for r in s.tree.report()}
+    assert rows["root.a"]["share"] == pytest.approx(8 / 12) and rows["root.a"]["fair_share"] == pytest.approx(2 / 3)
+    assert rows["root.b"]["usage"] == {"cpu": 4} and rows["root.b"]["running_apps"] == 3
+    assert rows["root.b"]["max"] == {"cpu": 6} and rows["root.a"]["max"] is None
+
+
 # ----- min, max, max_apps, user_limit --------------------------------------------------
 
 @pytest.mark.parametrize("min_cpu, expected", [(None, {"a": 2, "b": 8}), (6, {"a": 6, "b": 4})])
@@ -251,3 +265,42 @@ def test_a_restored_tree_scheduler_goes_on_as_the_original():
         again = sched.schedule()
         assert [c.app_id for c in again] == [placed[0].app_id]
         assert by_queue(sched) == {"a": 8, "b": 4} and running(sched)["b2"] == 0
+
+
+def test_a_leafs_policy_orders_its_apps():
+    """4 nodes <cpu:1>, two equal leaves: fifo in f (the first app takes all f gets, 2 cpus),
+    tsf in t (2 apps, 1 each)."""
+    s = tree_scheduler([{"name": "f", "policy": "fifo"}, {"name": "t"}], nodes(4, "cpu:1"))
+    for q in ("f", "t"):
+        s.submit(app(f"{q}1", q, "cpu:1", submit=0))
+        s.submit(app(f"{q}2", q, "cpu:1", submit=1))
+    s.schedule()
+    assert running(s) == {"f1": 2, "f2": 0, "t1": 1, "t2": 1}
+
+
+@pytest.mark.parametrize("queues, policy, message", [
+    ([{"name": "a", "policy": "pm-drf"}], "tsf", "policy pm-drf keys per node, picks nodes or counts slots"),
+    ([{"name": "a"}], "slots", "policy slots keys per node, picks nodes or counts slots"),
+    ([{"name": "a", "policy": "fifo", "children": [{"name": "b"}]}], "tsf",
+     "policy fifo has no per-task share to order queue root.a's children by"),
+])
+def test_policies_a_tree_cannot_use_are_refused_in_one_line(queues, policy, message):
+    from rayrm.rm.core.errors import InputError
+    with pytest.raises(InputError, match=message):
+        tree_scheduler(queues, nodes(2, "cpu:1"), policy=policy)
+
+
+def test_a_drf_parent_counts_a_child_by_the_dominant_share_of_its_usage():
+    """root under drf, whose share aggregates by usage (rm/core/shares.py): 10 nodes
+    <cpu:2;mem:2>; a holds a1 <1 cpu> and a2 <1 mem>, b holds b1 <1, 1>.  a's share is
+    max(cpu_a, mem_a)/20, not the sum of its apps' dominant shares: with n_a1 = n_a2 = n_b = x
+    (DRF inside a too), cpu x + x <= 20 and mem x + x <= 20 give x = 10 — every resource
+    used, each queue's dominant share 1/2.  (Summing a1's and a2's would hold a to
+    2x_a = n_b: 7, 7 and 13 here.)"""
+    s = tree_scheduler([{"name": "a"}, {"name": "b"}], nodes(10, "cpu:2;mem:2"), policy="drf")
+    s.submit(app("a1", "a", "cpu:1"))
+    s.submit(app("a2", "a", "mem:1"))
+    s.submit(app("b1", "b", "cpu:1;mem:1"))
+    s.schedule()
+    assert running(s) == {"a1": 10, "a2": 10, "b1": 10}
+    assert [r["share"] for r in s.tree.report()] == [0.5, 0.5]

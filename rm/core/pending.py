@@ -182,10 +182,6 @@ class PendingIndex:
         """The app's slot as a one-bit integer, valid until the next compaction."""
         return 1 << self._slot[app_id]
 
-    def fits_mask(self, node: int, free) -> int:
-        """The bitset of pending apps that may use ``node`` and whose task fits ``free``
-        (any vector: a node's free resources, or a queue's headroom)."""
-        return self._mask(node, free)
 
     @property
     def pending_mask(self) -> int:
@@ -195,6 +191,10 @@ class PendingIndex:
     def item(self, bit: int):
         """What ``add`` named the app of a one-bit integer."""
         return self._items[bit.bit_length() - 1]
+
+    #: fits_mask(node, vector): the bitset of pending apps that may use ``node`` and whose
+    #: task fits ``vector`` (a node's free resources, or a queue's headroom)
+    fits_mask = _mask
 
     def any_fits(self, node: int, free) -> bool:
         """Is there a pending app that may use ``node`` and whose task fits ``free``?"""

@@ -5,7 +5,8 @@ leaf in jobs.csv's ``queue`` column.  From them and tasks.csv:
 
 * ``check_queue_caps`` — no queue ever held more than its ``max`` (per resource, usage swept
   over the attempts of its subtree's jobs as ``check._check_capacity`` sweeps a node's,
-  with the same tolerances) nor ran more than ``max_apps`` apps at once (an app runs from
+  with the same tolerances), no user of a queue more than its ``user_limit`` of the queue's
+  max (the cluster without one), nor ran more than ``max_apps`` apps at once (an app runs from
   its first attempt's start to its finish, as the scheduler counts it).  Percentages are of
   the cluster nodes.csv lists.
 * ``queue_metrics`` — per queue, its time-averaged share S_Q = Σ_{i ∈ Q} w_i s_i (s_i the
@@ -94,12 +95,21 @@ def check_queue_caps(run: RunDir, result) -> None:
         hi = bounds[q.path][1]
         if hi and mine.any():
             _sweep_max(q, started[mine], demand, dims, hi, result)
+        if q.user_limit is not None and mine.any():
+            total = _total(run)
+            cap = {d: q.user_limit * hi.get(d, total[d]) for d in dims}
+            users = jobs.set_index("app")["user"].reindex(started["app"][mine]).to_numpy()
+            for user in sorted(set(users)):
+                _sweep_max(q, started[mine][users == user], demand, dims, cap, result,
+                           f"user {user} in ")
         if q.max_apps is not None:
             apps = [a for a in first.index if _in(q.path, str(leaf_of[a]))]
             _sweep_apps(q, first[apps].to_numpy(), until[apps].to_numpy(), result)
 
 
-def _sweep_max(q: QueueSpec, rows: pd.DataFrame, demand: pd.DataFrame, dims, hi: dict, result) -> None:
+def _sweep_max(q: QueueSpec, rows: pd.DataFrame, demand: pd.DataFrame, dims, hi: dict, result,
+               who: str = "") -> None:
+    """Starts after which the attempts of ``rows`` hold more than ``hi`` in some resource."""
     d = demand.reindex(rows["app"]).fillna(0.0).to_numpy(dtype=float)
     start = rows["start"].to_numpy(dtype=float)
     finish = np.maximum(rows["finish"].fillna(np.inf).to_numpy(dtype=float), start)
@@ -114,7 +124,7 @@ def _sweep_max(q: QueueSpec, rows: pd.DataFrame, demand: pd.DataFrame, dims, hi:
     result.queue_over_max += int(over.sum())
     for j in np.flatnonzero(over)[:5]:
         r = int(np.argmax(used[j] - limit[j]))
-        result.note("queue_over_max", f"{q.full_name} at t={times[order][j]:g}: {dims[r]} {used[j, r]:g} "
+        result.note("queue_over_max", f"{who}{q.full_name} at t={times[order][j]:g}: {dims[r]} {used[j, r]:g} "
                                       f"in use, max {cap[r]:g}")
 
 

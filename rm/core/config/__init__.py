@@ -66,6 +66,7 @@ from rayrm.rm.core.fields import integer as _integer, listing as _list, mapping 
 from rayrm.rm.core.fields import number as _number, resources as _resources
 from rayrm.rm.core.config.jobtable import (JOB_KEYS, MAX_JOB_TASKS, job_from_fields,  # noqa: F401 (also here)
                                     read_job_table, write_job_table)
+from rayrm.rm.core.queues.scheduler import check_tree_policies
 from rayrm.rm.core.queues.tree import QueueTree, default_tree, parse_queues
 from rayrm.rm.core.faults import parse_faults
 from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
@@ -325,6 +326,7 @@ def parse_config(doc: Any, path: Path | None = None) -> ExperimentConfig:
         queues = parse_queues(doc.get("queues"), dims, total)
         if not queues.flat and policy == "ray-native":
             raise InputError("ray-native schedules without rayrm's queues; use another policy", field="queues")
+        check_tree_policies(queues, policy)
         run = RunSettings.parse(doc.get("run"))
         faults = [str(f) for f in _list(doc.get("faults"), "faults")]
         parse_faults(faults, {n.name for n in nodes} | {e.node for e in events if e.spec is not None},

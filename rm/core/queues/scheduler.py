@@ -25,9 +25,10 @@ import numpy as np
 from rayrm.rm.core.cluster import AppState
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.queues.state import QueueTreeState
-from rayrm.rm.core.model import AppSpec, Container, NodeSpec
+from rayrm.rm.core.model import EPS, AppSpec, Container, NodeSpec
 from rayrm.rm.core.policies import Policy, PolicyError, make_policy
 from rayrm.rm.core.policies.base import policy_label
+from rayrm.rm.core.policies.plugins import resolve_policy
 from rayrm.rm.core.queues.tree import QueueTree
 from rayrm.rm.core.queues.yarn_capacity import YarnCapacityTreeState, check_capacity_queues
 from rayrm.rm.core.queues.yarn_fair import YarnFairTreeState, check_fair_queues
@@ -86,6 +87,7 @@ class TreeScheduler(OnlineScheduler):
         self.tree = state(queues, policies, self.policy, self.cluster, self._index, naive)
         self._leaf_policy: dict[str, tuple[Policy, bool]] = {
             q.spec.path: (q.policy, type(q.policy).key is Policy.key) for q in self.tree.queues}
+        self._uniform = self._unit_key and all(p is self.policy for p, _ in self._leaf_policy.values())
 
     def _check_policies(self, queues: QueueTree, policies: dict) -> None:
         """Every queue's policy can order its children (one line, exit 2, when not)."""
@@ -112,7 +114,9 @@ class TreeScheduler(OnlineScheduler):
     def release(self, container_id: int) -> Container:
         app = self.cluster.holders[container_id][0]
         container = super().release(container_id)
-        self._redirty(self.tree.released(app))
+        blocked = self.tree.released(app)
+        if blocked:
+            self._redirty(blocked)
         return container
 
     def finish_app(self, app_id: str) -> list[Container]:
@@ -126,7 +130,7 @@ class TreeScheduler(OnlineScheduler):
         super()._rekey_all()
         self._redirty(self.tree.rebuild())
 
-    def _redirty(self, nodes: list[int]) -> None:
+    def _redirty(self, nodes) -> None:
         """Nodes a cap had kept from some app, now that the cap loosened: offer them again."""
         live = self.cluster.nodes
         self._dirty.update(m for m in nodes if live[m].alive)
@@ -144,6 +148,10 @@ class TreeScheduler(OnlineScheduler):
         return u
 
     def _set_key(self, app: AppState) -> None:
+        if self._uniform:               # every leaf keys its apps as the flat scheduler does
+            app.key = key = served_key(app.running, app.unit)
+            app.entry = (key, app.submit, app.app_id, app)
+            return
         policy, per_task = self._leaf_policy[app.spec.queue]
         if per_task:
             key = served_key(app.running, app.unit)
@@ -167,32 +175,64 @@ class TreeScheduler(OnlineScheduler):
                 self._offer_tree(nodes[m], placed)
         fresh_apps = [a for a in fresh.values() if a.pending > 0]
         if fresh_apps and self._order:
+            # Only nodes some fresh app may use, and of those only where one of them fits
+            # (by the invariant, no older app fits a node that was not freed since).
             mask = np.frombuffer(fresh_apps[0].eligible, dtype=np.uint8)
             for a in fresh_apps[1:]:
                 mask = mask | np.frombuffer(a.eligible, dtype=np.uint8)
             for m in np.flatnonzero(mask).tolist():
-                if m not in dirty and nodes[m].alive:
-                    self._offer_tree(nodes[m], placed)
-                    if not self._order:
-                        break
+                node = nodes[m]
+                if m in dirty or not node.alive or not _any_fits(fresh_apps, m, node.free):
+                    continue
+                self._offer_tree(node, placed)
+                if not self._order:
+                    break
         self.placements += len(placed)
         return placed
 
     def _offer_tree(self, node, placed: list) -> None:
-        choose, m, free = self.tree.choose, node.index, node.free
+        choose, m, free, order = self.tree.choose, node.index, node.free, self._order
         while True:
-            app = choose(m, free)
+            app = choose(m, free, order)
             if app is None:
                 return
             placed.append(self._place(app, node, self._order))
 
 
-def _check_policy(policy: Policy, queue: str, parent: bool) -> None:
-    name = getattr(policy, "name", "?")
+def _any_fits(apps: list[AppState], m: int, free) -> bool:
+    """Does a task of one of ``apps`` that may use node m fit ``free``?"""
+    for a in apps:
+        if a.pending > 0 and a.eligible[m]:
+            for r, d in enumerate(a.demand):
+                if d > free[r] + EPS:
+                    break
+            else:
+                return True
+    return False
+
+
+def check_tree_policies(queues: QueueTree, policy: str) -> None:
+    """Refuse, before anything runs, a policy the tree cannot use (``_check_policy``), read
+    from the classes the config's policy strings name."""
+    if queues.flat:
+        return
+    if getattr(resolve_policy(policy).cls, "scheduler", None) in YARN_SCHEDULERS:
+        check_queues(policy, queues)    # YARN's schedulers: their own rules (docs/yarn-schedulers.md)
+        return
+    for spec in queues.queues():
+        text = spec.policy or policy
+        cls = resolve_policy(text).cls
+        _check_policy(cls, spec.full_name, parent=bool(spec.children) or not spec.path, name=text)
+
+
+def _check_policy(policy, queue: str, parent: bool, name: str | None = None) -> None:
+    """``policy``: a Policy, or its class."""
+    name = name or getattr(policy, "name", "?")
     if policy.per_node or policy.best_fit or policy.virtual_dims:
         raise InputError(f"policy {name} keys per node, picks nodes or counts slots: it cannot "
                          f"order queue {queue} (use tsf, cdrf, drf, drfh-ff, cmmf-cpu/mem or fifo)",
                          field="queues")
-    if parent and type(policy).key is not Policy.key:
+    cls = policy if isinstance(policy, type) else type(policy)
+    if parent and cls.key is not Policy.key:
         raise InputError(f"policy {name} has no per-task share to order queue {queue}'s children by "
                          f"(set it on leaf queues)", field="queues")

@@ -10,7 +10,9 @@ node within every cap on the way — the one of least ``(needy, ρ, name)`` take
 * ρ, the child's share per unit of weight: for a leaf ρ_L = S_L / W_L with
   S_L = Σ_{i ∈ L} n_i w_i u_i, u_i the parent's policy's per-task unit of app i
   (``Policy.unit``); under TSF w_i u_i = 1/h_i and S_L = Σ_{i ∈ L} n_i / h_i, the task
-  shares of its apps (tsf-paper §V-A) added up.  For a parent,
+  shares of its apps (tsf-paper §V-A) added up.  A parent's policy whose share kind
+  aggregates by usage (``ShareKind.aggregate``: DRF's dominant share, cmmf's resource
+  share) counts a child as its formula of the child's usage Σ n_i d_i instead.  For a parent,
   ρ_Q = (Σ_{c ∈ A(Q)} W_c / W_Q) · min_{c ∈ A(Q)} ρ_c over its active children A(Q):
   its active children are rescaled to the least served of them and the others left out,
   the two corrections H-DRF makes to a naive hierarchy (Bhattacharya et al., SoCC 2013);
@@ -40,6 +42,7 @@ import math
 from typing import TYPE_CHECKING
 
 from rayrm.rm.core.queues.tree import QueueSpec, QueueTree, resolve_bounds
+from rayrm.rm.core.shares import Holders, ShareKind, dominant_per_task
 
 if TYPE_CHECKING:
     from rayrm.rm.core.cluster import AppState, ClusterState
@@ -47,6 +50,8 @@ if TYPE_CHECKING:
     from rayrm.rm.core.policies import Policy
 
 INF = math.inf
+#: above this many candidates in the chosen leaf, walk the sorted order to the first of them
+LEAF_WALK = 16
 
 
 class QueueState:
@@ -54,7 +59,7 @@ class QueueState:
 
     __slots__ = ("spec", "name", "children", "weight", "policy", "agg", "usage", "running_apps", "mask",
                  "waiting", "min", "max", "max_apps", "user_limit", "user_cap", "users", "blocked", "capped",
-                 "share", "max_share")
+                 "share", "max_share", "track", "kind")
 
     def __init__(self, spec: QueueSpec, policy: "Policy", share: float, max_share: float):
         self.spec = spec
@@ -77,6 +82,11 @@ class QueueState:
         self.capped = spec.max_apps is not None or spec.user_limit is not None or bool(spec.max) \
             or spec.max_capacity is not None
         self.share, self.max_share = share, max_share     # of the cluster, by capacity
+        #: the share kind of the parent's policy when it aggregates by usage (DRF, cmmf):
+        #: the queue's share is then that formula of its usage Σ n_i d_i (set by the tree)
+        self.kind: ShareKind | None = None
+        #: keep the usage vector: only a queue with a min, a cap or a usage share reads it
+        self.track = self.capped or bool(spec.min) or spec.capacity is not None
 
     def min_ratio(self) -> float:
         """max_r U_r / min_r over the resources its min names (inf: no min): below 1, the
@@ -90,21 +100,15 @@ class QueueState:
         return f"QueueState({self.name}, agg={self.agg:g}, running_apps={self.running_apps})"
 
 
-def _offer_order(candidate: tuple) -> tuple:
-    """A child below its min first (least usage/min first), then least ρ; ties on the name."""
-    q, _, sigma = candidate
-    ratio = q.min_ratio() if q.min is not None else INF
-    return (0, ratio, q.name) if ratio < 1 else (1, sigma, q.name)
-
-
 class Member:
     """An app's place in the tree: its queues leaf first (root excluded), and what one of
     its tasks adds to each one's aggregate."""
 
-    __slots__ = ("path", "contrib", "bit", "admitted", "user")
+    __slots__ = ("path", "contrib", "bit", "admitted", "user", "capped")
 
     def __init__(self, path: list[QueueState], user: str):
         self.path = path
+        self.capped = [q for q in path if q.capped]     # the queues whose caps may block it
         self.contrib: list[float] = [0.0] * len(path)
         self.bit = 0
         self.admitted = False
@@ -112,12 +116,7 @@ class Member:
 
 
 class QueueTreeState:
-    """Every queue's accounting, and ``choose``: the app the tree offers a node to.
-
-    A scheduler over the same tree with its own order (YARN's) overrides ``_active``, which
-    gives each candidate child its key, and ``offer_order``, which reads it."""
-
-    offer_order = staticmethod(_offer_order)
+    """Every queue's accounting, and ``choose``: the app the tree offers a node to."""
 
     def __init__(self, tree: QueueTree, policies: dict, default: "Policy", cluster: "ClusterState",
                  index: "PendingIndex", naive: bool = False):
@@ -139,6 +138,11 @@ class QueueTreeState:
 
         self.root = build(tree.root, 1.0, 1.0)
         self.queues = list(self.by_path.values())
+        for q in self.queues:
+            kind = q.policy.share_kind()
+            if kind.aggregate == "usage":
+                for c in q.children:
+                    c.kind, c.track = kind, True
         self.resolve()
 
     def leaf(self, path: str) -> QueueState:
@@ -192,7 +196,8 @@ class QueueTreeState:
                 q.users.setdefault(member.user, [[0.0] * len(q.usage), 0])[1] |= member.bit
             if n:
                 q.agg += n * member.contrib[k]
-                self._add_usage(q, member.user, app.demand, n)
+                if q.track:
+                    self._add_usage(q, member.user, app.demand, n)
 
     def _contributions(self, app: "AppState", member: Member) -> None:
         """w_i u_i of the app under the policy of each of its queues' parent."""
@@ -255,7 +260,8 @@ class QueueTreeState:
         member.admitted = True
         for k, q in enumerate(member.path):
             q.agg += contrib[k]
-            self._add_usage(q, user, demand, 1)
+            if q.track:
+                self._add_usage(q, user, demand, 1)
             if admit:
                 q.running_apps += 1
                 q.waiting &= ~member.bit
@@ -265,8 +271,9 @@ class QueueTreeState:
         member = self.members[app.app_id]
         for k, q in enumerate(member.path):
             q.agg -= n * member.contrib[k]
-            self._add_usage(q, member.user, app.demand, -n)
-        return self.take_blocked(member.path)
+            if q.track:
+                self._add_usage(q, member.user, app.demand, -n)
+        return self.take_blocked(member.capped) if member.capped else ()
 
     def finished(self, app: "AppState", running: int) -> list[int]:
         """The app is done; ``running``: its tasks still running, released with it."""
@@ -275,7 +282,8 @@ class QueueTreeState:
         for k, q in enumerate(member.path):
             if running:
                 q.agg -= running * member.contrib[k]
-                self._add_usage(q, member.user, app.demand, -running)
+                if q.track:
+                    self._add_usage(q, member.user, app.demand, -running)
             q.mask &= ~bit
             q.waiting &= ~bit
             if member.admitted:
@@ -293,24 +301,74 @@ class QueueTreeState:
                 q.blocked = set()
         return out
 
+    def usage_share(self, q: QueueState, weight: float) -> float:
+        """S_Q / weight under a usage-aggregating kind: its formula of the queue's usage as
+        one holder (``ShareKind``, rm/core/shares.py), the cluster's totals now."""
+        cluster = self.cluster
+        total = tuple(cluster.total) + tuple(cluster.virtual_total)
+        real = len(cluster.dims)
+        usage = tuple(q.usage)
+        dominant = float(dominant_per_task([usage[:real]], total[:real])[0])
+        holder = Holders(tuple(cluster.dims) + tuple(cluster.virtual_dims), real, total, usage, weight,
+                         1.0, 1.0, dominant)
+        return float(q.kind.of(1.0, holder))
+
+    def share(self, q: QueueState) -> float:
+        """S_Q, the queue's share under its parent's policy at weight 1."""
+        return q.agg if q.kind is None else self.usage_share(q, 1.0)
+
+    def report(self) -> list[dict]:
+        """Every queue below root now, parents first: its full name, weight, S_Q (the share
+        its parent's policy counts), steady fair share F_Q = F_parent W_Q / Σ_siblings W,
+        running apps, usage per resource (from the apps: kept incrementally only where a
+        min or cap reads it), min and max.  For readers outside the offer (the UI, REST)."""
+        dims = self.cluster.dims
+        usage = {q.name: [0.0] * len(dims) for q in self.queues}
+        apps = self.cluster.apps
+        for app_id, member in self.members.items():
+            app = apps[app_id]
+            if app.running:
+                for q in member.path:
+                    u = usage[q.name]
+                    for r in range(len(dims)):
+                        u[r] += app.running * app.demand[r]
+        fair = {self.root.name: 1.0}
+        out = []
+        for q in self.queues:
+            total = sum(c.weight for c in q.children)
+            for c in q.children:
+                fair[c.name] = fair[q.name] * c.weight / total
+                out.append({"queue": c.name, "weight": c.weight, "share": self.share(c), "fair_share": fair[c.name],
+                            "running_apps": c.running_apps, "leaf": not c.children,
+                            "usage": dict(zip(dims, usage[c.name])),
+                            "min": dict(zip(dims, c.min)) if c.min is not None else None,
+                            "max": {d: x for d, x in zip(dims, c.max) if x < INF} if c.max is not None else None})
+        return out
+
     # ----- the offer ---------------------------------------------------------------
 
-    def choose(self, m: int, free) -> "AppState | None":
+    def choose(self, m: int, free, order: list) -> "AppState | None":
         """The app node ``m`` (with ``free`` left) is offered to: down the tree, at each
         queue to the active child (one with a candidate on m within its caps) of least
-        ``(needy, ρ, name)``, then the least entry among the leaf's candidates."""
+        ``(needy, ρ, name)``, then the least entry among the leaf's candidates (``order``:
+        every pending app's entry, sorted)."""
         index = self.index
         fit = index.fits_mask(m, free)
         q = self.root
         memo: dict = {}
         while fit and q.children:
-            active = self._active(q, fit, m, memo)
-            if not active:
+            found = memo[q] if q in memo else self._scan(q, fit, m, memo)
+            if found is None:
                 return None
-            best = min(active, key=self.offer_order)
-            q, fit = best[0], best[1]
+            q, fit = found[0], found[1]
         if not fit:
             return None
+        if fit.bit_count() > LEAF_WALK:
+            # many candidates: the first of them in the sorted order is the least
+            bit = index.bit
+            for entry in order:
+                if fit & bit(entry[2]):
+                    return entry[3]
         best_entry = None
         while fit:
             low = fit & -fit
@@ -320,13 +378,14 @@ class QueueTreeState:
             fit ^= low
         return best_entry[3]
 
-    def _active(self, q: QueueState, fit: int, m: int, memo: dict) -> list:
-        """[(child, its candidates, ρ_child)] for q's children with a candidate on node m
-        (the module docstring's ρ)."""
-        hit = memo.get(q)
-        if hit is not None:
-            return hit
-        out = []
+    def _scan(self, q: QueueState, fit: int, m: int, memo: dict) -> tuple | None:
+        """q's active children on node m (candidates ``fit``): (the one of least (needy, ρ,
+        name), its candidates, min ρ over them, Σ their weights), None if none is active;
+        kept in ``memo`` for the descent."""
+        best = None
+        best_cf, b_tier, b_val = 0, 2, INF
+        low, wsum = INF, 0.0
+        naive = self.naive
         for c in q.children:
             cf = fit & c.mask
             if not cf:
@@ -338,17 +397,28 @@ class QueueTreeState:
                 cf = within
                 if not cf:
                     continue
-            if c.children and not self.naive:
-                below = self._active(c, cf, m, memo)
-                if not below:
+            if c.children and not naive:
+                below = self._scan(c, cf, m, memo)
+                if below is None:
                     continue
-                level = min(s for _, _, s in below)
-                sigma = level * sum(a.weight for a, _, _ in below) / c.weight
+                rho = below[2] * below[3] / c.weight
+            elif c.kind is None:
+                rho = c.agg / c.weight
             else:
-                sigma = c.agg / c.weight
-            out.append((c, cf, sigma))
-        memo[q] = out
-        return out
+                rho = self.usage_share(c, c.weight)
+            if rho < low:
+                low = rho
+            wsum += c.weight
+            tier, val = 1, rho
+            if c.min is not None:
+                ratio = c.min_ratio()
+                if ratio < 1:
+                    tier, val = 0, ratio
+            if tier < b_tier or (tier == b_tier and (val < b_val or (val == b_val and c.name < best.name))):
+                best, best_cf, b_tier, b_val = c, cf, tier, val
+        found = None if best is None else (best, best_cf, low, wsum)
+        memo[q] = found
+        return found
 
     def _within_caps(self, q: QueueState, cf: int, m: int) -> int:
         """The candidates ``cf`` of queue q that its max, max_apps and user_limit admit on node m."""

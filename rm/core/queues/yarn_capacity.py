@@ -34,7 +34,8 @@ rejects submissions beyond it instead; rayrm keeps every job and delays it (docs
 from __future__ import annotations
 
 from rayrm.rm.core.errors import InputError
-from rayrm.rm.core.queues.state import INF, QueueState, QueueTreeState
+from rayrm.rm.core.queues.keyed import KeyedTreeState
+from rayrm.rm.core.queues.state import INF, QueueState
 from rayrm.rm.core.queues.tree import QueueTree
 from rayrm.rm.core.shares import resource_index
 
@@ -48,14 +49,8 @@ FAIR_ONLY = {"min": "minResources is a Fair Scheduler setting (under yarn-capaci
                            "and min_user_limit_percent)"}
 
 
-def _by_key(candidate: tuple) -> tuple:
-    return candidate[2]
-
-
-class YarnCapacityTreeState(QueueTreeState):
+class YarnCapacityTreeState(KeyedTreeState):
     """The tree's accounting with the Capacity Scheduler's order and user limits."""
-
-    offer_order = staticmethod(_by_key)
 
     def __init__(self, tree, policies, default, cluster, index, naive=False):
         self.mem = resource_index(cluster.dims, "memory")
@@ -74,34 +69,15 @@ class YarnCapacityTreeState(QueueTreeState):
         """g_Q: the fraction of the cluster queue ``path`` is guaranteed."""
         return self.guarantee[self.by_path[path]]
 
+    def child_key(self, parent: QueueState, child: QueueState) -> tuple:
+        """(used capacity, -guarantee, name): most under its guarantee first, ties to the
+        larger guarantee, then the name."""
+        return self.used_capacity(child), -self.guarantee[child], child.name
+
     def used_capacity(self, q: QueueState) -> float:
         """U_Q / (g_Q · total_mem); inf for a queue with no guarantee."""
         g = self.guarantee[q] * self.cluster.total[self.mem]
         return q.usage[self.mem] / g if g > 0 else INF
-
-    def _active(self, q: QueueState, fit: int, m: int, memo: dict) -> list:
-        """[(child, its candidates, (used capacity, -guarantee, name))] for q's children
-        with a candidate on node m within their caps."""
-        hit = memo.get(q)
-        if hit is not None:
-            return hit
-        out = []
-        for c in q.children:
-            cf = fit & c.mask
-            if not cf:
-                continue
-            if c.capped:
-                within = self._within_caps(c, cf, m)
-                if within != cf:
-                    c.blocked.add(m)
-                cf = within
-                if not cf:
-                    continue
-            if c.children and not self._active(c, cf, m, memo):
-                continue
-            out.append((c, cf, (self.used_capacity(c), -self.guarantee[c], c.name)))
-        memo[q] = out
-        return out
 
     def _within_caps(self, q: QueueState, cf: int, m: int) -> int:
         """The candidates its max(-capacity), max_apps and, in a leaf, user limit admit."""

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.queues.fairshare import fair_shares
-from rayrm.rm.core.queues.state import INF, QueueState, QueueTreeState
+from rayrm.rm.core.queues.keyed import KeyedTreeState
+from rayrm.rm.core.queues.state import INF, QueueState
 from rayrm.rm.core.queues.tree import QueueTree
 from rayrm.rm.core.shares import resource_index
 
@@ -40,44 +41,17 @@ FAIR_POLICIES = {"yarn-fair": "fair", "cmmf-mem": "fair", "drf": "drf", "fifo": 
 CAPACITY_ONLY = ("user_limit_factor", "min_user_limit_percent")
 
 
-def _by_key(candidate: tuple) -> tuple:
-    return candidate[2]
-
-
-class YarnFairTreeState(QueueTreeState):
+class YarnFairTreeState(KeyedTreeState):
     """The tree's accounting with the Fair Scheduler's order (module docstring)."""
-
-    offer_order = staticmethod(_by_key)
 
     def __init__(self, tree, policies, default, cluster, index, naive=False):
         super().__init__(tree, policies, default, cluster, index, naive)
         self.mem = resource_index(cluster.dims, "memory")
-        self.kind = {q: FAIR_POLICIES[q.policy.name] for q in self.queues}
+        self.fair_policy = {q: FAIR_POLICIES[q.policy.name] for q in self.queues}
 
-    def _active(self, q: QueueState, fit: int, m: int, memo: dict) -> list:
-        """[(child, its candidates, its key under q's policy)] for q's children with a
-        candidate on node m within their caps."""
-        hit = memo.get(q)
-        if hit is not None:
-            return hit
-        out = []
-        drf = self.kind[q] == "drf"
-        for c in q.children:
-            cf = fit & c.mask
-            if not cf:
-                continue
-            if c.capped:
-                within = self._within_caps(c, cf, m)
-                if within != cf:
-                    c.blocked.add(m)
-                cf = within
-                if not cf:
-                    continue
-            if c.children and not self._active(c, cf, m, memo):
-                continue
-            out.append((c, cf, self.drf_key(c) if drf else self.fair_key(c)))
-        memo[q] = out
-        return out
+    def child_key(self, parent: QueueState, child: QueueState) -> tuple:
+        """child's key under parent's Fair Scheduler policy (``drf_key`` or ``fair_key``)."""
+        return self.drf_key(child) if self.fair_policy[parent] == "drf" else self.fair_key(child)
 
     def fair_key(self, c: QueueState) -> tuple:
         """FairShareComparator: (0, U / max(min(minShare, demand), 1)) when needy, else
