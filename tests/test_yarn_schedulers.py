@@ -84,6 +84,8 @@ def test_instantaneous_fair_share_counts_only_active_queues():
     shares = s.tree.fair_shares()
     assert [shares[q][1] for q in ("a", "b", "c")] == pytest.approx([6144, 6144, 0])
     assert s.tree.fair_share("") == [12, 12288]
+    # what readers outside the offer see: 6144 / 12288 = 0.5 each, c 0
+    assert [r["fair_share"] for r in s.tree.report()] == pytest.approx([0.5, 0.5, 0.0])
     assert s.tree.min_share("b") == [0, 6144]
     queues[1].pop("min")
     s = run(scheduler("yarn-fair", queues), app("a1", "a", "cpu:1;memory_mb:1024"),
@@ -190,6 +192,7 @@ def test_least_used_capacity_is_offered_first():
     assert isinstance(s.tree, YarnCapacityTreeState)
     assert s.tree.absolute_capacity("a") == 0.75 and s.tree.absolute_capacity("b") == 0.25
     assert by_queue(s) == {"a": 9, "b": 3}
+    assert [(r["queue"], r["fair_share"]) for r in s.tree.report()] == [("root.a", 0.75), ("root.b", 0.25)]
 
 
 @pytest.mark.parametrize("extra, expected", [

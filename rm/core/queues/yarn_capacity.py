@@ -69,6 +69,13 @@ class YarnCapacityTreeState(KeyedTreeState):
         """g_Q: the fraction of the cluster queue ``path`` is guaranteed."""
         return self.guarantee[self.by_path[path]]
 
+    def report(self) -> list[dict]:
+        """``QueueTreeState.report`` with each queue's fair share its absolute capacity g_Q."""
+        out = super().report()
+        for row in out:
+            row["fair_share"] = self.absolute_capacity(row["queue"].partition(".")[2])
+        return out
+
     def child_key(self, parent: QueueState, child: QueueState) -> tuple:
         """(used capacity, -guarantee, name): most under its guarantee first, ties to the
         larger guarantee, then the name."""

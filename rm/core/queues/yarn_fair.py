@@ -114,6 +114,16 @@ class YarnFairTreeState(KeyedTreeState):
             stack.extend(q.children)
         return out
 
+    def report(self) -> list[dict]:
+        """``QueueTreeState.report`` with each queue's fair share the Fair Scheduler's
+        instantaneous one, as a fraction of the cluster's memory."""
+        out = super().report()
+        shares, total = self.fair_shares(), self.cluster.total[self.mem]
+        for row in out:
+            path = row["queue"].partition(".")[2]
+            row["fair_share"] = shares[path][self.mem] / total if total > 0 else 0.0
+        return out
+
     def fair_share(self, path: str) -> list[float]:
         """Queue ``path``'s instantaneous fair share now, per resource."""
         return self.fair_shares()[path]
