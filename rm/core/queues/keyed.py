@@ -20,6 +20,9 @@ class KeyedTreeState(QueueTreeState):
         super().__init__(tree, policies, default, cluster, index, naive)
         for q in self.queues:              # no app yet: usage starts at 0 everywhere
             q.track = True
+        self._recheck: dict[int, set] = {}  # node -> the queues whose caps may have loosened on it
+        #: node -> (its free space, its candidates) when an offer of it last ended in None
+        self._held: dict[int, tuple] = {}
 
     def child_key(self, parent: QueueState, child: QueueState) -> tuple:
         raise NotImplementedError
@@ -47,3 +50,39 @@ class KeyedTreeState(QueueTreeState):
         found = None if best is None else (best, best_cf, None, None)
         memo[q] = found
         return found
+
+    def take_blocked(self, queues) -> list[int]:
+        """The nodes a cap of one of ``queues`` kept from a candidate, to be offered again
+        now that the cap may have loosened.  Each is first re-tested against those caps
+        alone (``choose``): under YARN's user limits many idle fragments are held back at
+        once, one release frees room for about one container, and a full offer of every
+        fragment after every release would dominate the run."""
+        out: list[int] = []
+        recheck = self._recheck
+        for q in queues:
+            if q.blocked:
+                for m in q.blocked:
+                    recheck.setdefault(m, set()).add(q)
+                out.extend(q.blocked)
+                q.blocked = set()
+        return out
+
+    def choose(self, m: int, free, order: list):
+        """``QueueTreeState.choose``, but a node offered again only because caps loosened —
+        its free space and candidates as when its last offer ended — whose loosened caps
+        still refuse every candidate of theirs is answered None at once, and stays held
+        back: nothing else about it changed, so a full offer would end in None too."""
+        queues = self._recheck.pop(m, None)
+        fit = self.index.fits_mask(m, free)
+        held = self._held.get(m)
+        if queues is not None and held is not None and held[0] == tuple(free) and not fit & ~held[1]:
+            # same room, no new candidate: only these queues' caps changed
+            if not any(fit & q.mask and self._within_caps(q, fit & q.mask, m) for q in queues):
+                for q in queues:
+                    if fit & q.mask:
+                        q.blocked.add(m)
+                return None
+        app = super().choose(m, free, order)
+        if app is None:
+            self._held[m] = (tuple(free), fit)
+        return app
