@@ -103,6 +103,16 @@ class _AM:
         self.unplaced = deque((t, a) for t, a in self.unplaced if t not in self.finished and t not in busy)
 
 
+def _named(name: str):
+    """The actor called ``name``, or None when it is gone: an AM host made again after its
+    Ray node was lost may outlive an NM host lost with a node (their NMs are lost for good,
+    so nothing is launched there again)."""
+    try:
+        return ray.get_actor(name, namespace=NAMESPACE)
+    except ValueError:
+        return None
+
+
 @ray.remote(num_cpus=0, max_concurrency=1000)
 class ApplicationMasterHost:
     """Logical AMs (see the module docstring)."""
@@ -113,8 +123,7 @@ class ApplicationMasterHost:
         # handles among its constructor arguments makes Ray warn that a restart may fail)
         if isinstance(rm, str):
             rm = ray.get_actor(rm, namespace=NAMESPACE)
-        nm_hosts = {h: ray.get_actor(a, namespace=NAMESPACE) if isinstance(a, str) else a
-                    for h, a in nm_hosts.items()}
+        nm_hosts = {h: _named(a) if isinstance(a, str) else a for h, a in nm_hosts.items()}
         self.host_id, self.rm_handle, self.nm_hosts = host_id, rm, nm_hosts
         self.rm = RMClient(rm, host_id)
         self.time_scale, self.interval, self.payload = time_scale, interval_wall, payload
@@ -295,9 +304,11 @@ class ApplicationMasterHost:
             while self._to_launch[h]:
                 batch, self._to_launch[h] = self._to_launch[h], []
                 try:
+                    if self.nm_hosts.get(h) is None:
+                        raise TimeoutError(f"NM host {h} is gone")
                     result = await call_host(self.nm_hosts[h].start_containers, batch)
-                except (ray.exceptions.RayActorError, TimeoutError) as e:
-                    result = e                      # a lost or silent NM host: its launches failed
+                except (ray.exceptions.RayActorError, ray.exceptions.ActorUnschedulableError, TimeoutError) as e:
+                    result = e          # a lost or silent NM host, or one whose Ray node is gone
                 except Exception as e:  # noqa: BLE001 - a bug, not a lost NM host: run() raises it
                     self.error = e
                     return
@@ -369,5 +380,6 @@ class ApplicationMasterHost:
 
     async def ready(self) -> bool:
         """Before t = 0: one call to every NM host and the RM, so no first call pays for a connection."""
-        await asyncio.gather(self.rm_handle.progress.remote(), *(h.health.remote() for h in self.nm_hosts.values()))
+        await asyncio.gather(self.rm_handle.progress.remote(),
+                             *(h.health.remote() for h in self.nm_hosts.values() if h is not None))
         return True

@@ -13,17 +13,17 @@ the variants interleaved so that the machine's noise falls on all alike:
   (docs/yarn-schedulers.md; jobs' users u0..u6, so the Capacity Scheduler's user limits
   apply); reported against ``tree`` (TSF on the same tree), no goal;
 * ``main``: with ``--main``, the flat config under the rayrm the interpreter imports
-  without PYTHONPATH (the venv's install of main); goal: flat / main <= 1.03 (a config
-  without queues costs what it did).
+  without PYTHONPATH (the venv's install of main), or with ``--main DIR`` under
+  PYTHONPATH=DIR (a checkout of main at DIR/rayrm, e.g. ``git archive main``: imported the
+  way this tree is); goal: flat / main <= 1.03 (a config without queues costs what it did).
 
-    flock /work/heavy.lock python benchmarks/bench_queues.py [--main] [--no-yarn] [--runs 3] [--config google.yaml]
+    flock /work/heavy.lock python benchmarks/bench_queues.py [--main [DIR]] [--no-yarn] [--runs 3] [--config google.yaml]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import zlib
@@ -86,7 +86,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     trace_arguments(ap)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--main", action="store_true", help="time the flat config under the installed rayrm too")
+    ap.add_argument("--main", nargs="?", const="", default=None, metavar="DIR",
+                    help="time the flat config under main too: the installed rayrm, or PYTHONPATH=DIR")
     ap.add_argument("--workdir")
     ap.add_argument("--no-yarn", action="store_true", help="leave out the yarn-fair and yarn-capacity rows")
     args = ap.parse_args(argv)
@@ -98,8 +99,8 @@ def main(argv=None) -> int:
     variants = {"flat": (flat, here, "tsf"), "tree": (tree, here, "tsf")}
     if not args.no_yarn:
         variants.update({"yarn-fair": (tree, here, "yarn-fair"), "yarn-capacity": (tree, here, "yarn-capacity")})
-    if args.main:
-        variants["main"] = (flat, None, "tsf")
+    if args.main is not None:
+        variants["main"] = (flat, args.main or None, "tsf")
     best: dict[str, float] = {}
     for _ in range(args.runs):
         for name, (config, pythonpath, policy) in variants.items():

@@ -163,3 +163,21 @@ def test_what_if_unknown_app_is_one_line(tmp_path, capsys):
     assert rayrm(["audit", "--config", str(path), "--app", "nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no job 'nope'" in err[0] and "--app" in err[0]
+
+
+def test_cli_audits_a_plugin_policy(capsys):
+    # benchmarks/tsf_plugin.py's unit is TSF's, 1 / (h_i w_i): on the papers' instances it
+    # passes every check TSF passes, as many times (tsf-paper Table I: TSF has SI, SP, EF,
+    # PO, SMF and SRF) — the audit asks the plugin for its share and its SI weights k_i / h_i.
+    from pathlib import Path
+    plugin = str(Path(__file__).resolve().parents[1] / "benchmarks" / "tsf_plugin.py") + ":PluginTSF"
+    assert rayrm(["audit", "--json", "--instances", "0", "--policies", f"tsf,{plugin}"]) == 0
+    result = json.loads(capsys.readouterr().out)["policies"]
+    assert result[plugin] == result["tsf"]
+    assert all(result[plugin][p]["holds"] and result[plugin][p]["tried"] > 0 for p in PROPERTIES)
+
+
+def test_cli_rejects_a_policy_without_a_share(capsys):
+    assert rayrm(["audit", "--instances", "0", "--policies", "fifo"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "policy 'fifo' has no offline" in err[0]

@@ -372,3 +372,22 @@ def test_losing_an_am_host_restarts_only_its_apps_keeping_their_work():
     # losing the host again: attempt 3 although max_attempts is 2, since host losses do not count
     c.apply(Call.LOSE_AM_HOST, "driver", 2, "am", "AM host am died again")
     assert (a.attempt, a.done, a.uncounted) == (3, False, 2)
+
+
+def test_an_am_host_lost_with_its_ray_node_registers_nothing_from_there_again():
+    """The driver lost AM host "am" with Ray node "ray-x" (a link cut past Ray's health
+    check).  App b was submitted during the cut: the RM never heard of it, so losing the
+    host fails no attempt of b.  When the link heals, the old host's buffered registration
+    of b arrives: fenced, since it comes from ray-x; b's attempt 1 registers from the host
+    made again on ray-y and is the only one (two AMs of one attempt would split its
+    finished tasks between them)."""
+    late = AppSpec("b", Resources.parse("cpu:1;memory_mb:512"), num_tasks=2)
+    c = Harness(max_attempts=2)
+    c.apply(Call.LOSE_AM_HOST, "driver", 1, "am", "AM host am died (ActorUnschedulableError)", "ray-x")
+    zombie = c.call("am", Call.REGISTER_APPS, [AppRegistration(late, 1, "ray-x")])[0]
+    assert (zombie.accepted, zombie.action, zombie.attempt) == (False, FENCED, 0)
+    assert "b" not in c.rm.apps.table
+    fresh = c.call("am", Call.REGISTER_APPS, [AppRegistration(late, 1, "ray-y")])[0]
+    assert fresh.accepted and c.rm.apps.table["b"].attempt == 1
+    # a's attempt 1 failed with the host (uncounted); attempt 2 registers from ray-y
+    assert c.call("am", Call.REGISTER_APPS, [AppRegistration(APP, 2, "ray-y")])[0].accepted

@@ -254,3 +254,120 @@ def test_the_size_check_counts_what_it_should(tmp_path, monkeypatch):
     monkeypatch.setitem(globals(), "ROOT", tmp_path)
     assert sorted_messages(size_violations()) == [
         "rm/a.py:1: f is 81 lines (at most 80)", "rm/b.py: 501 lines (at most 500)"]
+
+
+# ----- each formula once (docs/design.md, "Vocabulary and formulas") -------------------------
+
+#: the one module of h_i, the resource roles and the share formulas
+SHARES = "rayrm.rm.core.shares"
+#: module-level functions that compute one of them: defined in SHARES alone
+FORMULA_NAMES = {"tasks_per_machine", "h_tasks", "tasks_fit", "h_unconstrained", "h_constrained", "task_share",
+                 "dominant_share", "dominant_share_per_task", "dominant_per_task", "share_per_task",
+                 "resource_share", "resource_index", "resource_column", "app_shares", "share_units"}
+#: names that stand for h_i or h_i^c
+H_NAMES = {"h", "h_c", "h_unconstrained", "h_constrained", "h_tasks"}
+#: prefixes of the dimension names of the roles CPU and memory (shares.ROLES)
+ROLE_PREFIXES = ("cpu", "mem", "vcore")
+#: the built-in policies' names and the offline aliases: no reader compares a policy with them
+POLICY_NAMES = {"tsf", "drf", "cdrf", "cmmf", "cmmf-cpu", "cmmf-mem", "fifo", "drfh", "drfh-ff", "drfh-bf",
+                "pm-drf", "slots"}
+#: (module, function) -> why an expression there that looks like a formula is not one
+NOT_A_FORMULA = {
+    ("rayrm.rm.offline.lp", "Filling.__init__"): "divides task limits by h_i: the LP's variables are y = n / h",
+    ("rayrm.rm.runs.report", "_compare"): "Fig. 10 and 11b set every run against the TSF run, the paper's baseline",
+    ("rayrm.traces.google_workload", "generate_google"):
+        "the generator's admission bound floors C / d without EPS; generated traces stay as they are",
+}
+
+
+def _names(node) -> set[str]:
+    """Every name, attribute and called function inside an expression, but those only
+    used as an index (``share[h]`` does not divide by h)."""
+    if isinstance(node, ast.Name):
+        return {node.id}
+    if isinstance(node, ast.Attribute):
+        return {node.attr} | _names(node.value)
+    if isinstance(node, ast.Subscript):
+        return _names(node.value)
+    return set().union(*(_names(c) for c in ast.iter_child_nodes(node)))
+
+
+def _formula_in(node) -> str | None:
+    """What formula an expression re-derives, if it looks like one."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+        below = _names(node.right)
+        if below & H_NAMES:
+            return "divides by h_i (a task share n / (h w))"
+        if "demand" in _names(node.left) and below & {"total", "divisor_total"}:
+            return "divides a demand by the total (a dominant or resource share)"
+    if isinstance(node, ast.Compare):
+        sides = [node.left, *node.comparators]
+        sides += [e for side in sides if isinstance(side, (ast.Tuple, ast.List, ast.Set)) for e in side.elts]
+        texts = {c.value for c in sides if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+        if texts & POLICY_NAMES:
+            return "compares a policy with a built-in's name (ask the policy: Policy.share_kind)"
+    if isinstance(node, ast.Call):
+        func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        if func == "startswith":
+            texts = [c.value for a in node.args for c in ast.walk(a) if isinstance(c, ast.Constant)
+                     and isinstance(c.value, str)]
+            if any(t.lower().startswith(ROLE_PREFIXES) for t in texts):
+                return "names a resource role by prefix (shares.resource_index)"
+            if any(t.startswith(tuple(POLICY_NAMES)) for t in texts):
+                return "picks by a policy's name prefix (ask the policy: Policy.share_kind)"
+        if func == "floor" and any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div)
+                                   for a in node.args for n in ast.walk(a)):
+            return "floors a ratio C / d (tasks per machine, one term of h_i)"
+    return None
+
+
+def formula_violations(sources=None) -> dict[str, str]:
+    """Formulas defined or re-derived outside ``SHARES`` (module -> source path)."""
+    wrong = {}
+    for mod, path in sorted((sources or SOURCES).items()):
+        if mod == SHARES:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name in FORMULA_NAMES:
+                wrong[f"{mod}:{node.lineno}"] = f"{mod}:{node.lineno}: defines {node.name} (it lives in {SHARES})"
+
+        def visit(node, where: str) -> None:
+            for child in ast.iter_child_nodes(node):
+                inner = where
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    inner = f"{where}.{child.name}" if where else child.name
+                what = _formula_in(child)
+                if what and (mod, inner) not in NOT_A_FORMULA:
+                    wrong[f"{mod}:{child.lineno}"] = f"{mod}:{child.lineno}: {inner or '<module>'} {what}"
+                visit(child, inner)
+
+        visit(tree, "")
+    return wrong
+
+
+def test_h_and_each_share_formula_are_defined_once():
+    assert sorted_messages(formula_violations()) == []
+
+
+def test_the_formula_check_finds_what_it_should(tmp_path):
+    # the shapes the formulas had outside rm/core/shares.py before it held them all
+    (tmp_path / "a.py").write_text(
+        "import math\n"
+        "def h_unconstrained(p):\n    return 0\n"                                    # 2: a formula's name
+        "def unit(app, total, w):\n"
+        "    return 1.0 / (app.h * w)\n"                                              # 5: n / (h w)
+        "def cmmf(app, total, r):\n"
+        "    return app.demand[r] / total[r]\n"                                       # 7: d / total
+        "def roles(dims):\n"
+        "    return [d for d in dims if d.lower().startswith(('cpu', 'vcore'))]\n"    # 9: role by prefix
+        "def fit(c, d):\n"
+        "    return math.floor(min(x / y for x, y in zip(c, d)))\n"                    # 11: floor(C / d)
+        "def kind(policy):\n"
+        "    if policy.startswith(('drf', 'pm-drf')):\n"                              # 13: name prefix
+        "        return 'dominant'\n"
+        "    return 'work' if policy == 'cdrf' else 'task'\n"                         # 15: a name
+        "def fine(n, used, limit, h):\n"
+        "    return n * h, used / limit, math.floor(n)\n")                           # none of them
+    found = sorted_messages(formula_violations({"rayrm.rm.x": tmp_path / "a.py"}))
+    assert [m.split(": ", 1)[0] for m in found] == [f"rayrm.rm.x:{k}" for k in (11, 13, 15, 2, 5, 7, 9)]

@@ -9,6 +9,7 @@ no coalescing, one freeze LP per active user per round) and require agreement.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -336,3 +337,48 @@ def test_task_limits_match_literal_algorithm_1(seed):
     expected = literal_algorithm_1(p.capacity, p.demand, p.eligible, p.weight,
                                    fit(p.capacity, p.demand).sum(axis=1), cap)
     np.testing.assert_allclose(progressive_filling(limited, "tsf").tasks, expected, atol=1e-6)
+
+
+# ----- any policy spec: the solver asks the policy ---------------------------------------
+
+PLUGIN_TSF = str(Path(__file__).resolve().parents[1] / "benchmarks" / "tsf_plugin.py") + ":PluginTSF"
+PRIORITY = str(Path(__file__).resolve().parents[1] / "examples" / "policies" / "priority_tsf.py") + ":PriorityTSF"
+
+
+def test_cli_runs_a_plugin_policy(tmp_path, capsys):
+    # The plugin's unit is TSF's, 1 / (h_i w_i), asked on the divisible instance: Fig. 4 again,
+    # u1 6, u2 1, u3 3 tasks at task shares 6/14 = 3/7, 1/7, 3/7 (as test_cli_json).
+    path = tmp_path / "fig4.yaml"
+    path.write_text(FIG4_YAML)
+    assert rayrm(["offline", str(path), "--policy", PLUGIN_TSF, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out == {"policy": PLUGIN_TSF, "apps": {
+        "u1": {"tasks": 6.0, "share": round(3 / 7, 9), "per_node": {"m1": 6.0}},
+        "u2": {"tasks": 1.0, "share": round(1 / 7, 9), "per_node": {"m2": 1.0}},
+        "u3": {"tasks": 3.0, "share": round(3 / 7, 9), "per_node": {"m3": 3.0}}}}
+
+
+PRIORITY_YAML = """
+resources: [cpu]
+cluster:
+  nodes:
+    - {name: m, capacity: {cpu: 12}}
+workload:
+  jobs:
+    - {id: prod-a, tasks: 100, demand: {cpu: 1}, duration: 10}
+    - {id: b, tasks: 100, demand: {cpu: 1}, duration: 10}
+policy: tsf
+"""
+
+
+def test_cli_runs_a_plugin_with_its_own_share(tmp_path, capsys):
+    # priority-tsf, boost 4 for prod-*: h = 12 each, units 1/(12·4) and 1/12.  Equal shares
+    # n_a / 48 = n_b / 12 with n_a + n_b = 12 → n_a = 4 n_b = 9.6, n_b = 2.4; share 2.4/12 = 0.2.
+    path = tmp_path / "prio.yaml"
+    path.write_text(PRIORITY_YAML)
+    spec = PRIORITY + ":prefix=prod:boost=4"
+    assert rayrm(["offline", str(path), "--policy", spec, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)["apps"]
+    assert {a: (r["tasks"], r["share"]) for a, r in out.items()} == {"prod-a": (9.6, 0.2), "b": (2.4, 0.2)}
+    assert rayrm(["offline", str(path), "--policy", spec]) == 0
+    assert capsys.readouterr().out.startswith(f"offline {spec} (priority-tsf share): 2 apps on 1 nodes")

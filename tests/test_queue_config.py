@@ -103,6 +103,8 @@ def _error(queues) -> str:
     ([{"name": "a", "preemption": {"min_share_timeout": 0}}],
      "field 'queues[0].preemption.min_share_timeout': must be positive, got 0"),
     ([], "field 'queues': needs at least one queue"),
+    ([{"name": "a", "capacity": 100}, {"name": "b", "capacity": 0}],
+     "field 'queues[1].capacity': capacity 0 needs a weight of its own"),
     ([{"name": "a", "policy": "drfh-bf"}], "field 'queues': policy drfh-bf keys per node, picks nodes or counts slots"),
 ])
 def test_bad_queues_name_the_field(queues, message):

@@ -288,3 +288,26 @@ def test_the_rms_snapshot_of_the_protocol_harness_and_its_pace_ticks():
     pace.tick(h.now, 0.0)
     again = rm_snapshot(h.rm, h.now, memo, pace)
     assert (again["ticks"], again["ticks_behind"]) == (4, 1)
+
+
+def test_the_ui_shows_a_plugins_own_share():
+    """The protocol harness under examples/policies/priority_tsf.py with boost 4 for app a:
+    3 tasks run, h_a = 3, so its own share is n / (h w b) = 3 / (3 · 1 · 4) = 0.25 where its
+    task share is 3 / 3 = 1.0; the UI and the scheduler API show 0.25 under the plugin's kind."""
+    from pathlib import Path
+
+    from harness import Harness
+
+    from rayrm.rm.ui import yarn
+    from rayrm.rm.ui.snapshot import rm_snapshot
+
+    spec = str(Path(__file__).resolve().parents[1] / "examples" / "policies" / "priority_tsf.py") \
+        + ":PriorityTSF:prefix=a:boost=4"
+    h = Harness(policy=spec)
+    h.step()
+    view = LiveSource(parse_config(TINY), spec, 1.0, fetch=lambda: None).update(rm_snapshot(h.rm, h.now, {}))
+    app = view.app("a")
+    assert (view.share_kind, app.task_share, view.share_of(app)) == ("priority-tsf_share", 1.0, 0.25)
+    leaf = yarn.scheduler(view)["scheduler"]["schedulerInfo"]["rootQueue"]["childQueues"]["queue"][0]
+    row = leaf["apps"]["app"][0]
+    assert (row["shareKind"], row["share"], row["taskShare"]) == ("priority-tsfShare", 0.25, 1.0)

@@ -20,7 +20,7 @@
 A policy states which kind it ranks by (``Policy.share``); its unit u_i is the share of one
 task (n_i = 1) and its key n_i · u_i.  The run log's share columns are the kinds at
 w_i = 1 but for the task share (``app_shares``).  A holder is an app or an aggregate (a queue
-is a set of apps): ``ShareKind.aggregate`` gives a set's share under the same formula.
+is a set of apps): ``ShareKind.set_share`` gives a set's share under the same formula.
 """
 
 from __future__ import annotations
@@ -173,7 +173,8 @@ class ShareKind:
     reads, and its formula ``of(n, holders)``, vectorised over holders, weights included.
 
     ``aggregate`` says how a set of apps (a queue) is one holder: ``sum`` — the members'
-    shares at weight 1 added, then divided by the set's weight (shares counted in tasks);
+    shares at weight 1 added, then divided by the set's weight (shares counted in tasks; a
+    plugin's own share adds its members' shares as its ``unit`` gives them);
     ``usage`` — the formula applied to the members' summed use Σ n_i d_i, as one task of
     the set at the set's weight (shares of resources)."""
 

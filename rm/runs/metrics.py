@@ -43,10 +43,12 @@ import numpy as np
 import pandas as pd
 
 from rayrm.rm.core.config import RunSettings
+from rayrm.rm.core.shares import LOGGED
 from rayrm.rm.runs.reader import RunDir
 
 SIZE_BINS = ((1, 10, "<=10"), (11, 100, "11-100"), (101, 500, "101-500"), (501, math.inf, ">500"))
-SHARE_KINDS = ("task_share", "dominant_share", "cpu_share", "mem_share")
+#: the run log's share columns (shares.csv), the kinds ``rm/core/shares.py`` defines
+SHARE_KINDS = tuple(k.name for k in LOGGED)
 PERCENTILES = (50, 90, 99)
 #: times closer than this (seconds) are equal even at tolerance 0: run directories keep 6 decimals
 TIME_TOLERANCE = 1e-6

@@ -280,11 +280,13 @@ class ResourceManager:
         return out
 
     @_halts
-    async def lose_am_host(self, caller: str, request_id: int, host: str, detail: str) -> list[str]:
-        """Every current attempt AM host ``host`` ran fails (its actor died); new ones launch."""
+    async def lose_am_host(self, caller: str, request_id: int, host: str, detail: str,
+                           ray_node: str = "") -> list[str]:
+        """Every current attempt AM host ``host`` ran fails (its actor died); new ones launch;
+        ``ray_node``: its Ray node, gone (no AM registers from there again)."""
         now = self._now()
-        out = self.state.lose_am_host(now, caller, request_id, host, detail)
-        self._journal(Call.LOSE_AM_HOST, now, (caller, request_id, host, detail))
+        out = self.state.lose_am_host(now, caller, request_id, host, detail, ray_node)
+        self._journal(Call.LOSE_AM_HOST, now, (caller, request_id, host, detail, ray_node))
         return out
 
     @_halts

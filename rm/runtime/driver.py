@@ -40,7 +40,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rayrm.nodes.placement import alive_ray_nodes
 from rayrm.rm.core import fault_rules, recovery
 from rayrm.rm.core.config import MIN_EXPIRY_WALL, PAYLOADS, ExperimentConfig, load_config
 from rayrm.rm.core.errors import InputError
@@ -48,6 +47,7 @@ from rayrm.rm.core.chaos import ChaosSpec, draw_schedule, parse_chaos, shape_of
 from rayrm.rm.core.faults import Fault, am_host_of, check_cluster, check_times, config_faults, earliest_end
 from rayrm.rm.core.policies import policy_for_run
 from rayrm.rm.core.policies.plugins import policy_source
+from rayrm.nodes.placement import Homes, alive_ray_nodes, where_figures
 from rayrm.rm.runtime.pace import pace_warning
 from rayrm.rm.runtime.plan import Plan, am_host_nodes, plan_replay
 from rayrm.rm.runs.recovery import write_costs
@@ -222,6 +222,7 @@ class Placement:
     plan: Plan
     ray_nodes: list               # the alive Ray nodes, in placement order
     am_nodes: list[str]           # Ray node id of each AM host
+    driver_node: str = ""         # the Ray node the driver (and so the RM) runs on
 
 
 def plan_stage(run: ReplayRun) -> Placement:
@@ -240,7 +241,8 @@ def plan_stage(run: ReplayRun) -> Placement:
             print(f"rayrm replay: chaos {run.chaos.seed}: {len(run.drawn)} faults: "
                   f"{' '.join('--fault ' + f.text for f in run.drawn)}", file=sys.stderr, flush=True)
     check_cluster(run.faults, len(ray_nodes), len(plan.hosted), len(am_nodes))
-    return Placement(plan, ray_nodes, am_nodes)
+    import ray  # noqa: PLC0415
+    return Placement(plan, ray_nodes, am_nodes, ray.get_runtime_context().get_node_id())
 
 
 @dataclass
@@ -255,6 +257,7 @@ class Actors:
     jobs: list                    # AMJobs, with their task durations
     state_dir: Path
     start_wall: float = 0.0
+    make_am_host: object = None   # (I, Ray node id) -> a new AM host am-I there
 
 
 def start_stage(run: ReplayRun, placed: Placement, session: "_Session") -> Actors:
@@ -281,8 +284,8 @@ def start_stage(run: ReplayRun, placed: Placement, session: "_Session") -> Actor
         state_dir=str(state_dir), secret=secret, name=cfg.name, seed=run.seed,
         host_silence=cfg.run.host_silence, keep_state=run.keep_state, queues=cfg.queues))
     hosts, host_of_node = _start_nm_hosts(run, plan, session, secret)
-    jobs, ams, am_of_app = _start_am_hosts(run, placed.am_nodes, hosts, session)
-    actors = Actors(rm, hosts, host_of_node, ams, am_of_app, jobs, state_dir)
+    jobs, ams, am_of_app, make_am_host = _start_am_hosts(run, placed.am_nodes, hosts, session)
+    actors = Actors(rm, hosts, host_of_node, ams, am_of_app, jobs, state_dir, make_am_host=make_am_host)
     actors.start_wall = time.time() + START_LEAD
     ray.get([rm.start_clock.remote(actors.start_wall)]
             + [h.start.remote(actors.start_wall, run.scale) for h in hosts.values()])
@@ -314,7 +317,7 @@ def _start_nm_hosts(run: ReplayRun, plan: Plan, session: "_Session", secret: byt
     return hosts, host_of_node
 
 
-def _start_am_hosts(run: ReplayRun, am_nodes: list[str], hosts: dict, session: "_Session") -> tuple[list, dict, dict]:
+def _start_am_hosts(run: ReplayRun, am_nodes: list[str], hosts: dict, session: "_Session") -> tuple:
     """The ApplicationMaster hosts, spread over the Ray nodes like the NM hosts so that the
     RM is the only central actor, each with the jobs dealt to it round-robin in submit
     order (``am_host_of``, which the simulator's kill-am-host follows)."""
@@ -328,16 +331,21 @@ def _start_am_hosts(run: ReplayRun, am_nodes: list[str], hosts: dict, session: "
     host_of = am_host_of([j.spec for j in jobs], len(am_nodes))
     for job in sorted(jobs, key=lambda j: (j.spec.submit, j.spec.app_id)):
         dealt[host_of[job.spec.app_id]].append(job)
-    ams, am_of_app = {}, {}
-    for i, (rid, mine) in enumerate(zip(am_nodes, dealt)):
-        ams[f"am-{i}"] = session.add(ApplicationMasterHost.options(
+    pinned = [session.pin(mine) for mine in dealt]
+
+    def make_am_host(i: int, rid: str):     # also when its node is gone (nodes/placement.py)
+        return session.add(ApplicationMasterHost.options(
             name=f"rayrm-am-{i}", namespace=NAMESPACE, max_restarts=AM_HOST_RESTARTS,
             scheduling_strategy=Affinity(rid, soft=False)).remote(
-            f"am-{i}", RM_NAME, {h: f"rayrm-{h}" for h in hosts}, session.pin(mine), time_scale=run.scale,
+            f"am-{i}", RM_NAME, {h: f"rayrm-{h}" for h in hosts}, pinned[i], time_scale=run.scale,
             interval_wall=run.interval_wall, payload=run.payload))
+
+    ams, am_of_app = {}, {}
+    for i, (rid, mine) in enumerate(zip(am_nodes, dealt)):
+        ams[f"am-{i}"] = make_am_host(i, rid)
         am_of_app.update({j.spec.app_id: ams[f"am-{i}"] for j in mine})
     ray.get([am.ready.remote() for am in ams.values()])
-    return jobs, ams, am_of_app
+    return jobs, ams, am_of_app, make_am_host
 
 
 @dataclass
@@ -365,7 +373,9 @@ def supervise_stage(run: ReplayRun, placed: Placement, actors: Actors) -> Superv
                                  host_of_node=actors.host_of_node, ray_nodes=placed.ray_nodes,
                                  nms_on_ray_node=nms_on, nm_restart_after=recovery.nm_restart_after(expiry),
                                  kill_ray_node=run.kill_ray_node)
-    supervisor = Supervisor(actors.rm, actors.hosts, injector, ams=actors.ams, start_wall=actors.start_wall,
+    homes = Homes(dict(zip(actors.ams, placed.am_nodes)), actors.make_am_host, actors.am_of_app)
+    supervisor = Supervisor(actors.rm, actors.hosts, injector, ams=actors.ams, homes=homes,
+                            start_wall=actors.start_wall,
                             time_scale=run.scale, total=total, label=run.policy_name, progress=run.progress,
                             stall_after=120.0 + 3 * max_task, until=run.until, stop=run.stop)
     outcome = supervisor.run(done_refs)
@@ -420,9 +430,8 @@ def summarize_stage(run: ReplayRun, placed: Placement, supervised: Supervised, e
     extra = {
         "time_scale": run.scale, "heartbeat_interval": run.cfg.run.heartbeat_interval,
         "executor": plan.executor, "payload": run.payload,
-        "ray_nodes": len(plan.hosted), "nm_hosts": len(plan.hosted), "am_hosts": len(placed.am_nodes),
-        "am_host_ray_nodes": {f"am-{i}": rid for i, rid in enumerate(placed.am_nodes)},
-        "nm_per_ray_node": {rid: len(specs) for rid, specs in plan.hosted.items()},
+        **where_figures(plan.hosted, placed.am_nodes, placed.ray_nodes, placed.driver_node,
+                        supervised.supervisor.homes.moves, supervised.supervisor.dead_hosts),
         **replay_figures(exported, supervised.outcome, host_stats, scale=run.scale,
                          wall_seconds=supervised.wall_seconds),
         "interrupted": bool(interrupted),

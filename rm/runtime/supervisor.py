@@ -8,7 +8,8 @@
   (``lose_host``: every NM of that host is LOST, its containers reported lost to
   their AMs) and calls ``resume`` on the host, which Ray is restarting
   (``max_restarts``): the restarted host registers its NMs again.  A host whose
-  Ray node is gone cannot restart; its NMs stay lost.
+  Ray node is gone cannot restart; its NMs stay lost.  An AM host whose node is gone
+  is made again on another node (``rayrm.nodes.placement``).
 * **injects faults** (``rayrm.rm.core.faults``) at their trace times, each first logged by
   the RM as a ``fault`` event so recovery can be measured from events.csv.
 * **shows progress** on stderr: on a terminal one line rewritten every second;
@@ -25,6 +26,7 @@ import time
 
 from rayrm.rm.core.fault_rules import LinkFault, am_host_died
 from rayrm.rm.core.faults import Fault
+from rayrm.nodes.placement import Homes, host_gone_errors
 from rayrm.rm.service.client import BUDGET, MAX_DELAY
 
 NM_HOST_RESTARTS = 3          # Ray restarts of one NodeManager host actor
@@ -261,7 +263,7 @@ class Supervisor:
     """Waits for the AMs while watching hosts and injecting faults (module docstring)."""
 
     def __init__(self, rm, hosts: dict, injector: FaultInjector | None, *, ams: dict | None = None,
-                 start_wall: float,
+                 homes: Homes | None = None, start_wall: float,
                  time_scale: float, total: int, label: str, progress: bool | None, stall_after: float,
                  until: float | None = None, stop: "StopSignal | None" = None):
         self.rm, self.hosts, self.injector = rm, hosts, injector
@@ -272,6 +274,7 @@ class Supervisor:
         self.host_restarts = 0
         self._resume_since: dict[str, float] = {}       # NM host -> first resume that found it restarting
         self.ams = ams or {}
+        self.homes = homes or Homes({})
         self.am_host_restarts = 0
         self._rid = 10_000_000        # driver request ids apart from the injector's
         self.until_wall = None if until is None else start_wall + until * time_scale
@@ -304,7 +307,7 @@ class Supervisor:
                     hid = waiting.pop(ref)
                     try:
                         outcomes.append(ray.get(ref))
-                    except ray.exceptions.RayActorError as e:
+                    except host_gone_errors() as e:
                         waiting[self._am_host_down(hid, e)] = hid
                 elif ref in lifelines:
                     self._host_down(lifelines.pop(ref), ref, resuming)
@@ -365,13 +368,23 @@ class Supervisor:
 
     def _am_host_down(self, hid: str, error) -> object:
         """An AM host died: the RM fails its attempts (uncounted) and launches new ones, and
-        the host — restarted by Ray with its jobs — runs again; returns its new run() ref."""
+        the host — restarted by Ray with its jobs, or made again on another node when its
+        own is gone (``Homes.rehome_am_host``) — runs again; returns its new run() ref."""
+        import ray  # noqa: PLC0415
         if self.am_host_restarts >= AM_HOST_RESTARTS * max(1, len(self.ams)) or hid not in self.ams:
             raise RuntimeError(f"ApplicationMaster host {hid} died: {error}")
         self.am_host_restarts += 1
         self._rid += 1
-        rm_call(self.rm.lose_am_host, "driver-am-hosts", self._rid, hid, am_host_died(hid, type(error).__name__))
-        rm_call(self.ams[hid].outcome_now)       # returns once Ray has restarted the host
+        node_gone = isinstance(error, ray.exceptions.ActorUnschedulableError) or self.homes.am_node_gone(hid)
+        rm_call(self.rm.lose_am_host, "driver-am-hosts", self._rid, hid, am_host_died(hid, type(error).__name__),
+                self.homes.am[hid] if node_gone else "")
+        if node_gone:
+            self.ams[hid] = self.homes.rehome_am_host(hid, self.ams[hid])
+        else:
+            try:
+                rm_call(self.ams[hid].outcome_now)       # returns once Ray has restarted the host
+            except host_gone_errors():                  # its node was declared dead meanwhile
+                self.ams[hid] = self.homes.rehome_am_host(hid, self.ams[hid])
         return self.ams[hid].run.remote(self.start_wall)
 
     def _host_lost(self, hid: str, why: str) -> None:
@@ -392,7 +405,7 @@ class Supervisor:
         import ray  # noqa: PLC0415
         try:
             error = ray.get(ref)
-        except ray.exceptions.RayActorError as e:
+        except host_gone_errors() as e:
             why = type(e).__name__
         else:
             if error:

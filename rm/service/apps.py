@@ -28,7 +28,11 @@ In YARN's words (ApplicationMasterService, RMAppAttempt, AMLivelinessMonitor):
 Fencing (an AM acts only on its own app's containers and only in its current
 attempt): ``allocate``, ``finish_apps`` and ``register_apps`` from any other
 attempt are answered FENCED and logged (``fenced``); a release naming another
-app's container is refused and logged (``refused``).
+app's container is refused and logged (``refused``).  A registration from a Ray node
+the driver reported gone with an AM host (``lose_host``) is fenced too: that host's
+processes may outlive Ray's verdict for a moment (a link cut past Ray's health check
+delivers what they sent once it heals) and register an app the RM had not heard of,
+as the attempt its replacement runs.
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ class AppMasters:
     launching: set[str] = field(default_factory=set)
     failed: set[str] = field(default_factory=set)
     hosted: dict[str, set[str]] = field(default_factory=dict)
+    gone_nodes: set[str] = field(default_factory=set)
 
     def register(self, now: float, caller: str, regs: list[AppRegistration]) -> list[AppRegistered]:
         """Apps arrive or attempts (re-)register; see the module docstring."""
@@ -86,6 +91,12 @@ class AppMasters:
         for reg in regs:
             spec = reg.spec
             app = self.table.get(spec.app_id)
+            if reg.ray_node in self.gone_nodes:
+                records.refuse(now, "fenced", app=spec.app_id,
+                               detail=f"registration of attempt {reg.attempt} from Ray node {reg.ray_node}, gone")
+                out.append(AppRegistered(spec.app_id, False, "its Ray node is gone", FENCED,
+                                         app.attempt if app is not None else 0))
+                continue
             if app is None:
                 out.append(self._new_app(now, caller, reg))
                 continue
@@ -409,11 +420,14 @@ class AppMasters:
         self.liveness.as_of_host(app, app.host)              # the new attempt's silence starts now
         self.records.event(now, "am_launch", app=app_id, detail=failure.launch)
 
-    def lose_host(self, now: float, host: str, detail: str) -> list[str]:
+    def lose_host(self, now: float, host: str, detail: str, ray_node: str = "") -> list[str]:
         """The AM host ``host`` died: every current attempt it ran fails, uncounted, and the
         RM starts the next (YARN's work-preserving AM restart: finished tasks stay
         finished, running containers are handed over, those granted but not started are
-        released).  Returns the apps."""
+        released).  ``ray_node``: the host's Ray node, gone with it (fenced from now on).
+        Returns the apps."""
+        if ray_node:
+            self.gone_nodes.add(ray_node)
         gone = sorted(a for a, r in self.table.items() if r.host == host and not r.done)
         for a in gone:
             app = self.table[a]

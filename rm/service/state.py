@@ -203,9 +203,10 @@ class ResourceManagerState:
 
     @idempotent
     def lose_am_host(self, now: float, caller: str, request_id: int, host: str,
-                     detail: str = "AM host died") -> list[str]:
-        """Every current attempt AM host ``host`` ran fails, uncounted (``AppMasters.lose_host``)."""
-        gone = self.apps.lose_host(now, host, detail)
+                     detail: str = "AM host died", ray_node: str = "") -> list[str]:
+        """Every current attempt AM host ``host`` ran fails, uncounted (``AppMasters.lose_host``;
+        ``ray_node``: the host's Ray node, gone)."""
+        gone = self.apps.lose_host(now, host, detail, ray_node)
         if gone:
             self.nodes.notify(self.nodes.table)      # its attempts' containers may be cleaned up anywhere
         self._after(now)

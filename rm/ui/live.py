@@ -128,7 +128,7 @@ class LiveSource:
         running = sum(a.running for a in apps)
         self._series.add(round(t, 3), used, running, sum(a.pending for a in apps), round(snap["lag"], 4))
         for a in fresh:
-            self._series.share(a.app, round(t, 3), round(getattr(a, self._kind), 6))
+            self._series.share(a.app, round(t, 3), round(a.share if a.share is not None else getattr(a, self._kind), 6))
         faults = tuple(Fault(f.time, f.kind, f.target, f.text) for f in self._faults if f.time <= t)
         self._view = ClusterView(
             self.name, self.policy, "ray", self.dims, t, float(snap["start_wall"]), self.time_scale,
@@ -171,7 +171,7 @@ class LiveSource:
                        r["finished"], demand, spec.weight if spec is not None else 1.0, r["submit"],
                        r["first_start"], r["finish"], max(1, r["attempts"]), r["task_share"], r["dominant_share"],
                        str(spec.constraint) if spec is not None else "", r["reason"] or "", r["eligible"],
-                       tuple(seen))
+                       tuple(seen), r.get("share"))
 
     def _pace(self, snap: dict) -> dict:
         """The pace so far, by the replay's rule (summary.json's ``kept_pace``): the share of

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.shares import LOGGED
 from rayrm.rm.runs.reader import RunDir
 from rayrm.rm.ui.view import AppView, ClusterView, Fault, History, NodeView, share_kind
 
@@ -72,7 +73,7 @@ def _build(rd: RunDir) -> ClusterView:
     return ClusterView(str(summary.get("name") or rd.path.name), policy, mode, dims, end, start_epoch, scale,
                        float(summary.get("heartbeat_interval") or 1.0), state, nodes, apps, len(tasks), faults,
                        dict(summary.get("pace") or {}), _history(rd, dims, tasks, demand, end, nodes, policy),
-                       1, share_kind(policy))
+                       1, logged_kind(policy))
 
 
 def _nodes(rd: RunDir, dims, tasks, events, demand, end) -> tuple[NodeView, ...]:
@@ -140,7 +141,7 @@ def _history(rd: RunDir, dims, tasks, demand, end, nodes, policy) -> History:
     frac = used / np.where(totals > 0, totals, 1.0)
     running = _active(start[ran], finish[ran], grid, None)
     pending = _active(submit, np.where(ran, start, np.inf), grid, None)
-    kind = share_kind(policy)
+    kind = logged_kind(policy)
     shares = {}
     if len(rd.shares):
         for app, rows in rd.shares.groupby("app", sort=False):
@@ -161,3 +162,10 @@ def _active(begin: np.ndarray, end: np.ndarray, grid: np.ndarray, weight) -> np.
     cb = np.concatenate([[0.0], np.cumsum(w[ob])])
     ce = np.concatenate([[0.0], np.cumsum(w[oe])])
     return cb[np.searchsorted(begin[ob], grid, side="right")] - ce[np.searchsorted(end[oe], grid, side="right")]
+
+
+def logged_kind(policy: str) -> str:
+    """The policy's kind of share where the run log has its column (``shares.LOGGED``),
+    else the task share: a run directory records those four shares only."""
+    kind = share_kind(policy)
+    return kind if kind in {k.name for k in LOGGED} else "task_share"

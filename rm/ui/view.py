@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.policies import make_policy
+
 #: rayrm's job statuses (jobs.csv) -> YARN's (application state, final status)
 YARN_APP_STATE = {
     "waiting": ("ACCEPTED", "UNDEFINED"),      # registered, no task started yet
@@ -64,6 +67,7 @@ class AppView:
     reason: str = ""                    # diagnostics: rejection, failure or why it waits
     eligible: int = -1                  # live nodes it may use that hold a task (-1: unknown)
     attempt_starts: tuple = ()          # trace times attempts 2, 3, ... started (where known)
+    share: float | None = None          # the policy's own share (live), where no field holds it
 
 
 @dataclass(frozen=True)
@@ -110,7 +114,7 @@ class ClusterView:
     pace: dict = field(default_factory=dict)
     history: History = field(default_factory=History)
     version: int = 0                    # increases with every new snapshot
-    share_kind: str = "task_share"      # the AppView field that is the policy's share
+    share_kind: str = "task_share"      # the kind of share the policy ranks by (Policy.share_kind)
 
     def epoch_ms(self, t: float | None) -> int:
         """Trace time ``t`` as YARN gives times: epoch milliseconds of the wall clock (0 for None)."""
@@ -125,11 +129,16 @@ class ClusterView:
         return next((n for n in self.nodes if n.name == name), None)
 
     def share_of(self, app: AppView) -> float:
-        return getattr(app, self.share_kind)
+        """The app's share in the policy's own terms: ``share`` where the source gave it,
+        else the ``AppView`` field of that name."""
+        return app.share if app.share is not None else getattr(app, self.share_kind)
 
 
 def share_kind(policy: str) -> str:
-    """The share the UI shows for a policy, as an ``AppView`` field: dominant share
-    max_r n_i d_ir / total_r for the DRF family (tsf-paper §IV-B; drfh-paper), task share
-    n_i/(h_i w_i) (tsf-paper §V-A) for TSF and every other policy."""
-    return "dominant_share" if policy.startswith(("drf", "pm-drf")) else "task_share"
+    """The kind of share the UI shows for a policy spec: the one the policy says it ranks by
+    (``Policy.share_kind``: task share for TSF, dominant share for the DRF family, a plugin's
+    own); the task share for a spec that does not load (``ray-native``, a plugin file gone)."""
+    try:
+        return make_policy(policy).share_kind().name
+    except InputError:
+        return "task_share"

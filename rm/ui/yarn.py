@@ -7,8 +7,8 @@ Fair Scheduler's shape, ``schedulingPolicy`` the rayrm policy), ``/apps`` with
 ``limit``, ``startedTimeBegin``/``End`` and ``finishedTimeBegin``/``End``, ``/apps/{id}``, ``/apps/{id}/appattempts``, ``/nodes``
 with ``states`` and ``/nodes/{id}``.  Errors are YARN's ``RemoteException`` objects.
 
-Resources: memory in MB from the dimension named ``mem*`` (``*gb`` × 1024), vCores from
-``cpu*``/``vcore*`` (rounded to an int, YARN's type); every dimension, those two
+Resources: memory in MB from the memory dimension (``shares.resource_index``: ``mem*``;
+``*gb`` × 1024), vCores from the CPU dimension (``cpu*``/``vcore*``; rounded to an int, YARN's type); every dimension, those two
 included, is listed in ``resourceInformations``.  Times are epoch milliseconds of the
 run's wall clock; the trace times are in extra fields named ``*TraceTime`` (seconds).
 rayrm's own figures per app (tasks, shares) are extra fields too.  Pages of apps and
@@ -17,6 +17,7 @@ nodes hold at most ``MAX_PAGE`` items; ``offset`` pages on (headers say how many
 
 from __future__ import annotations
 
+from rayrm.rm.core.shares import resource_index
 from rayrm.rm.ui.view import NODE_STATES, YARN_APP_STATE, AppView, ClusterView, NodeView
 
 APP_STATES = ("NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING", "FINISHED", "FAILED", "KILLED")
@@ -48,9 +49,9 @@ class ApiError(Exception):
 
 def _dim_roles(dims: tuple[str, ...]) -> tuple[int | None, float, int | None]:
     """(memory dimension, its factor to MB, vCores dimension)."""
-    mem = next((i for i, d in enumerate(dims) if d.lower().startswith("mem")), None)
+    mem = resource_index(dims, "memory")
     factor = 1024.0 if mem is not None and dims[mem].lower().endswith("gb") else 1.0
-    cpu = next((i for i, d in enumerate(dims) if d.lower().startswith(("cpu", "vcore"))), None)
+    cpu = resource_index(dims, "cpu")
     return mem, factor, cpu
 
 
@@ -150,7 +151,8 @@ def scheduler(view: ClusterView) -> dict:
     zero = resource(view.dims, (0.0,) * k)
     running = sum(1 for a in view.apps if a.status == "running")
     waiting = sum(1 for a in view.apps if a.status == "waiting")
-    kind = "taskShare" if view.share_kind == "task_share" else "dominantShare"
+    head, *rest = view.share_kind.split("_")
+    kind = head + "".join(w.capitalize() for w in rest)       # task_share -> taskShare
 
     def queue(name: str) -> dict:
         return {"maxApps": 2147483647, "minResources": zero, "maxResources": resource(view.dims, total),

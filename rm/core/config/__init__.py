@@ -69,7 +69,7 @@ from rayrm.rm.core.config.jobtable import (JOB_KEYS, MAX_JOB_TASKS, job_from_fie
 from rayrm.rm.core.queues.scheduler import check_tree_policies
 from rayrm.rm.core.queues.tree import QueueTree, default_tree, parse_queues
 from rayrm.rm.core.faults import parse_faults
-from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
+from rayrm.rm.core.model import AppSpec, NodeSpec
 from rayrm.rm.core.policies.plugins import resolve_policy
 from rayrm.rm.core.policies import PolicyError
 

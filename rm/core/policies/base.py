@@ -82,6 +82,11 @@ class Policy:
             return np.asarray(self.share.of(running, holders), dtype=float)
         return _own_share(running, holders, self)
 
+    def set_shares(self, running, holders: Holders, members, weight) -> np.ndarray:
+        """The share of each set of holders (a queue: ``members[q]`` indexes ``holders``) at
+        the set's weight, under the kind this policy ranks by (``ShareKind.set_share``)."""
+        return self.share_kind().set_share(running, holders, members, weight)
+
     def key(self, app: "AppView") -> float:
         """The app's key, lowest served first; by default n_i * u_i, which the scheduler
         computes inline when this method is not overridden (``shares.served_key``)."""

@@ -16,7 +16,7 @@ import math
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import EPS
 from rayrm.rm.core.policies.base import Policy
-from rayrm.rm.core.shares import TASK_SHARE, resource_index, resource_share
+from rayrm.rm.core.shares import TASK_SHARE, resource_index, resource_share, tasks_fit
 
 
 class ConstrainedMaxMin(Policy):
@@ -67,9 +67,7 @@ class Slots(Policy):
         self.slot = tuple(c / self.k for c in largest)
 
     def virtual_capacity(self, node):
-        cap = node.capacity.vector(self.dims)
-        return (float(math.floor(min((c / s for c, s in zip(cap, self.slot) if s > 0),
-                                     default=0.0) + EPS)),)
+        return (tasks_fit(node.capacity.vector(self.dims), self.slot),)
 
     def slots_per_task(self, demand) -> float:
         return float(max((math.ceil(d / s - EPS) for d, s in zip(demand, self.slot) if s > 0 and d > 0),

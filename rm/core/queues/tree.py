@@ -193,6 +193,9 @@ def _queue(raw: Any, where: str, parent: str, dims, seen: set, depth: int) -> Qu
     path = f"{parent}.{name}" if parent else name
     capacity = _percent(raw.get("capacity"), f"{where}.capacity", allow_zero=True)
     max_capacity = _percent(raw.get("max_capacity"), f"{where}.max_capacity")
+    if "weight" not in raw and capacity == 0:
+        raise InputError("capacity 0 needs a weight of its own (a queue's weight is positive)",
+                         field=f"{where}.capacity")
     weight = raw.get("weight", capacity if capacity is not None else 1)
     weight = number(weight, f"{where}.weight", positive=True)
     policy = raw.get("policy")
