@@ -14,7 +14,7 @@ Each logical AM runs one job of the trace (YARN's ApplicationMaster protocol):
    and is started on its NM (``start_containers``, batched per NM host, in the
    background so a slow NM host never delays the AMs' heartbeats; one call in flight
    per NM host, the launches granted meanwhile batched into the next) for the task's
-   duration × time_scale — the durations ``JobSpec.task_durations(seed)`` gives,
+   duration on the replay's trace clock (``TraceClock.wall_seconds``) — the durations ``JobSpec.task_durations(seed)`` gives,
    the same as the simulator's — with the container token the RM issued;
 4. completed containers finish their task; a container lost or killed puts its
    task back at the front of the queue as a new attempt;
@@ -45,6 +45,7 @@ from dataclasses import dataclass
 
 import ray
 
+from rayrm.rm.core.clock import TraceClock
 from rayrm.rm.core.model import AppSpec
 from rayrm.rm.service.protocol import (FENCED, FINISHED, NAMESPACE, NORMAL, RESYNC, SHUTDOWN, AllocateRequest, AppMark,
                                       AppRegistered, AppRegistration, ContainerLaunch)
@@ -117,8 +118,8 @@ def _named(name: str):
 class ApplicationMasterHost:
     """Logical AMs (see the module docstring)."""
 
-    def __init__(self, host_id: str, rm, nm_hosts: dict, jobs: list[AMJob], *, time_scale: float,
-                 interval_wall: float, payload: str = "sleep"):
+    def __init__(self, host_id: str, rm, nm_hosts: dict, jobs: list[AMJob], *, interval_wall: float,
+                 payload: str = "sleep"):
         # ``rm`` and ``nm_hosts``' values may be actor names (a restartable actor holding
         # handles among its constructor arguments makes Ray warn that a restart may fail)
         if isinstance(rm, str):
@@ -126,9 +127,9 @@ class ApplicationMasterHost:
         nm_hosts = {h: _named(a) if isinstance(a, str) else a for h, a in nm_hosts.items()}
         self.host_id, self.rm_handle, self.nm_hosts = host_id, rm, nm_hosts
         self.rm = RMClient(rm, host_id)
-        self.time_scale, self.interval, self.payload = time_scale, interval_wall, payload
+        self.interval, self.payload = interval_wall, payload
         self.ams = {j.spec.app_id: _AM(j) for j in sorted(jobs, key=lambda j: (j.spec.submit, j.spec.app_id))}
-        self.start_wall = 0.0
+        self.clock: TraceClock | None = None          # the replay's, from ``run``
         self.crashes = 0
         self.delivery: list[float] = []      # wall seconds, allocation (NODE_UPDATE) -> this AM got it
         self.ray_node = ray.get_runtime_context().get_node_id()
@@ -141,9 +142,10 @@ class ApplicationMasterHost:
         self._last_allocate = 0.0
         quiet_gc()
 
-    async def run(self, start_wall: float) -> dict:
-        """Run every AM to the end; returns per-app outcomes."""
-        self.start_wall = start_wall
+    async def run(self, clock: TraceClock) -> dict:
+        """Run every AM to the end, submitting each app at its trace time on ``clock``;
+        returns per-app outcomes."""
+        self.clock = clock
         self._wake = asyncio.Event()
         waiting = deque(self.ams.values())
         opened: list[str] = []          # apps submitted and not yet terminal (the loop's work)
@@ -154,7 +156,7 @@ class ApplicationMasterHost:
             if hold > 0:                       # the allocate gap (MIN_ALLOCATE_GAP)
                 await asyncio.sleep(hold)
             now = time.time()
-            while waiting and self._wall(waiting[0].job.spec.submit) <= now:
+            while waiting and self.clock.wall(waiting[0].job.spec.submit) <= now:
                 am = waiting.popleft()
                 if self.ams[am.app] is am and am.state == "waiting":
                     am.state = "registering"
@@ -168,7 +170,7 @@ class ApplicationMasterHost:
             if joining:
                 await self._register(joining)
             active = [am for am in current if am.state == "active"]
-            next_submit = self._wall(waiting[0].job.spec.submit) if waiting else None
+            next_submit = self.clock.wall(waiting[0].job.spec.submit) if waiting else None
             wait = self.interval if next_submit is None else max(0.0, min(self.interval, next_submit - time.time()))
             if not active and not self._sent_any:
                 self._wake.clear()
@@ -187,8 +189,6 @@ class ApplicationMasterHost:
             await self._heartbeat(active, wait, left)
         return self.outcome()
 
-    def _wall(self, trace_time: float) -> float:
-        return self.start_wall + trace_time * self.time_scale
 
     def _current(self, am: _AM) -> bool:
         """Whether ``am`` is still the app's AM (not crashed or replaced by a later attempt)."""
@@ -255,7 +255,7 @@ class ApplicationMasterHost:
                 task, attempt = am.unplaced.popleft()
                 am.running[a.container] = (task, attempt)
                 am.attempts += 1
-                seconds = am.job.durations[task] * self.time_scale
+                seconds = self.clock.wall_seconds(am.job.durations[task])
                 launches[a.host].append(ContainerLaunch(a.container, am.app, task, attempt, a.node,
                                                         seconds, self.payload, token=a.token))
         if launches:

@@ -57,9 +57,9 @@ from bench_rm_throughput import measure_sim, task_attempts, trace  # noqa: E402
 
 from rayrm.rm.core.config import load_config  # noqa: E402
 from rayrm.rm.runtime.driver import replay  # noqa: E402
-from rayrm.rm.service.channel import _HEADER, CALLS, _frame  # noqa: E402
+from rayrm.rm.service.calls import HOST_CALLS, Call  # noqa: E402
+from rayrm.rm.service.channel import _HEADER, _frame  # noqa: E402
 from rayrm.rm.service.heap import quiet_gc  # noqa: E402
-from rayrm.rm.service.protocol import Call  # noqa: E402
 from rayrm.rm.service.restores import kept_generations  # noqa: E402
 from rayrm.rm.service.store import StateStore, read_journal, replay_records  # noqa: E402
 
@@ -74,8 +74,9 @@ def journals(state_dir: Path) -> list[tuple]:
 
 
 def is_host_call(name: str) -> bool:
-    """Whether a journal record is a call a host made on the channel."""
-    return name in CALLS and name != "lose_node"
+    """Whether a journal record is a numbered call a host made on the channel (the hosts'
+    ``lose_node`` is neither numbered nor timed here)."""
+    return name in HOST_CALLS and HOST_CALLS[name].spec.numbered
 
 
 def host_calls(records: list[tuple]) -> list[tuple[float, str, str, bytes, int]]:
@@ -190,7 +191,7 @@ def served_server(conn, state_dir: str) -> None:
                 if turn[0] not in arrived:
                     return
                 transport, args, wire = arrived.pop(turn[0])
-                out = state.apply(Call(name), now, *args)
+                out = Call(name).apply(state, now, *args)
                 t1 = clock()
                 store.append(name, now, args, wire)
                 t2 = clock()
@@ -198,7 +199,7 @@ def served_server(conn, state_dir: str) -> None:
                 split["answers"] += clock() - t2
             else:
                 args = pickle.loads(args) if isinstance(args, bytes) else args
-                state.apply(Call(name), now, *args)
+                Call(name).apply(state, now, *args)
                 t1 = clock()
                 store.append(name, now, args)
                 t2 = clock()

@@ -28,13 +28,16 @@ try:
 except ImportError:       # not a rayrm dependency: only this script reads another process's CPU
     sys.exit("bench_channel.py needs psutil, which rayrm does not install: pip install psutil")
 
+from rayrm.rm.service.calls import Call
 from rayrm.rm.service.channel import _HEADER as HEADER, Channel, ChannelServer, _frame, _read
 
 KEY = os.urandom(32)
 
 
 class Echo:
-    async def node_heartbeat(self, beats):
+    """The RM's side of the channel answering a node heartbeat with its own argument."""
+
+    async def serve(self, call: Call, beats):
         return beats
 
 
@@ -85,7 +88,7 @@ async def bare_client(address):
     async def call(message):
         nonlocal seq
         seq += 1
-        writer.write(_frame((seq, "node_heartbeat", pickle.dumps((message,), protocol=pickle.HIGHEST_PROTOCOL))))
+        writer.write(_frame((seq, Call.NODE_HEARTBEAT.value, pickle.dumps((message,), protocol=pickle.HIGHEST_PROTOCOL))))
         return await _read(reader)
     return call
 
@@ -101,7 +104,7 @@ def measure_stream(way: str, calls: int, gap: float, message) -> tuple[float, fl
         if way == "channel":
             async def resolve():
                 return (*address, KEY)
-            call = Channel(resolve).method("node_heartbeat").remote
+            call = Channel(resolve).method(Call.NODE_HEARTBEAT.value).remote
         else:
             call = await bare_client(address)
         await drive(call, 50, gap, message)                      # connected and warm

@@ -33,7 +33,9 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as Aff
 from rayrm.nodes.host import NodeManagerHost
 from rayrm.nodes.placement import alive_ray_nodes, place_nodes
 from rayrm.rm.runtime.actor import ResourceManager
+from rayrm.rm.service.calls import Call
 from rayrm.rm.service.protocol import NAMESPACE, RM_NAME
+from rayrm.rm.core.clock import TraceClock
 from rayrm.rm.core.model import NodeSpec, Resources
 from rayrm.rm.runtime.session import connect
 
@@ -73,7 +75,7 @@ def main() -> None:
     ray.get([h.register.remote() for h in hosts])
     print(f"{args.nms} NMs on {len(hosts)} host(s) over {len(ray_nodes)} Ray node(s); "
           f"registered in {time.time() - t_reg:.2f}s")
-    ray.get(rm.start_clock.remote(time.time()))
+    ray.get(rm.call.remote(Call.START_CLOCK, TraceClock(time.time(), 1.0)))
     time.sleep(args.warmup)
     ray.get([h.reset_measurements.remote() for h in hosts])
     before = ray.get(rm.progress.remote())["heartbeats"]

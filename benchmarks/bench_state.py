@@ -20,17 +20,18 @@ import argparse
 import gc
 import time
 
+from rayrm.rm.core.clock import TraceClock
 from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
-from rayrm.rm.service.protocol import (COMPLETE, FINISHED, RUNNING, AllocateRequest, AppRegistration,
-                                      ContainerStatus, NodeHeartbeat, NodeRegistration)
+from rayrm.rm.service.calls import Call
+from rayrm.rm.service.protocol import (COMPLETE, FINISHED, RUNNING, AllocateRequest, AppMark,
+                                      AppRegistration, ContainerStatus, NodeHeartbeat, NodeRegistration)
 from rayrm.rm.service.state import ResourceManagerState
 
 
-def run(nodes: int, hosts: int, apps: int, rounds: int, task_rounds: int) -> dict[str, float]:
-    """One run; seconds spent in each call kind."""
+def run(nodes: int, hosts: int, apps: int, rounds: int, task_rounds: int) -> dict[Call, float]:
+    """One run: CPU seconds per call of each kind."""
     specs = [NodeSpec(f"n{i:04d}", Resources.parse("cpu:4;memory_mb:16384")) for i in range(nodes)]
-    state = ResourceManagerState(dims=("cpu", "memory_mb"), nodes=specs, policy="tsf", policy_name="tsf",
-                                 time_scale=1.0)
+    state = ResourceManagerState(dims=("cpu", "memory_mb"), nodes=specs, policy="tsf", policy_name="tsf")
     host_of = {s.name: f"nm-{i % hosts}" for i, s in enumerate(specs)}
     rid: dict[str, int] = {}
 
@@ -41,7 +42,7 @@ def run(nodes: int, hosts: int, apps: int, rounds: int, task_rounds: int) -> dic
     for h in sorted(set(host_of.values())):
         regs = [NodeRegistration(s.name, dict(s.capacity), {}, "ray", 0) for s in specs if host_of[s.name] == h]
         state.register_nodes(0.0, h, next_id(h), regs)
-    state.start_clock(0.0, 0.0)
+    state.start_clock(0.0, TraceClock(0.0, 1.0))
     app_specs = [AppSpec(f"a{i:03d}", Resources.parse("cpu:1;memory_mb:1024"), num_tasks=10**6)
                  for i in range(apps)]
     state.register_apps(0.0, "am", next_id("am"), [AppRegistration(a) for a in app_specs])
@@ -49,7 +50,7 @@ def run(nodes: int, hosts: int, apps: int, rounds: int, task_rounds: int) -> dic
     started: dict[int, tuple] = {}            # container -> (app, node, task, round started)
     fresh: list[tuple] = []                    # (container, app, node, task) delivered, not yet reported
     task = 0
-    spent = {"node_heartbeat": 0.0, "allocate": 0.0}
+    spent = {Call.NODE_HEARTBEAT: 0.0, Call.ALLOCATE: 0.0}
     for k in range(1, rounds + 1):
         now = k * 0.1
         by_node: dict[str, list] = {}
@@ -68,17 +69,16 @@ def run(nodes: int, hosts: int, apps: int, rounds: int, task_rounds: int) -> dic
             idle = tuple(n for n in mine if n not in by_node)
             t0 = time.process_time()
             state.node_heartbeat(now, h, next_id(h), beats, idle, now)
-            spent["node_heartbeat"] += time.process_time() - t0
+            spent[Call.NODE_HEARTBEAT] += time.process_time() - t0
         t0 = time.process_time()
-        out = state.allocate(now, "am", next_id("am"), [], now, tuple((a.app_id, 1) for a in app_specs))
-        spent["allocate"] += time.process_time() - t0
+        out = state.allocate(now, "am", next_id("am"), [], now, AppMark())     # every AM idle
+        spent[Call.ALLOCATE] += time.process_time() - t0
         for resp in out:
             for alloc in resp.allocated:
                 fresh.append((alloc.container, alloc.app, alloc.node, task))
                 task += 1
-    spent["calls_node_heartbeat"] = rounds * hosts
-    spent["calls_allocate"] = rounds
-    return spent
+    calls = {Call.NODE_HEARTBEAT: rounds * hosts, Call.ALLOCATE: rounds}
+    return {call: seconds / calls[call] for call, seconds in spent.items()}
 
 
 def main(argv=None) -> None:
@@ -90,15 +90,14 @@ def main(argv=None) -> None:
     ap.add_argument("--task-rounds", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args(argv)
-    best: dict[str, float] = {}
+    best: dict[Call, float] = {}
     for _ in range(args.repeats):
         gc.collect()
         spent = run(args.nodes, args.hosts, args.apps, args.rounds, args.task_rounds)
-        for kind in ("node_heartbeat", "allocate"):
-            per = spent[kind] / spent[f"calls_{kind}"]
-            best[kind] = min(best.get(kind, per), per)
-    for kind, per in best.items():
-        print(f"{kind:15s} {per * 1e6:9.1f} us per call (least of {args.repeats})")
+        for call, per in spent.items():
+            best[call] = min(best.get(call, per), per)
+    for call, per in best.items():
+        print(f"{call.value:15s} {per * 1e6:9.1f} us per call (least of {args.repeats})")
 
 
 if __name__ == "__main__":

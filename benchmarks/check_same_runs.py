@@ -109,7 +109,8 @@ def service_runs(out: Path) -> list[Path]:
     sys.path.insert(0, str(Path(rayrm.__file__).parent / "tests"))
     from harness import APP, Harness, registration
     from rayrm.rm.core.model import AppSpec, Resources
-    from rayrm.rm.service.protocol import AppRegistration, Call
+    from rayrm.rm.service.calls import Call
+    from rayrm.rm.service.protocol import AppRegistration
     from rayrm.rm.service.store import StateStore
     other = AppSpec("b", Resources.parse("cpu:1;memory_mb:512"), num_tasks=5)
     runs = []

@@ -9,18 +9,15 @@ call in flight at a time, numbered by ``request_id``; a failed one is retried as
 
 What an NM reports (YARN NodeStatus): a container once as RUNNING when launched, and as
 COMPLETE until the RM acknowledges it (``ack``).  It kills what the RM lists in
-``cleanup``.  ``start_containers`` (from AMs) starts a container only on an NM of this
-host that is alive, and at most once per container id.
+``cleanup``.
 
-Regular heartbeats go out in slots: the host's NMs are dealt into interval /
-``batch_window`` slots (default ten per interval, none narrower than ``MIN_BATCH_WINDOW``
-wall seconds: a call costs the RM and the host work whatever it carries) whose phases
-spread over the interval, and a slot's NMs beat in one call, so the loop does per-slot,
-not per-NM, work (at 1,000 NMs and 0.02 s intervals, 50,000 NM heartbeats a wall
-second).  Inside a call only the NMs with something to report (statuses, refused
-launches) go by name; every other NM of the host is in the call's one ``HostMark`` (all
-but those it knows have stopped), so a quiet NM costs neither the host nor the RM
-anything per beat, and a crashed one, left out of the marks, expires as a silent NM.
+Regular heartbeats go out in slots (``HeartbeatSlots``, nodes/slots.py): the host's NMs
+are dealt into about ten slots per interval whose phases spread over it, and a slot's NMs
+beat in one call, so the loop does per-slot, not per-NM, work.  Inside a call only the NMs
+with something to report (statuses, refused launches) go by name; every other NM of the
+host is in the call's one ``HostMark`` (all but those it knows have stopped), so a quiet
+NM costs neither the host nor the RM anything per beat, and a crashed one, left out of
+the marks, expires as a silent NM.
 
 Calls are bounded per host, not per slot or per completion: two start at least
 ``MIN_CALL_GAP`` (10 ms, at most half an interval) apart, and what falls due meanwhile —
@@ -31,10 +28,10 @@ to an interval early), a host with news as soon as the gap allows.  The cost: an
 while every host is quiet waits up to an interval for its NODE_UPDATE, not half of one;
 jobs arrive while hosts are busy, and in a trace's tail the RM answers a third fewer calls.
 
-Failures.  ``start_containers`` refuses a launch whose container token
-(rm/service/protocol.py) is not the RM's for that container, app and node — an AM can
-start only what the RM granted its own app — and reports the refusal in the NM's next
-heartbeat so the RM logs it.  A RESYNC answer (the RM restarted, or declared the NM lost)
+Containers are ``HostContainers``' (nodes/containers.py): started on an AM's granted,
+token-checked launch, watched to their end, killed on the RM's cleanup.
+
+Failures.  A RESYNC answer (the RM restarted, or declared the NM lost)
 makes the NM register again listing the containers it still runs and the completions not
 yet acknowledged (YARN's NMContainerStatus).  ``kill_nm`` crashes one logical NM (its
 containers die, it stops heartbeating; the RM finds out by heartbeat expiry) and, with
@@ -50,35 +47,23 @@ backlog (NMs overdue by more than one interval when a batch goes out).
 from __future__ import annotations
 
 import asyncio
-import functools
-import heapq
 import time
 
 import ray
 
+from rayrm.nodes.containers import HostContainers
 from rayrm.nodes.executors import Launcher
 from rayrm.nodes.nm import NodeManagerState
+from rayrm.nodes.slots import MIN_BATCH_WINDOW, HeartbeatSlots
+from rayrm.rm.core.clock import TraceClock
 from rayrm.rm.core.model import NodeSpec
 from rayrm.rm.service.client import RMClient
 from rayrm.rm.service.heap import quiet_gc
-from rayrm.rm.service.protocol import (COMPLETE, FAILED, FINISHED, KILLED, NAMESPACE, NORMAL, RESYNC, RUNNING,
-                                      ContainerLaunch, ContainerStatus, HostMark, NodeHeartbeat, token_valid)
+from rayrm.rm.service.protocol import NAMESPACE, NORMAL, RESYNC, RUNNING, ContainerLaunch, HostMark, NodeHeartbeat
 
-#: the narrowest heartbeat slot, wall seconds (module docstring)
-MIN_BATCH_WINDOW = 0.005
 #: the least wall time between the starts of two node_heartbeat calls of one host (module docstring)
 MIN_CALL_GAP = 0.010
 
-
-def slot_count(n: int, interval: float, window: float | None = None) -> int:
-    """How many heartbeat slots ``n`` NMs beating every ``interval`` wall seconds are
-    dealt into: interval / window, window = max(interval / 10, MIN_BATCH_WINDOW) unless
-    given (one slot per NM when it is 0), at least 1 and at most ``n``."""
-    if window is None:
-        window = max(interval / 10, MIN_BATCH_WINDOW)
-    if n <= 0:
-        return 0
-    return n if window <= 0 else max(1, min(n, round(interval / window)))
 
 @ray.remote(num_cpus=0, max_concurrency=10_000)
 class NodeManagerHost:
@@ -94,19 +79,13 @@ class NodeManagerHost:
             rm = ray.get_actor(rm, namespace=NAMESPACE)
         self.host_id, self.ray_node = host_id, ray_node
         self.rm = RMClient(rm, host_id)
-        self.secret = secret
         self._events = sorted(events, key=lambda e: e[0])   # (trace time, join|leave, name, spec)
         self.interval = interval_wall
         # NMs due within the window are sent together (a little early): at most ~10 calls
         # per interval per host for regular heartbeats; completions go out at once (OOB).
         self.window = max(interval_wall / 10, MIN_BATCH_WINDOW) if batch_window is None else batch_window
-        now = time.time()
         self.nms = {s.name: NodeManagerState(s) for s in nodes}
-        self._slots: list[list[str]] = []       # slot -> its NMs (they beat together)
-        self._slot_due: list[float] = []        # slot -> when it is next due
-        self._heap: list[tuple[float, int]] = []
-        self._make_slots(list(self.nms), now)
-        self.launcher = Launcher(executor, ray_node, container_actor)
+        self.slots = HeartbeatSlots.deal(list(self.nms), time.time(), self.interval, self.window, self.nms)
         # NMs whose container ended (a call at once); with statuses or refusals to report;
         # stopped (left out of the marks); and the NMs started since construction (``born``)
         self._oob, self._news, self._dead, self._started = set(), set(), set(), 0
@@ -116,13 +95,12 @@ class NodeManagerHost:
         self._loop_task: asyncio.Task | None = None
         self._stopped = False
         self._stop_event: asyncio.Event | None = None
-        self._warm_count = 0
-        self._warm_target = 0
-        self._warm_done: asyncio.Event | None = None
         self.keep_samples = keep_samples
         self.stats = {"sent": 0, "answered": 0, "batches": 0, "oob": 0, "backlog_max": 0,
                       "backlog_sum": 0, "resync": 0, "launched": 0, "refused_launch": 0,
                       "restarted_nms": 0}
+        self.containers = HostContainers(Launcher(executor, ray_node, container_actor), secret, self.stats,
+                                         self._noted)
         self.rtt: list[float] = []
         self.error = ""
         self.lag: list[float] = []
@@ -170,31 +148,20 @@ class NodeManagerHost:
                 self._stop_event.set()
             raise
 
-    def _make_slots(self, names: list[str], now: float) -> None:
-        """Spread ``names`` over heartbeat slots: ``interval / window`` slots (one per NM
-        when the window is 0), slot k due at now + interval × (k + 0.5) / slots.  The NMs
-        of a slot beat in one batch, so the loop pops one heap entry per slot, not per NM."""
-        self._slots, self._slot_due, self._heap = [], [], []
-        n = len(names)
-        if not n:
-            return
-        k = slot_count(n, self.interval, self.window)
-        for j in range(k):
-            self._add_slot(names[j * n // k:(j + 1) * n // k], now + self.interval * (j + 0.5) / k)
-
-    def _add_slot(self, names: list[str], due: float) -> None:
-        sid = len(self._slots)
-        self._slots.append(list(names))
-        self._slot_due.append(due)
-        for name in names:
-            self.nms[name].slot = sid
-        heapq.heappush(self._heap, (due, sid))
+    def _noted(self, name: str, ended: bool) -> None:
+        """NM ``name`` has news for the RM; a container of it ``ended``: it beats at once."""
+        self._news.add(name)
+        if ended:
+            self._oob.add(name)
+            if self._wake is not None:
+                self._wake.set()
 
     async def _heartbeats(self) -> None:
         while not self._stopped:
-            heap = self._heap                              # resume() may rebuild it
+            slots = self.slots                             # resume() may deal them again
             now = time.time()
-            wait = 0.0 if self._oob else (heap[0][0] - now) if heap else self.interval
+            due = slots.next_due()
+            wait = 0.0 if self._oob else (due - now) if due is not None else self.interval
             wait = max(wait, self._last_call + self.gap - now)
             if wait > 0:
                 self._wake.clear()
@@ -207,28 +174,18 @@ class NodeManagerHost:
                 if time.time() < self._last_call + self.gap:
                     continue                               # woken early: the gap still holds
             now = time.time()
-            due_slots: dict[int, float] = {}
             # a call with news takes the slots due within the call gap, a quiet one an interval's
             ahead = max(self.window, self.gap) if self._news or self._oob else self.interval
-            while heap and heap[0][0] <= now + ahead:
-                t, sid = heapq.heappop(heap)
-                if self._slot_due[sid] == t:               # else a stale entry
-                    due_slots[sid] = t
+            due_slots = slots.take(now + ahead)
             n_oob, self._oob = len(self._oob), set()
-            slots = self._slots
-            n_due = sum(len(slots[sid]) for sid in due_slots)
-            backlog = sum(len(slots[sid]) for sid, t in due_slots.items() if now - t > self.interval)
+            n_due = slots.beats(due_slots)
+            backlog = slots.beats(sid for sid, t in due_slots.items() if now - t > self.interval)
             self.stats["backlog_max"] = max(self.stats["backlog_max"], backlog)
             self.stats["backlog_sum"] += backlog
             if self._news or (due_slots and len(self._dead) < len(self.nms)):
                 self._last_call = now
                 await self._beat(n_due, n_oob, due_slots)
-            for sid, t in due_slots.items():
-                nxt = t + self.interval
-                if nxt < time.time():                      # fell behind: keep the phase, skip beats
-                    nxt += self.interval * int((time.time() - nxt) / self.interval + 1)
-                self._slot_due[sid] = nxt              # its NMs' next beat (not copied into each NM)
-                heapq.heappush(heap, (nxt, sid))
+            slots.reschedule(due_slots, time.time())
 
     async def _beat(self, n_due: int, n_oob: int, slots: dict[int, float]) -> None:
         """One node_heartbeat call: NMs with something to report as NodeHeartbeats, the rest
@@ -271,7 +228,7 @@ class NodeManagerHost:
             for cid in resp.ack:
                 nm.unacked.pop(cid, None)
             for cid in resp.cleanup:
-                self._kill(nm, cid)
+                self.containers.kill(nm, cid)
             if resp.action == RESYNC:
                 resync.append(nm)
             elif resp.action != NORMAL:
@@ -285,14 +242,14 @@ class NodeManagerHost:
 
     # ----- cluster events: NMs joining and leaving at trace times ---------------
 
-    async def start(self, start_wall: float, time_scale: float) -> None:
-        """t = 0 at ``start_wall``: the config's node joins and leaves happen on time."""
+    async def start(self, clock: TraceClock) -> None:
+        """t = 0 on ``clock``: the config's node joins and leaves happen on time."""
         if self._events:
-            asyncio.get_running_loop().create_task(self._cluster_events(start_wall, time_scale))
+            asyncio.get_running_loop().create_task(self._cluster_events(clock))
 
-    async def _cluster_events(self, start_wall: float, scale: float) -> None:
+    async def _cluster_events(self, clock: TraceClock) -> None:
         for t, kind, name, spec in self._events:
-            await asyncio.sleep(max(0.0, start_wall + t * scale - time.time()))
+            await asyncio.sleep(max(0.0, clock.wall(t) - time.time()))
             if self._stopped:
                 return
             if kind == "join":
@@ -310,132 +267,46 @@ class NodeManagerHost:
         self.nms[spec.name] = nm
         due = time.time() + self.interval
         await self._register([nm])
-        self._add_slot([spec.name], due)
+        self.slots.add([spec.name], due, self.nms)
         if self._wake is not None:
             self._wake.set()
 
-    async def resume(self, start_wall: float, time_scale: float) -> dict[str, str]:
+    async def resume(self, clock: TraceClock) -> dict[str, str]:
         """After Ray restarted this host: catch up on past cluster events, register, heartbeat.
 
         A restarted actor is constructed again from the replay's arguments, so its NMs
         are the initial ones; joins and leaves whose time has passed are applied first.
         """
         now = time.time()
-        past = [e for e in self._events if start_wall + e[0] * time_scale <= now]
-        self._events = [e for e in self._events if start_wall + e[0] * time_scale > now]
+        past = [e for e in self._events if clock.wall(e[0]) <= now]
+        self._events = [e for e in self._events if clock.wall(e[0]) > now]
         for _, kind, name, spec in past:
             if kind == "join":
                 self.nms[name] = NodeManagerState(spec)
             else:
                 self.nms.pop(name, None)
                 self._dead.discard(name)
-        self._make_slots(list(self.nms), now)
+        self.slots = HeartbeatSlots.deal(list(self.nms), now, self.interval, self.window, self.nms)
         placed = await self.register()
-        await self.start(start_wall, time_scale)
+        await self.start(clock)
         return placed
 
     # ----- containers ----------------------------------------------------------
 
     async def start_containers(self, launches: list[ContainerLaunch]) -> list[str]:
-        """YARN startContainers: launch each granted container on its NM; "ok" or why not."""
-        out = []
-        for launch in launches:
-            nm = self.nms.get(launch.node)
-            if nm is None or not nm.alive:
-                self.stats["refused_launch"] += 1
-                out.append(f"node {launch.node} is not running on this host")
-                continue
-            if self.secret and not token_valid(self.secret, launch):
-                # Fencing: only the RM's grant for this container, app and node starts it.
-                self.stats["refused_launch"] += 1
-                nm.refused.append((launch.container, launch.app, "invalid container token"))
-                self._news.add(launch.node)
-                out.append("invalid container token")
-                continue
-            if launch.container in nm.containers or launch.container in nm.unacked:
-                out.append("ok")
-                continue
-            launched = time.time()
-            ref = self.launcher.launch(launch.container, launched + launch.seconds, launch.payload)
-            nm.containers[launch.container] = (launch, launched, ref)
-            nm.new.append(ContainerStatus(launch.container, launch.app, launch.task, launch.attempt,
-                                          launch.node, RUNNING, launched))
-            self._news.add(launch.node)
-            if isinstance(ref, asyncio.Future):          # a timer of this loop: a callback, no task
-                ref.add_done_callback(functools.partial(self._timer_ended, nm, launch, launched))
-            else:
-                asyncio.get_running_loop().create_task(self._watch(nm, launch, launched, ref))
-            self.stats["launched"] += 1
-            out.append("ok")
-        return out
-
-    async def _watch(self, nm: NodeManagerState, launch: ContainerLaunch, launched: float, ref) -> None:
-        start = finish = None
-        exit_, detail = FINISHED, ""
-        try:
-            start, finish = await ref
-        except (ray.exceptions.TaskCancelledError, asyncio.CancelledError):
-            exit_, finish = KILLED, time.time()
-        except ray.exceptions.RayError as e:
-            exit_, finish, detail = FAILED, time.time(), type(e).__name__
-        self._ended(nm, launch, launched, start, finish, exit_, detail)
-
-    def _timer_ended(self, nm: NodeManagerState, launch: ContainerLaunch, launched: float, fut) -> None:
-        if fut.cancelled():
-            self._ended(nm, launch, launched, None, time.time(), KILLED, "")
-        else:
-            self._ended(nm, launch, launched, *fut.result(), FINISHED, "")
-
-    def _ended(self, nm: NodeManagerState, launch: ContainerLaunch, launched: float, start, finish,
-               exit_: str, detail: str) -> None:
-        """A container ended: its COMPLETE status waits for the RM's ack, sent out of band."""
-        nm.containers.pop(launch.container, None)
-        if not nm.alive:
-            return
-        nm.unacked[launch.container] = ContainerStatus(
-            launch.container, launch.app, launch.task, launch.attempt, launch.node, COMPLETE,
-            launched, start, finish, exit_, detail)
-        self._oob.add(nm.spec.name)
-        self._news.add(nm.spec.name)
-        if self._wake is not None:
-            self._wake.set()
-
-    def _kill(self, nm: NodeManagerState, cid: int) -> None:
-        entry = nm.containers.get(cid)
-        if entry is not None:
-            self.launcher.kill(entry[2])
+        """YARN startContainers: launch each granted container on its NM; "ok" or why not
+        (``HostContainers.start``)."""
+        return self.containers.start(self.nms, launches)
 
     # ----- warm-up, stop, stats ----------------------------------------------------
 
     async def prewarm(self, count: int, timeout: float = 120.0) -> int:
-        """Before t = 0: make the first containers as fast as the rest.  Task executor: start
-        ``count`` worker processes on this Ray node and leave them idle (each waits until
-        all have arrived, so they are distinct); actor executor: run a few empty containers
-        through the executor actor.  Returns the distinct worker processes (task) or runs."""
-        if self.launcher.kind == "actor":
-            kind = "cpu" if self.launcher.actor is not None else "sleep"
-            refs = [self.launcher.launch(-1 - i, time.time(), kind) for i in range(max(1, min(count, 8)))]
-            return len(await asyncio.gather(*refs))
-        if count <= 0:
-            return 0
-        self._warm_count, self._warm_target = 0, count
-        self._warm_done = asyncio.Event()
-        me = ray.get_runtime_context().current_actor
-        refs = self.launcher.warm_tasks(me, count)
-        try:
-            await asyncio.wait_for(self._warm_done.wait(), timeout)
-        except asyncio.TimeoutError:
-            pass
-        self._warm_done.set()
-        pids = await asyncio.gather(*refs)
-        return len(set(pids))
+        """Before t = 0: make the first containers as fast as the rest (``HostContainers.prewarm``)."""
+        return await self.containers.prewarm(ray.get_runtime_context().current_actor, count, timeout)
 
     async def arrive(self) -> None:
         """A warm task checks in and waits until all of them have."""
-        self._warm_count += 1
-        if self._warm_count >= self._warm_target:
-            self._warm_done.set()
-        await self._warm_done.wait()
+        await self.containers.arrive()
 
     async def lifeline(self) -> str:
         """Returns when the host stops ('') or its heartbeat loop fails (the error); the
@@ -488,7 +359,7 @@ class NodeManagerHost:
             return False
         self._stopped_nm(nm)
         for cid in list(nm.containers):
-            self._kill(nm, cid)
+            self.containers.kill(nm, cid)
         if restart_after is not None:
             asyncio.get_running_loop().create_task(self._restart_nm(nm.spec, restart_after))
         return True

@@ -16,9 +16,10 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 
+from rayrm.rm.core.clock import TraceClock
 from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
-from rayrm.rm.service.protocol import (COMPLETE, FINISHED, RESYNC, RUNNING, AllocateRequest, AppRegistration, Call,
-                                      ContainerStatus, NodeHeartbeat, NodeRegistration)
+from rayrm.rm.service.calls import Call
+from rayrm.rm.service.protocol import (COMPLETE, FINISHED, RESYNC, RUNNING, AllocateRequest, AppRegistration, ContainerStatus, NodeHeartbeat, NodeRegistration)
 from rayrm.rm.service.state import ResourceManagerState
 from rayrm.rm.service.store import StateStore, replay_records
 
@@ -43,7 +44,7 @@ class Harness:
                  policy: str = "tsf", ask: bool = True, nodes=NODES):
         self.store, self.nodes = store, list(nodes)
         self.rm = ResourceManagerState(dims=("cpu", "memory_mb"), nodes=self.nodes, policy=policy,
-                                       policy_name=policy, time_scale=1.0, max_attempts=max_attempts,
+                                       policy_name=policy, max_attempts=max_attempts,
                                        secret=SECRET)
         if store is not None:
             store.snapshot(self.rm)
@@ -56,7 +57,7 @@ class Harness:
         self.unacked: dict[int, ContainerStatus] = {}
         self.finished = {a: set() for a in self.apps}
         self.call("nm", Call.REGISTER_NODES, [registration(n) for n in self.nodes])
-        self.apply(Call.START_CLOCK, 0.0)
+        self.apply(Call.START_CLOCK, TraceClock(0.0, 1.0))
         if apps:
             self.call("am", Call.REGISTER_APPS, [AppRegistration(a) for a in apps])
         if apps and ask:
@@ -66,7 +67,7 @@ class Harness:
 
     def apply(self, call: Call, *args):
         """One call at ``now``, journaled when there is a store (as the RM actor does)."""
-        out = self.rm.apply(call, self.now, *args)
+        out = call.apply(self.rm, self.now, *args)
         if self.store is not None:
             self.store.append(call, self.now, args)
         return out

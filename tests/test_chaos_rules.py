@@ -15,7 +15,8 @@ from harness import Harness, kinds
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.fault_rules import LinkFault, link_passage
 from rayrm.rm.core.faults import check_cluster, check_times, parse_fault
-from rayrm.rm.service.protocol import (COMPLETE, FINISHED, LOST, RUNNING, AllocateRequest, Call, ContainerStatus,
+from rayrm.rm.service.calls import Call
+from rayrm.rm.service.protocol import (COMPLETE, FINISHED, LOST, RUNNING, AllocateRequest, ContainerStatus,
                                       NodeRegistration)
 
 
@@ -172,8 +173,9 @@ def test_a_container_delivered_and_never_reported_running_is_lost_to_its_am_whic
 
 
 def test_a_replay_whose_every_nm_host_is_lost_for_good_stops_saying_why():
+    from rayrm.rm.core.clock import TraceClock
     from rayrm.rm.runtime.supervisor import STUCK, Supervisor
-    sup = Supervisor(None, {"nm-0": None, "nm-1": None}, None, start_wall=0.0, time_scale=1.0, total=1,
+    sup = Supervisor(None, {"nm-0": None, "nm-1": None}, None, clock=TraceClock(0.0, 1.0), total=1,
                      label="t", progress=False, stall_after=60.0)
     sup._host_lost("nm-0", "its Ray node is gone")
     assert sup.stop.reason == ""                                   # nm-1 still runs NMs

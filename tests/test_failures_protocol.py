@@ -22,8 +22,9 @@ import pytest
 from harness import APP, NODES, SECRET, Harness, digest, kinds
 
 from rayrm.rm.core.model import AppSpec, Resources
+from rayrm.rm.service.calls import Call
 from rayrm.rm.service.protocol import (COMPLETE, FENCED, FINISHED, LOST, NORMAL, RESYNC, RUNNING, SHUTDOWN,
-                                      AllocateRequest, AppRegistration, Call, ContainerLaunch, ContainerStatus,
+                                      AllocateRequest, AppRegistration, ContainerLaunch, ContainerStatus,
                                       NodeHeartbeat, NodeRegistration, container_token, token_valid)
 from rayrm.rm.service.records import RELEASED
 from rayrm.rm.service.store import JournalError, StateStore, read_journal, replay_records

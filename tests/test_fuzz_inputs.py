@@ -304,7 +304,7 @@ def test_sls_importer_mutated_samples(name, data):
     """One value anywhere in a real sample replaced by a random tree."""
     import json
 
-    from rayrm.traces.importers.common import json_stream
+    from rayrm.traces.importers.reading import json_stream
 
     values = [v for _, v in json_stream(SLS_DATA / name)]
     k = data.draw(st.integers(0, len(values) - 1))
@@ -354,7 +354,7 @@ SLS_FOUND = [
 def test_sls_found_sizes_are_input_errors(tmp_path, name, k, where, value, message):
     import json
 
-    from rayrm.traces.importers.common import json_stream
+    from rayrm.traces.importers.reading import json_stream
 
     lines_values = list(json_stream(SLS_DATA / name))
     node = lines_values[k][1]

@@ -18,7 +18,7 @@ def am_host(local_ray):
     import ray
 
     from rayrm.apps.am import ApplicationMasterHost
-    host = ApplicationMasterHost.options(num_cpus=0).remote("am-0", None, {}, [], time_scale=1.0, interval_wall=0.1)
+    host = ApplicationMasterHost.options(num_cpus=0).remote("am-0", None, {}, [], interval_wall=0.1)
     yield host
     ray.kill(host)
 

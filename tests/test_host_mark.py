@@ -10,7 +10,8 @@ import pickle
 
 from harness import Harness
 from rayrm.rm.service.liveness import Liveness
-from rayrm.rm.service.protocol import RESYNC, Call, HostMark, NodeRegistration
+from rayrm.rm.service.calls import Call
+from rayrm.rm.service.protocol import RESYNC, HostMark, NodeRegistration
 from rayrm.rm.service.store import StateStore, replay_records
 
 

@@ -326,7 +326,7 @@ def test_rumen_bad_attempt_times_and_strict(tmp_path):
 
 
 def test_json_stream_reads_comments_and_trailing_commas_as_hadoop_does(tmp_path):
-    from rayrm.traces.importers.common import json_stream
+    from rayrm.traces.importers.reading import json_stream
 
     path = tmp_path / "c.json"
     path.write_text('/* licence\n   text */\n{"a": "hdfs://nn/x", // a comment\n "b": [1, 2,],\n}\n'

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from rayrm.apps.am import AMJob
+from rayrm.rm.core.clock import TraceClock
 from rayrm.rm.core.model import AppSpec, Resources
 
 
@@ -35,7 +36,9 @@ def silent_rm(local_ray):
             self.server = self.server or ChannelServer(self, b"key")
             return (*await self.server.start("127.0.0.1"), b"key")
 
-        async def register_apps(self, *args):
+        async def serve(self, call, *args):
+            """Every call the channel serves: only a registration comes, and waits for ever."""
+            assert call.value == "register_apps"
             self.called.set()
             await asyncio.Event().wait()
 
@@ -53,9 +56,8 @@ def test_an_am_still_registering_is_not_crashed(silent_rm):
 
     from rayrm.apps.am import ApplicationMasterHost
     job = AMJob(AppSpec("j", Resources(cpu=1, memory_mb=512), 2, submit=0.0), (5.0, 5.0))
-    host = ApplicationMasterHost.options(num_cpus=0).remote("am-0", silent_rm, {}, [job], time_scale=1.0,
-                                                            interval_wall=0.1)
-    run = host.run.remote(time.time())               # submits j at once: it registers, unanswered
+    host = ApplicationMasterHost.options(num_cpus=0).remote("am-0", silent_rm, {}, [job], interval_wall=0.1)
+    run = host.run.remote(TraceClock(time.time(), 1.0))               # submits j at once: it registers, unanswered
     assert ray.get(silent_rm.registering.remote(), timeout=60)
     assert ray.get(host.kill_am.remote("j"), timeout=60) is False
     out = ray.get(host.outcome_now.remote(), timeout=60)

@@ -371,3 +371,61 @@ def test_the_formula_check_finds_what_it_should(tmp_path):
         "    return n * h, used / limit, math.floor(n)\n")                           # none of them
     found = sorted_messages(formula_violations({"rayrm.rm.x": tmp_path / "a.py"}))
     assert [m.split(": ", 1)[0] for m in found] == [f"rayrm.rm.x:{k}" for k in (11, 13, 15, 2, 5, 7, 9)]
+
+
+#: functions whose first argument names an RM call when it is one's name
+NAMING = {"getattr", "hasattr", "setattr", "method", "call", "_call", "serve", "apply", "wire", "Call"}
+CALL_TABLE = Path("rm") / "service" / "calls.py"
+
+
+def call_name_violations(names: set[str]) -> dict[str, str]:
+    """Places outside the table of RM calls (rm/service/calls.py) that name a call by a string:
+    a call's name handed to a function that dispatches or sends by name (``NAMING``), or a
+    collection literal (or dict's keys) of nothing but two or more calls' names — an allow-list."""
+    def strings(nodes):
+        return [n.value for n in nodes if isinstance(n, ast.Constant) and n.value in names]
+
+    wrong = {}
+    for path in package_sources():
+        where = path.relative_to(ROOT)
+        if where == CALL_TABLE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(where))):
+            found = []
+            if isinstance(node, ast.Call) and node.args:
+                f = node.func
+                fname = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+                if fname in NAMING:
+                    found = strings(node.args[:2])
+            elif isinstance(node, (ast.Set, ast.List, ast.Tuple, ast.Dict)):
+                elts = node.keys if isinstance(node, ast.Dict) else node.elts
+                held = strings(elts)
+                found = held if len(held) >= 2 and len(held) == len(elts) else []
+            if found:
+                wrong[f"{where}:{node.lineno}"] = f"{where}:{node.lineno}: names RM calls by string: {found}"
+    return wrong
+
+
+def test_no_rm_call_is_named_by_a_string_outside_the_table():
+    from rayrm.rm.service.calls import Call  # noqa: PLC0415 - the table itself is the reference
+    assert sorted_messages(call_name_violations({c.value for c in Call})) == []
+
+
+def test_the_call_name_check_finds_what_it_should(tmp_path, monkeypatch):
+    # a client sending by name, a channel's allow-list and getattr dispatch are reported; an
+    # event kind that shares a call's name ("fault"), a lone name in a literal and a table's
+    # columns that include two ("fault", "allocate") are not
+    (tmp_path / "rm" / "service").mkdir(parents=True)
+    (tmp_path / "rm" / "client.py").write_text(
+        'async def f(self, x):\n    return await self._call("allocate", x)\n')
+    (tmp_path / "rm" / "channel.py").write_text(
+        'CALLS = frozenset({"allocate", "poll"})\n'
+        'def g(target, name):\n    return getattr(target, "allocate")\n')
+    (tmp_path / "rm" / "log.py").write_text(
+        'def h(log):\n    log.event(1.0, "fault")\n    return ("fault", 1), ["at", "fault", "allocate"]\n')
+    (tmp_path / CALL_TABLE).write_text('NAMES = ("allocate", "poll")\n')        # the table may
+    monkeypatch.setitem(globals(), "ROOT", tmp_path)
+    assert sorted_messages(call_name_violations({"allocate", "poll", "fault"})) == [
+        "rm/channel.py:1: names RM calls by string: ['allocate', 'poll']",
+        "rm/channel.py:3: names RM calls by string: ['allocate']",
+        "rm/client.py:2: names RM calls by string: ['allocate']"]

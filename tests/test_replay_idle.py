@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from harness import Harness
 
-from rayrm.rm.service.protocol import FENCED, NORMAL, RESYNC, AppMark, Call
+from rayrm.rm.service.calls import Call
+from rayrm.rm.service.protocol import FENCED, NORMAL, RESYNC, AppMark
 
 
 def test_idle_nms_are_heard_and_answered_only_when_the_rm_has_something_for_them():
@@ -45,7 +46,7 @@ def test_idle_ams_in_one_mark_keep_their_ask_and_hear_only_news():
     assert h.rm.apps.table["a"].last_sent == 1.0                  # the mark carried it
     # nothing new: no answer at all, and the long poll's second half has none either
     assert h.call("am", Call.ALLOCATE, [], 1.5, AppMark()) == []
-    assert h.rm.apply(Call.POLL, 1.5, "am", h.rid["am"], [], AppMark()) == []
+    assert Call.POLL.apply(h.rm, 1.5, "am", h.rid["am"], [], AppMark()) == []
     h.rm.apps.settle()
     assert h.rm.apps.table["a"].last_sent == 1.5
 
@@ -84,7 +85,7 @@ def test_after_a_restart_every_idle_am_is_told_to_resync_by_its_hosts_next_mark(
 
 
 def test_heartbeat_slots_are_no_narrower_than_the_floor_and_the_interval_is_unchanged():
-    from rayrm.nodes.host import MIN_BATCH_WINDOW, slot_count
+    from rayrm.nodes.slots import MIN_BATCH_WINDOW, slot_count
     assert MIN_BATCH_WINDOW == 0.005
     # time scale 0.05: a 0.05 s interval, ten 5 ms slots (the floor does not bind)
     assert slot_count(1000, 0.05) == 10

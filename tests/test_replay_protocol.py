@@ -14,7 +14,8 @@ from rayrm.nodes.executors import choose_executor, peak_containers
 from rayrm.nodes.placement import RayNode, place_nodes
 from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
-from rayrm.rm.service.protocol import FENCED, LOST, RESYNC, RUNNING, AppRegistration, Call, ContainerStatus, NodeHeartbeat
+from rayrm.rm.service.calls import Call
+from rayrm.rm.service.protocol import FENCED, LOST, RESYNC, RUNNING, AppRegistration, ContainerStatus, NodeHeartbeat
 
 @pytest.fixture
 def d():

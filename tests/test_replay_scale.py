@@ -38,7 +38,8 @@ def test_a_stalled_rm_expires_nobody_and_real_silence_still_expires():
     from harness import Harness
 
     from rayrm.rm.service.liveness import Liveness
-    from rayrm.rm.service.protocol import AllocateRequest, Call, NodeHeartbeat
+    from rayrm.rm.service.calls import Call
+    from rayrm.rm.service.protocol import AllocateRequest, NodeHeartbeat
 
     h, live, expiry = Harness(), Liveness(), 10.0
     for t in range(1, 6):                          # the monitor ticks on time every second to t = 5
@@ -92,7 +93,8 @@ def test_failing_an_app_or_losing_a_node_touches_only_their_own_containers():
     from harness import APP, Harness
 
     from rayrm.rm.core.model import AppSpec, Resources
-    from rayrm.rm.service.protocol import Call, RUNNING
+    from rayrm.rm.service.calls import Call
+    from rayrm.rm.service.protocol import RUNNING
 
     other = AppSpec("b", Resources.parse("cpu:1;memory_mb:512"), num_tasks=2)
     h = Harness(apps=(APP, other))
@@ -122,7 +124,8 @@ def test_losing_and_registering_a_hosts_nms_refreshes_every_app_once(monkeypatch
 
     from rayrm.rm.core.cluster import ClusterState
     from rayrm.rm.core.model import AppSpec, Resources
-    from rayrm.rm.service.protocol import Call, RUNNING
+    from rayrm.rm.service.calls import Call
+    from rayrm.rm.service.protocol import RUNNING
 
     other = AppSpec("b", Resources.parse("cpu:1;memory_mb:512"), num_tasks=2)
     one_by_one, batched = Harness(apps=(APP, other)), Harness(apps=(APP, other))
@@ -154,7 +157,7 @@ def test_replaying_the_journal_never_scans_every_container(tmp_path):
     # containers.  The run: app a's 4 tasks, a lost node, an app that fails, to the end.
     from harness import Harness
 
-    from rayrm.rm.service.protocol import Call
+    from rayrm.rm.service.calls import Call
     from rayrm.rm.service.store import StateStore, replay_records
 
     h = Harness(StateStore(tmp_path))
@@ -175,7 +178,8 @@ def test_the_am_expiry_scan_sees_apps_registered_since_and_drops_those_done():
 
     from rayrm.rm.core.model import AppSpec, Resources
     from rayrm.rm.service.liveness import HOST_FACTOR, Liveness
-    from rayrm.rm.service.protocol import AppRegistration, Call
+    from rayrm.rm.service.calls import Call
+    from rayrm.rm.service.protocol import AppRegistration
 
     h, live, expiry = Harness(), Liveness(), 10.0    # app a's AM host "am" was last heard at t = 0
     # a host silent for more than HOST_FACTOR x expiry = 300 s leaves its AMs silent: a at 405

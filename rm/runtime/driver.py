@@ -13,8 +13,8 @@ in named stages, as Nomad's scheduler runs Process -> computeJobAllocs -> comput
 2. **start** (``start_stage``) — the RM actor (``rayrm-rm``), pinned to the driver's node
    where it keeps its snapshot and journal (``<out>/rm-state``); the NM hosts, warmed up
    and registered; the AM hosts with their jobs dealt round-robin in submit order
-   (``rayrm.rm.core.faults.am_host_of``); then t = 0: ``start_wall`` a moment ahead,
-   trace time = (wall − start_wall) / time_scale everywhere.
+   (``rayrm.rm.core.faults.am_host_of``); then t = 0 a moment ahead: one ``TraceClock``
+   (``rayrm.rm.core.clock``) that the RM, the hosts and the supervisor all read.
 3. **supervise** (``supervise_stage``) — until every AM host is done: progress on
    stderr, NM and AM hosts watched and restarted, the faults injected
    (``rayrm.rm.runtime.supervisor``); a signal or ``until`` ends it early.
@@ -43,6 +43,7 @@ from pathlib import Path
 from rayrm.rm.core import fault_rules, recovery
 from rayrm.rm.core.config import MIN_EXPIRY_WALL, PAYLOADS, ExperimentConfig, load_config
 from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.clock import TraceClock
 from rayrm.rm.core.chaos import ChaosSpec, draw_schedule, parse_chaos, shape_of
 from rayrm.rm.core.faults import Fault, am_host_of, check_cluster, check_times, config_faults, earliest_end
 from rayrm.rm.core.policies import policy_for_run
@@ -57,6 +58,7 @@ from rayrm.rm.runtime.summary import replay_figures, twin_comparison
 from rayrm.rm.runtime.supervisor import (AM_HOST_RESTARTS, NM_HOST_RESTARTS, FaultInjector, StopSignal, Supervisor,
                                          link_losses, merge_outcomes, rm_call)
 from rayrm.rm.runtime.webui import start_live_ui
+from rayrm.rm.service.calls import Call
 from rayrm.rm.service.protocol import NAMESPACE, RM_NAME
 from rayrm.rm.service.store import StateStore
 
@@ -256,8 +258,8 @@ class Actors:
     am_of_app: dict               # app id -> its ApplicationMasterHost
     jobs: list                    # AMJobs, with their task durations
     state_dir: Path
-    start_wall: float = 0.0
-    make_am_host: object = None   # (I, Ray node id) -> a new AM host am-I there
+    make_am_host: object = None               # (I, Ray node id) -> a new AM host am-I there
+    clock: TraceClock | None = None           # t = 0, set once every actor has started
 
 
 def start_stage(run: ReplayRun, placed: Placement, session: "_Session") -> Actors:
@@ -286,9 +288,8 @@ def start_stage(run: ReplayRun, placed: Placement, session: "_Session") -> Actor
     hosts, host_of_node = _start_nm_hosts(run, plan, session, secret)
     jobs, ams, am_of_app, make_am_host = _start_am_hosts(run, placed.am_nodes, hosts, session)
     actors = Actors(rm, hosts, host_of_node, ams, am_of_app, jobs, state_dir, make_am_host=make_am_host)
-    actors.start_wall = time.time() + START_LEAD
-    ray.get([rm.start_clock.remote(actors.start_wall)]
-            + [h.start.remote(actors.start_wall, run.scale) for h in hosts.values()])
+    actors.clock = TraceClock(time.time() + START_LEAD, run.scale)
+    ray.get([rm.call.remote(Call.START_CLOCK, actors.clock)] + [h.start.remote(actors.clock) for h in hosts.values()])
     return actors
 
 
@@ -337,7 +338,7 @@ def _start_am_hosts(run: ReplayRun, am_nodes: list[str], hosts: dict, session: "
         return session.add(ApplicationMasterHost.options(
             name=f"rayrm-am-{i}", namespace=NAMESPACE, max_restarts=AM_HOST_RESTARTS,
             scheduling_strategy=Affinity(rid, soft=False)).remote(
-            f"am-{i}", RM_NAME, {h: f"rayrm-{h}" for h in hosts}, pinned[i], time_scale=run.scale,
+            f"am-{i}", RM_NAME, {h: f"rayrm-{h}" for h in hosts}, pinned[i],
             interval_wall=run.interval_wall, payload=run.payload))
 
     ams, am_of_app = {}, {}
@@ -361,26 +362,25 @@ class Supervised:
 
 def supervise_stage(run: ReplayRun, placed: Placement, actors: Actors) -> Supervised:
     """Run the AM hosts from t = 0 and supervise them until they are done or stopped."""
-    done_refs = {am.run.remote(actors.start_wall): hid for hid, am in actors.ams.items()}
+    clock = actors.clock
+    done_refs = {am.run.remote(clock): hid for hid, am in actors.ams.items()}
     total = sum(j.app.num_tasks for j in run.cfg.jobs)
-    max_task = max((max(a.durations) if a.durations else 0.0) for a in actors.jobs) * run.scale
+    max_task = clock.wall_seconds(max((max(a.durations) if a.durations else 0.0) for a in actors.jobs))
     injector = None
     if run.faults:
         nms_on = {rid: sorted(s.name for s in specs) for rid, specs in placed.plan.hosted.items()}
         expiry = fault_rules.expiry(run.cfg.run.nm_expiry, run.interval_wall, MIN_EXPIRY_WALL)
-        injector = FaultInjector(run.faults, start_wall=actors.start_wall, time_scale=run.scale, rm=actors.rm,
+        injector = FaultInjector(run.faults, clock=clock, rm=actors.rm,
                                  am=actors.am_of_app, am_hosts=actors.ams, hosts=actors.hosts,
                                  host_of_node=actors.host_of_node, ray_nodes=placed.ray_nodes,
                                  nms_on_ray_node=nms_on, nm_restart_after=recovery.nm_restart_after(expiry),
                                  kill_ray_node=run.kill_ray_node)
     homes = Homes(dict(zip(actors.ams, placed.am_nodes)), actors.make_am_host, actors.am_of_app)
-    supervisor = Supervisor(actors.rm, actors.hosts, injector, ams=actors.ams, homes=homes,
-                            start_wall=actors.start_wall,
-                            time_scale=run.scale, total=total, label=run.policy_name, progress=run.progress,
+    supervisor = Supervisor(actors.rm, actors.hosts, injector, ams=actors.ams, homes=homes, clock=clock,
+                            total=total, label=run.policy_name, progress=run.progress,
                             stall_after=120.0 + 3 * max_task, until=run.until, stop=run.stop)
     outcome = supervisor.run(done_refs)
-    return Supervised(supervisor, injector, outcome, outcome.get("interrupted", ""),
-                      time.time() - actors.start_wall)
+    return Supervised(supervisor, injector, outcome, outcome.get("interrupted", ""), clock.elapsed(time.time()))
 
 
 def collect_stage(run: ReplayRun, actors: Actors, supervised: Supervised) -> tuple[dict, list]:
@@ -470,7 +470,7 @@ def export_from_store(state_dir: Path, wall_seconds: float) -> dict:
     last = max((x for row in state.log.tasks.values() for x in row[5:7] if x is not None), default=0.0)
     return {"log": state.log, "alloc_to_running": list(state.alloc_to_running),
             "alloc_to_launch": list(state.alloc_to_launch),
-            "progress": state.progress(state.start_wall or 0.0) | {"time": last},
+            "progress": state.progress(state.clock.start if state.clock is not None else 0.0) | {"time": last},
             "calls": 0, "pace": {"interval_wall": 0.0, "samples": [], "beat_lags": []},
             "cpu_seconds": 0.0, "peak_rss_mb": 0.0, "snapshots": [], "snapshot_blocked": [],
             "recoveries": list(state.recoveries), "journal_bytes": 0}

@@ -45,6 +45,7 @@ from pathlib import Path
 
 import ray
 
+from rayrm.rm.core.clock import TraceClock
 from rayrm.rm.core.cluster import ClusterState
 from rayrm.rm.core.config import ExperimentConfig
 from rayrm.rm.core.errors import InputError
@@ -178,7 +179,7 @@ class NativeRun:
         self.results: list[tuple] = []          # (app, task, start, finish, pool)
         self.submitted: dict[str, float] = {}   # app -> wall submit time
         self.rejected: dict[str, str] = {}
-        self.start_wall = 0.0
+        self.clock: TraceClock | None = None    # t = 0 a moment after ``execute`` starts
         self.wall_seconds = 0.0
 
     def warm(self) -> None:
@@ -201,15 +202,15 @@ class NativeRun:
         jobs = sorted(self.cfg.jobs, key=lambda j: (j.app.submit, j.app.app_id))
         total = sum(j.app.num_tasks for j in jobs)
         show = sys.stderr.isatty() if progress is None else progress
-        self.start_wall = time.time() + 0.3
+        self.clock = clock = TraceClock(time.time() + 0.3, self.scale)
         pending: dict = {}
         k, last_print = 0, 0.0
         while k < len(jobs) or pending:
             now = time.time()
-            while k < len(jobs) and self.start_wall + jobs[k].app.submit * self.scale <= now:
+            while k < len(jobs) and clock.wall(jobs[k].app.submit) <= now:
                 pending.update(self._submit(jobs[k], now))
                 k += 1
-            next_submit = self.start_wall + jobs[k].app.submit * self.scale if k < len(jobs) else None
+            next_submit = clock.wall(jobs[k].app.submit) if k < len(jobs) else None
             timeout = 0.5 if next_submit is None else max(0.0, min(0.5, next_submit - time.time()))
             if pending:
                 ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=timeout)
@@ -219,14 +220,14 @@ class NativeRun:
             elif timeout > 0:
                 time.sleep(timeout)
             if show and time.time() - last_print >= (0.5 if sys.stderr.isatty() else 10.0):
-                t = (time.time() - self.start_wall) / self.scale
+                t = clock.trace(time.time())
                 line = f"rayrm replay [ray-native] t={t:8.1f}s  finished {len(self.results)}/{total}"
                 print("\r" + line if sys.stderr.isatty() else line, end="" if sys.stderr.isatty() else "\n",
                       file=sys.stderr, flush=True)
                 last_print = time.time()
         if show and sys.stderr.isatty():
             print(file=sys.stderr)
-        self.wall_seconds = time.time() - self.start_wall
+        self.wall_seconds = clock.elapsed(time.time())
 
     def _submit(self, job, now: float) -> dict:
         app = job.app
@@ -239,7 +240,7 @@ class NativeRun:
         resources = {f"{PREFIX}{d}": float(app.demand[d]) for d in self.cfg.dims if app.demand[d] > 0}
         durations = job.task_durations(self.seed)
         return {_native_task.options(resources=resources, label_selector=selector, name=f"{app.app_id}-{t}")
-                .remote(float(durations[t]) * self.scale, self.payload): (app.app_id, t)
+                .remote(self.clock.wall_seconds(float(durations[t])), self.payload): (app.app_id, t)
                 for t in range(app.num_tasks)}
 
     def write(self, out) -> dict:
@@ -255,10 +256,7 @@ class NativeRun:
 def build_log(run: "NativeRun") -> tuple[RunLog, int]:
     """(run log, packing overflows) for a finished native run."""
     cfg = run.cfg
-    scale, t0 = run.scale, run.start_wall
-
-    def trace(wall: float) -> float:
-        return max(0.0, (wall - t0) / scale)
+    trace, elapsed = run.clock.trace, run.clock.elapsed
 
     log = RunLog(cfg.dims, mode="ray", policy="ray-native", name=cfg.name, seed=run.seed)
     cluster = ClusterState(cfg.dims)
@@ -269,9 +267,9 @@ def build_log(run: "NativeRun") -> tuple[RunLog, int]:
     for app_id, wall in sorted(run.submitted.items(), key=lambda kv: kv[1]):
         spec = specs[app_id]
         if app_id in run.rejected:
-            log.reject(spec, run.rejected[app_id], trace(wall), wall - t0)
+            log.reject(spec, run.rejected[app_id], trace(wall), elapsed(wall))
         else:
-            log.submit(spec, trace(wall), wall - t0)
+            log.submit(spec, trace(wall), elapsed(wall))
             cluster.add_app(spec)
 
     events = []
@@ -295,17 +293,17 @@ def build_log(run: "NativeRun") -> tuple[RunLog, int]:
                 node = max(candidates, key=lambda n: min(n.free))
             c = cluster.allocate(app, node, task)
             held[(app_id, task)] = c.container_id
-            log.start(app_id, task, 0, node.name, trace(run.submitted[app_id]), t, wall - t0,
+            log.start(app_id, task, 0, node.name, trace(run.submitted[app_id]), t, elapsed(wall),
                       container=c.container_id)
         else:
             cid = held.pop((app_id, task))
             cluster.release(cid)
-            log.end(app_id, task, 0, "finished", t, wall - t0, container=cid)
+            log.end(app_id, task, 0, "finished", t, elapsed(wall), container=cid)
             left[app_id] -= 1
             last_finish[app_id] = t
         log.share(t, app_id, app_shares(app, cluster), app.running)
         if kind != 1 and left[app_id] == 0:
-            log.app_done(app_id, t, wall - t0)
+            log.app_done(app_id, t, elapsed(wall))
     return log, overflows
 
 

@@ -1,6 +1,6 @@
 """The replay's pace: how far behind its own schedule it runs, and what that means.
 
-The trace clock is the wall clock (trace = (wall − start) / time_scale): the replay
+The trace clock is the wall clock (``TraceClock``, rm/core/clock.py): the replay
 never slows it down, so an RM that cannot keep up falls *behind* — heartbeats are
 handled late, allocations reach their AMs late, containers launch late — and the
 run's timings are then the RM's, not the policy's.  What is measured:

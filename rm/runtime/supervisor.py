@@ -24,9 +24,11 @@ from __future__ import annotations
 import sys
 import time
 
+from rayrm.rm.core.clock import TraceClock
 from rayrm.rm.core.fault_rules import LinkFault, am_host_died
 from rayrm.rm.core.faults import Fault
 from rayrm.nodes.placement import Homes, host_gone_errors
+from rayrm.rm.service.calls import Call
 from rayrm.rm.service.client import BUDGET, MAX_DELAY
 
 NM_HOST_RESTARTS = 3          # Ray restarts of one NodeManager host actor
@@ -53,14 +55,14 @@ def rm_call(method, *args):
 
 
 class FaultInjector:
-    """Injects ``faults`` at wall time start_wall + T × time_scale (see rm.faults)."""
+    """Injects ``faults`` at their trace times on ``clock`` (see rm.faults)."""
 
-    def __init__(self, faults: list[Fault], *, start_wall: float, time_scale: float, rm, am, hosts: dict,
+    def __init__(self, faults: list[Fault], *, clock: TraceClock, rm, am, hosts: dict,
                  am_hosts: dict | None = None,
                  host_of_node: dict[str, str], ray_nodes: list, nms_on_ray_node: dict[str, list[str]],
                  nm_restart_after: float, kill_ray_node=None):
         self.todo = sorted(faults, key=lambda f: f.time)
-        self.start_wall, self.scale = start_wall, time_scale
+        self.clock = clock
         self.rm, self.am, self.hosts, self.am_hosts = rm, am, hosts, am_hosts or {}
         self.host_of_node, self.ray_nodes, self.nms_on = host_of_node, ray_nodes, nms_on_ray_node
         self.restart_after = nm_restart_after
@@ -71,7 +73,7 @@ class FaultInjector:
     def seconds_to_next(self) -> float:
         if not self.todo:
             return float("inf")
-        return max(0.0, self.start_wall + self.todo[0].time * self.scale - time.time())
+        return max(0.0, self.clock.wall(self.todo[0].time) - time.time())
 
     def inject_due(self) -> None:
         import ray  # noqa: PLC0415
@@ -86,7 +88,7 @@ class FaultInjector:
     def _log(self, f: Fault, node: str = "", app: str = "", extra: str = "") -> None:
         self._rid += 1
         detail = f.text + (f" ({extra})" if extra else "")
-        rm_call(self.rm.fault, "driver", self._rid, detail, node, app)
+        rm_call(self.rm.call, Call.FAULT, "driver", self._rid, detail, node, app)
 
     def _inject(self, f: Fault) -> None:
         import ray  # noqa: PLC0415
@@ -122,10 +124,10 @@ class FaultInjector:
 
     def _link(self, f: Fault) -> None:
         """A partition, slow or lossy link: the hosts behind it get a ``LinkFault`` on the wall
-        clock, from now for D × time_scale seconds (every host for ``drop``)."""
+        clock, from now for D trace seconds (every host for ``drop``)."""
         import ray  # noqa: PLC0415
         now = time.time()
-        end = now + f.duration * self.scale
+        end = now + self.clock.wall_seconds(f.duration)
         kind, family = LINK_KINDS[f.kind]
         fault = LinkFault(kind, now, end, delay=f.ms / 1000.0, p=float(f.target) if kind == "drop" else 0.0)
         if family == "all":
@@ -263,11 +265,11 @@ class Supervisor:
     """Waits for the AMs while watching hosts and injecting faults (module docstring)."""
 
     def __init__(self, rm, hosts: dict, injector: FaultInjector | None, *, ams: dict | None = None,
-                 homes: Homes | None = None, start_wall: float,
-                 time_scale: float, total: int, label: str, progress: bool | None, stall_after: float,
+                 homes: Homes | None = None,
+                 clock: TraceClock, total: int, label: str, progress: bool | None, stall_after: float,
                  until: float | None = None, stop: "StopSignal | None" = None):
         self.rm, self.hosts, self.injector = rm, hosts, injector
-        self.start_wall, self.scale = start_wall, time_scale
+        self.clock = clock
         self.total, self.label, self.stall_after = total, label, stall_after
         self.show = True if progress is None else progress
         self.dead_hosts: set[str] = set()
@@ -277,7 +279,7 @@ class Supervisor:
         self.homes = homes or Homes({})
         self.am_host_restarts = 0
         self._rid = 10_000_000        # driver request ids apart from the injector's
-        self.until_wall = None if until is None else start_wall + until * time_scale
+        self.until_wall = None if until is None else clock.wall(until)
         self.stop = stop or StopSignal(install=False)
 
     def run(self, done_refs: dict) -> dict:
@@ -296,7 +298,7 @@ class Supervisor:
             now = time.time()
             for hid in [h for h, at in retry.items() if at <= now]:
                 del retry[hid]
-                resuming[self.hosts[hid].resume.remote(self.start_wall, self.scale)] = hid
+                resuming[self.hosts[hid].resume.remote(self.clock)] = hid
             if retry:
                 wait = max(0.0, min(wait, min(retry.values()) - now))
             if self.until_wall is not None:
@@ -333,7 +335,7 @@ class Supervisor:
                     print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
                     last_print = now
             if not done and self.until_wall is not None and now >= self.until_wall:
-                self.stop.set(f"--until {(self.until_wall - self.start_wall) / self.scale:g} reached")
+                self.stop.set(f"--until {self.clock.trace(self.until_wall):g} reached")
             if self.stop.reason and not done:
                 if self.show and tty:
                     print(file=sys.stderr)
@@ -376,8 +378,8 @@ class Supervisor:
         self.am_host_restarts += 1
         self._rid += 1
         node_gone = isinstance(error, ray.exceptions.ActorUnschedulableError) or self.homes.am_node_gone(hid)
-        rm_call(self.rm.lose_am_host, "driver-am-hosts", self._rid, hid, am_host_died(hid, type(error).__name__),
-                self.homes.am[hid] if node_gone else "")
+        rm_call(self.rm.call, Call.LOSE_AM_HOST, "driver-am-hosts", self._rid, hid,
+                am_host_died(hid, type(error).__name__), self.homes.am[hid] if node_gone else "")
         if node_gone:
             self.ams[hid] = self.homes.rehome_am_host(hid, self.ams[hid])
         else:
@@ -385,7 +387,7 @@ class Supervisor:
                 rm_call(self.ams[hid].outcome_now)       # returns once Ray has restarted the host
             except host_gone_errors():                  # its node was declared dead meanwhile
                 self.ams[hid] = self.homes.rehome_am_host(hid, self.ams[hid])
-        return self.ams[hid].run.remote(self.start_wall)
+        return self.ams[hid].run.remote(self.clock)
 
     def _host_lost(self, hid: str, why: str) -> None:
         """The NM host could not be resumed (its Ray node is gone): its NMs stay lost, and
@@ -394,7 +396,7 @@ class Supervisor:
         self._resume_since.pop(hid, None)
         host_of_node = self.injector.host_of_node if self.injector is not None else {}
         for name in sorted(n for n, h in host_of_node.items() if h == hid):
-            rm_call(self.rm.lose_node, name, f"NM host {hid} is gone ({why})", True)
+            rm_call(self.rm.call, Call.LOSE_NODE, name, f"NM host {hid} is gone ({why})", True)
         print(f"\nrayrm replay: NodeManager host {hid} not restarted, its NMs stay lost ({why})",
               file=sys.stderr, flush=True)
         if self.dead_hosts >= set(self.hosts):
@@ -412,8 +414,8 @@ class Supervisor:
                 raise RuntimeError(f"a NodeManager host failed: {error}")
             return
         self._rid += 1
-        rm_call(self.rm.lose_host, "driver-hosts", self._rid, hid, f"NM host {hid} died ({why})")
-        resuming[self.hosts[hid].resume.remote(self.start_wall, self.scale)] = hid
+        rm_call(self.rm.call, Call.LOSE_HOST, "driver-hosts", self._rid, hid, f"NM host {hid} died ({why})")
+        resuming[self.hosts[hid].resume.remote(self.clock)] = hid
 
     def stop_hosts(self, timeout: float = 10.0, ask_rm: bool = True) -> list[dict]:
         """Stop every host that still runs a live NM; returns their measurements.

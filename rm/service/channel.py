@@ -47,8 +47,10 @@ import pickle
 import socket
 import struct
 
-#: the RM's methods the channel serves (the hosts' calls, rm/runtime/actor.py)
-CALLS = frozenset({"register_nodes", "node_heartbeat", "register_apps", "allocate", "finish_apps", "lose_node"})
+from rayrm.rm.service.calls import HOST_CALLS
+
+#: the names of the calls the channel serves: the hosts' (rm/service/calls.py)
+CALLS = frozenset(HOST_CALLS)
 _HEADER = struct.Struct("!I")
 _NONCE = 16
 #: a silent stream is probed after this many seconds, then every second, and given up after 3
@@ -90,7 +92,8 @@ def _proof(key: bytes, nonce: bytes) -> bytes:
 
 
 class ChannelServer:
-    """Serves ``CALLS`` of ``target`` (the RM actor) on a TCP port (module docstring)."""
+    """Serves ``CALLS`` on a TCP port (module docstring): each through ``target.serve(call,
+    *args)``, a coroutine (the RM actor's)."""
 
     def __init__(self, target, key: bytes):
         self.target, self.key = target, key
@@ -137,9 +140,10 @@ class ChannelServer:
         offered to the call until its first wait."""
         self.calls += 1
         try:
-            if name not in CALLS:
+            call = HOST_CALLS.get(name)
+            if call is None:
                 raise AttributeError(f"the RM's channel serves no call {name!r}")
-            coro = getattr(self.target, name)(*args)
+            coro = self.target.serve(call, *args)
         except Exception as e:  # noqa: BLE001 - the caller raises it, as a Ray call would
             self._answer(transport, seq, name, False, e)
             return

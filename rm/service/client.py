@@ -1,7 +1,9 @@
 """Calling the ResourceManager across its restarts (NM and AM hosts use this).
 
 ``RMClient`` is the hosts' typed side of the protocol (rm/service/protocol.py): one
-method per call, each numbered with the caller's next ``request_id``.
+method per host call of the RM's table (``HOST_CALLS``, rm/service/calls.py), with the
+handler's arguments but for those the client fills in — ``caller``, ``request_id``
+(the caller's next) and ``sent`` (the wall time it is sent).
 
 The calls travel on the RM's channel (``rm/service/channel.py``).  A call fails with
 ``ChannelBroken`` when the RM dies (its stream closes), and finding the restarted RM
@@ -34,6 +36,7 @@ import time
 import zlib
 
 from rayrm.rm.core.fault_rules import LinkFault, link_passage
+from rayrm.rm.service.calls import Call
 from rayrm.rm.service.channel import Channel, ChannelBroken
 
 MAX_DELAY = 0.25
@@ -169,25 +172,27 @@ class RMClient:
     async def _resolve(self) -> tuple[str, int, bytes]:
         return await self.rm.channel.remote()
 
-    async def _call(self, name: str, *args):
-        return await call_with_retry(self.channel.method(name), self.caller, self._next(), *args, link=self.link)
+    async def _call(self, call: Call, *args):
+        return await call_with_retry(self.channel.method(call.value), self.caller, self._next(), *args,
+                                     link=self.link)
 
     async def register_nodes(self, regs: list) -> list[str]:
-        return await self._call("register_nodes", regs)
+        return await self._call(Call.REGISTER_NODES, regs)
 
     async def node_heartbeat(self, beats: list, idle: tuple = (), mark=None) -> list:
-        return await self._call("node_heartbeat", beats, idle, time.time(), mark)
+        return await self._call(Call.NODE_HEARTBEAT, beats, idle, time.time(), mark)
 
     async def register_apps(self, regs: list) -> list:
-        return await self._call("register_apps", regs)
+        return await self._call(Call.REGISTER_APPS, regs)
 
     async def allocate(self, requests: list, mark=None) -> list:
-        return await self._call("allocate", requests, time.time(), mark)
+        return await self._call(Call.ALLOCATE, requests, time.time(), mark)
 
     async def finish_apps(self, items: list[tuple[str, int]]) -> list[str]:
-        return await self._call("finish_apps", items)
+        return await self._call(Call.FINISH_APPS, items)
 
-    async def lose_node(self, node: str, detail: str, departed: bool = False) -> list[int]:
+    async def lose_node(self, node: str, detail: str = "lost", departed: bool = False) -> list[int]:
         """Declare one of this host's NMs LOST now (``departed``: it left the cluster for
         good); idempotent by itself: no request id."""
-        return await call_with_retry(self.channel.method("lose_node"), node, detail, departed, link=self.link)
+        return await call_with_retry(self.channel.method(Call.LOSE_NODE.value), node, detail, departed,
+                                     link=self.link)

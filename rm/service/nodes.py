@@ -91,7 +91,7 @@ class NodeManagers:
             rec.host, rec.ray_node, rec.alive, rec.last_seen, rec.resync = caller, reg.ray_node, True, now, False
             self.changes += 1
             self.liveness.as_of_host(rec, caller)
-            if records.start_wall is not None:
+            if records.clock is not None:
                 if rejoin:
                     records.log.add_node(rec.spec, records.trace(now), records.wall(now), ray_node=reg.ray_node)
                 else:

@@ -34,18 +34,17 @@ the NMs share and the AMs never see; an NM starts a container only when the laun
 carries the token of that container, app and node, so an AM can start only the
 containers the RM granted to its own app, where the RM placed them.
 
-Every call takes exactly the arguments the RM's state applies and journals
-(``ResourceManagerState``'s method of the same name, after ``now``): what only the RM
+Every call takes exactly the arguments the RM's state applies and journals (its
+handler in the RM's table of calls, ``Call`` in rm/service/calls.py, after ``now``): what only the RM
 actor reads travels inside a mark (``HostMark.due``, ``AppMark.wait``), so the journal
 can keep the bytes a call arrived as (rm/service/channel.py).
 
 Wall times are ``time.time()`` seconds read by the actor that observed the event;
-the RM turns them into trace seconds with trace = (wall - start) / time_scale.
+the RM turns them into trace seconds on the replay's ``TraceClock`` (rm/core/clock.py).
 """
 
 from __future__ import annotations
 
-import enum
 import functools
 import hashlib
 import hmac
@@ -59,33 +58,6 @@ NORMAL, RESYNC, SHUTDOWN, FENCED = "normal", "resync", "shutdown", "fenced"
 #: the Ray namespace of every rayrm actor (``ray.get_actor("rayrm-rm", namespace=NAMESPACE)``)
 NAMESPACE = "rayrm"
 RM_NAME = "rayrm-rm"
-
-
-class Call(str, enum.Enum):
-    """Every state-changing call on the RM's state, named as its typed method.
-
-    The RM actor calls the method and journals the member's value with the arguments
-    (rm/service/store.py); a journal replays through ``ResourceManagerState.apply``, a
-    table of the same methods.  A record naming no member is an error, not a silently
-    skipped call.  The first five are the NM and AM hosts' calls
-    (``rm/service/client.RMClient``); the rest come from the driver or the RM itself.
-    """
-
-    REGISTER_NODES = "register_nodes"
-    NODE_HEARTBEAT = "node_heartbeat"
-    REGISTER_APPS = "register_apps"
-    ALLOCATE = "allocate"
-    FINISH_APPS = "finish_apps"
-    POLL = "poll"                    # the second half of a long-polled allocate
-    LOSE_NODE = "lose_node"
-    LOSE_HOST = "lose_host"
-    LOSE_AM_HOST = "lose_am_host"
-    FAULT = "fault"
-    START_CLOCK = "start_clock"
-    EXPIRE_NODES = "expire_nodes"
-    EXPIRE_APPS = "expire_apps"
-    EXPIRE_ALLOCATIONS = "expire_allocations"
-    RECOVERED = "recovered"
 
 
 # Container states as the NM reports them (YARN ContainerState) and how a COMPLETE one ended.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rayrm.rm.core.clock import TraceClock
 from rayrm.rm.core.fault_rules import Resync
 from rayrm.rm.core.shares import app_shares
 from rayrm.rm.runs.log import RunLog
@@ -18,8 +19,8 @@ from rayrm.rm.service.records import AppRecord
 class RunRecords:
     """The run log, the clock that stamps it, the counters and the share rows to write.
 
-    Contract: wall times (``now``, read by the actor) become trace times as
-    trace = (now − start_wall) / time_scale, 0 before ``start_wall`` is set (t = 0 of the
+    Contract: wall times (``now``, read by the actor) become trace times on the replay's
+    ``clock`` (``TraceClock.trace``), 0 before it starts (``start_clock``: t = 0 of the
     replay); every row the RM writes goes through ``log`` with both times.  An app
     ``touched`` in a call (its running count or h_i may have changed; ``touched_all``
     after nodes joined or left) gets exactly one share row, at the end of the call
@@ -27,8 +28,7 @@ class RunRecords:
     """
 
     log: RunLog
-    time_scale: float
-    start_wall: float | None = None
+    clock: TraceClock | None = None
     total_tasks: int = 0                 # tasks of the apps accepted
     finished: int = 0                    # tasks finished (once each)
     allocations: int = 0                 # containers placed
@@ -42,12 +42,12 @@ class RunRecords:
     last_share_time: float = 0.0
 
     def trace(self, now: float) -> float:
-        """trace time = (wall - start) / time_scale; 0 before the clock starts."""
-        return 0.0 if self.start_wall is None else max(0.0, (now - self.start_wall) / self.time_scale)
+        """The trace time of wall time ``now``; 0 before the clock starts."""
+        return 0.0 if self.clock is None else self.clock.trace(now)
 
     def wall(self, now: float) -> float:
         """Wall seconds since t = 0; 0 before the clock starts."""
-        return 0.0 if self.start_wall is None else now - self.start_wall
+        return 0.0 if self.clock is None else self.clock.elapsed(now)
 
     def event(self, now: float, kind: str, **where) -> None:
         """An events.csv row of ``kind`` at ``now``."""
@@ -74,7 +74,7 @@ class RunRecords:
         if self.touched_all:
             self.touched.update(a for a, r in apps.items() if not r.done)
             self.touched_all = False
-        if not self.touched or self.start_wall is None:
+        if not self.touched or self.clock is None:
             return
         t = max(self.trace(now), self.last_share_time)
         self.last_share_time = t

@@ -18,9 +18,9 @@ docstring, wired together here and nowhere else:
     records     RunRecords (rm/service/runrecords.py): the run log, its clock, the counters
     scheduler   OnlineScheduler (rm/core/scheduler.py): the offer rule and its policy
 
-Its public methods are the protocol's calls, typed; the actor calls them and journals
-each as a ``Call`` with its arguments, and ``apply`` replays a journal record through the
-same table (``_DISPATCH``).  What a lost or returning NM, AM or RM means is
+Its public methods are the protocol's calls, typed: each is the handler of one row of the
+RM's table of calls (``Call``, rm/service/calls.py), through which the actor applies and
+journals it and a journal record is replayed.  What a lost or returning NM, AM or RM means is
 ``rayrm.rm.core.fault_rules``, which the simulator follows too.  The protocol is YARN's
 (rm/service/protocol.py has the messages):
 
@@ -48,6 +48,7 @@ are part of the state, so this holds across an RM restart too.
 
 from __future__ import annotations
 
+from rayrm.rm.core.clock import TraceClock
 from rayrm.rm.core.fault_rules import Resync, wall_seconds
 from rayrm.rm.core.model import NodeSpec
 from rayrm.rm.core.policies import Policy
@@ -60,7 +61,7 @@ from rayrm.rm.service.containers import Containers
 from rayrm.rm.service.liveness import Heard
 from rayrm.rm.service.nodes import NodeManagers
 from rayrm.rm.service.protocol import (Allocation, AllocateRequest, AllocateResponse, AppMark, AppRegistered,
-                                      AppRegistration, Call, HostMark, NodeHeartbeat, NodeHeartbeatResponse,
+                                      AppRegistration, HostMark, NodeHeartbeat, NodeHeartbeatResponse,
                                       NodeRegistration, container_token)
 from rayrm.rm.service.records import ACQUIRED, NOT_ANSWERED, ContainerRecord, NodeRecord, answered, idempotent
 from rayrm.rm.service.runrecords import RunRecords
@@ -88,11 +89,11 @@ class ResourceManagerState:
     recoveries: list[dict]
 
     def __init__(self, *, dims, nodes: list[NodeSpec], policy: Policy | str, policy_name: str,
-                 time_scale: float, name: str = "", seed: int | None = None,
-                 max_attempts: int = 2, secret: bytes = b"", queues: QueueTree | None = None):
+                 name: str = "", seed: int | None = None, max_attempts: int = 2, secret: bytes = b"",
+                 queues: QueueTree | None = None):
         self.scheduler = scheduler = make_scheduler(policy, dims, nodes, queues)
         self.records = records = RunRecords(RunLog(tuple(dims), mode="ray", policy=policy_name, name=name,
-                                                   seed=seed), float(time_scale))
+                                                   seed=seed))
         if queues is not None and not queues.flat:
             records.log.queues = queues.to_list()
         self.liveness, self.resync = Heard(), Resync(wall_seconds)
@@ -105,10 +106,6 @@ class ResourceManagerState:
         self.secret = secret
         self.responses = {}
         self.recoveries = []
-
-    def apply(self, call: Call, now: float, *args):
-        """Replay one journaled call (``rm/service/store.py``) through the typed method it names."""
-        return _DISPATCH[call](self, now, *args)
 
     # ----- the NM hosts' calls ----------------------------------------------------
 
@@ -278,9 +275,9 @@ class ResourceManagerState:
 
     # ----- the clock and the scheduler ------------------------------------------------
 
-    def start_clock(self, now: float, start_wall: float) -> None:
-        """t = 0: the NMs registered so far join the run log at time 0."""
-        self.records.start_wall = start_wall
+    def start_clock(self, now: float, clock: TraceClock) -> None:
+        """t = 0 at ``clock.start``: the NMs registered so far join the run log at time 0."""
+        self.records.clock = clock
         for rec in self.nodes.table.values():
             if rec.alive:
                 self.records.log.add_node(rec.spec, 0.0, 0.0, ray_node=rec.ray_node)
@@ -314,8 +311,9 @@ class ResourceManagerState:
         return self.records.log
 
     @property
-    def start_wall(self) -> float | None:
-        return self.records.start_wall
+    def clock(self) -> TraceClock | None:
+        """The replay's trace clock, once it has started (``start_clock``)."""
+        return self.records.clock
 
     @property
     def alloc_to_running(self) -> list[float]:
@@ -355,23 +353,3 @@ class ResourceManagerState:
                 "nodes_alive": sum(1 for n in nodes.values() if n.alive), "epoch": self.resync.epoch,
                 "hosts_alive": sorted({n.host for n in nodes.values() if n.alive})}
 
-
-#: Call -> the typed method it journals (the journal's replay and nothing else)
-_DISPATCH = {
-    Call.REGISTER_NODES: ResourceManagerState.register_nodes,
-    Call.NODE_HEARTBEAT: ResourceManagerState.node_heartbeat,
-    Call.REGISTER_APPS: ResourceManagerState.register_apps,
-    Call.ALLOCATE: ResourceManagerState.allocate,
-    Call.FINISH_APPS: ResourceManagerState.finish_apps,
-    Call.POLL: ResourceManagerState.poll,
-    Call.LOSE_NODE: ResourceManagerState.lose_node,
-    Call.LOSE_HOST: ResourceManagerState.lose_host,
-    Call.LOSE_AM_HOST: ResourceManagerState.lose_am_host,
-    Call.FAULT: ResourceManagerState.fault,
-    Call.START_CLOCK: ResourceManagerState.start_clock,
-    Call.EXPIRE_NODES: ResourceManagerState.expire_nodes,
-    Call.EXPIRE_APPS: ResourceManagerState.expire_apps,
-    Call.EXPIRE_ALLOCATIONS: ResourceManagerState.expire_allocations,
-    Call.RECOVERED: ResourceManagerState.recovered,
-}
-assert set(_DISPATCH) == set(Call), "every Call has a state method"

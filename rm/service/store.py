@@ -54,7 +54,7 @@ import time
 import zlib
 from pathlib import Path
 
-from rayrm.rm.service.protocol import Call
+from rayrm.rm.service.calls import Call
 
 SNAPSHOT_RECORDS = 20_000
 SNAPSHOT_SECONDS = 30.0
@@ -260,7 +260,7 @@ def replay_records(state, records) -> int:
         except ValueError:
             raise JournalError(f"journal record {i}: unknown call {name!r} "
                                f"(known: {', '.join(c.value for c in Call)})") from None
-        state.apply(call, now, *(pickle.loads(args) if isinstance(args, bytes) else args))
+        call.apply(state, now, *(pickle.loads(args) if isinstance(args, bytes) else args))
     return len(records)
 
 

@@ -69,7 +69,8 @@ def rm_snapshot(state, now: float, memo: dict, pace=None) -> dict:
         if done:
             sent_done.add(app_id)
     r = state.records
-    return {"time": r.trace(now), "wall": now, "start_wall": r.start_wall, "nodes": nodes,
+    start = r.clock.start if r.clock is not None else None
+    return {"time": r.trace(now), "wall": now, "start_wall": start, "nodes": nodes,
             "apps": apps, "allocations": r.allocations, "finished": r.finished,
             "epoch": state.resync.epoch, "lag": lag, "behind": behind, "ticks": memo.get("ticks", 0),
             "ticks_behind": memo.get("over", 0)}

@@ -58,8 +58,8 @@ from rayrm.rm.core.constraints import Clause, Constraint
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.jobs import Durations, JobSpec
 from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
-from rayrm.traces.importers.common import (ImportResult, SkipReport, attr_value, numeric, read_table,
-                                           token, width_check)
+from rayrm.traces.importers.common import ImportResult, SkipReport, attr_value, token
+from rayrm.traces.importers.reading import numeric, read_table, width_check
 
 HELP = "Google ClusterData 2011 tables: machine_events, machine_attributes, task_events, task_constraints"
 TABLES = {

@@ -41,7 +41,8 @@ from rayrm.rm.core.jobs import Durations, JobSpec
 from rayrm.rm.core.constraints import Clause, Constraint
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
-from rayrm.traces.importers.common import ImportResult, SkipReport, numeric, read_table, token, width_check
+from rayrm.traces.importers.common import ImportResult, SkipReport, token
+from rayrm.traces.importers.reading import numeric, read_table, width_check
 
 HELP = "Alibaba GPU cluster trace (cluster-trace-gpu-v2023): node list and pod list CSV"
 NODE_COLUMNS = ["sn", "cpu_milli", "memory_mib", "gpu", "model"]

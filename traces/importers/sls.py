@@ -75,8 +75,9 @@ from rayrm.rm.core.jobs import Durations, JobSpec
 from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
-from rayrm.traces.importers.common import (ImportResult, SkipReport, amount, at_most, json_stream,
-                                           parse_resources, token)
+from rayrm.traces.importers.common import (ImportResult, SkipReport, amount, at_most, parse_resources,
+                                           token)
+from rayrm.traces.importers.reading import json_stream
 from rayrm.traces.importers.queues import queue_weights
 from rayrm.traces.importers.sls_nodes import label_constraint, read_nodes, resource_name
 from rayrm.traces.importers.rumen import is_rumen, rumen_to_sls

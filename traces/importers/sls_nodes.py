@@ -10,7 +10,8 @@ import re
 
 from rayrm.rm.core.constraints import Clause, Constraint
 from rayrm.rm.core.model import NodeSpec, Resources
-from rayrm.traces.importers.common import SkipReport, amount, json_stream, token
+from rayrm.traces.importers.common import SkipReport, amount, token
+from rayrm.traces.importers.reading import json_stream
 
 RESOURCE_NAMES = {"memory-mb": "memory_mb", "memory": "memory_mb", "memory_mb": "memory_mb",
                   "vcores": "cpu", "yarn.io/gpu": "gpu", "gpu": "gpu"}

@@ -50,7 +50,8 @@ from rayrm.rm.core.config import MAX_GROUP, MAX_JOB_TASKS, node_group
 from rayrm.rm.core.jobs import Durations, JobSpec
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import AppSpec, NodeSpec
-from rayrm.traces.importers.common import ImportResult, SkipReport, at_most, numeric, parse_resources, read_table
+from rayrm.traces.importers.common import ImportResult, SkipReport, at_most, parse_resources
+from rayrm.traces.importers.reading import numeric, read_table
 
 MB = 2 ** 20
 COLUMNS = ["job id", "submit", "gap", "input bytes", "shuffle bytes", "output bytes"]

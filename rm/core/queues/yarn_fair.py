@@ -34,9 +34,10 @@ from rayrm.rm.core.queues.state import INF, QueueState
 from rayrm.rm.core.queues.tree import QueueTree
 from rayrm.rm.core.shares import resource_index
 
-#: a queue's rayrm policy -> the Fair Scheduler policy it selects (the schema maps YARN's
-#: ``fair`` to ``cmmf-mem``)
-FAIR_POLICIES = {"yarn-fair": "fair", "cmmf-mem": "fair", "drf": "drf", "fifo": "fifo"}
+#: a queue's rayrm policy -> the Fair Scheduler policy it selects, by its class's name (the
+#: schema maps YARN's ``fair`` to ``cmmf-mem``)
+FAIR, DRF, FIFO = "FairSharePolicy", "DominantResourceFairnessPolicy", "FifoPolicy"
+FAIR_POLICIES = {"yarn-fair": FAIR, "cmmf-mem": FAIR, "drf": DRF, "fifo": FIFO}
 #: settings only the Capacity Scheduler reads: an error here, not silently ignored
 CAPACITY_ONLY = ("user_limit_factor", "min_user_limit_percent")
 
@@ -51,7 +52,7 @@ class YarnFairTreeState(KeyedTreeState):
 
     def child_key(self, parent: QueueState, child: QueueState) -> tuple:
         """child's key under parent's Fair Scheduler policy (``drf_key`` or ``fair_key``)."""
-        return self.drf_key(child) if self.fair_policy[parent] == "drf" else self.fair_key(child)
+        return self.drf_key(child) if self.fair_policy[parent] == DRF else self.fair_key(child)
 
     def fair_key(self, c: QueueState) -> tuple:
         """FairShareComparator: (0, U / max(min(minShare, demand), 1)) when needy, else
@@ -143,12 +144,12 @@ def check_fair_queues(queues: QueueTree, policies: dict, default) -> None:
         if kind is None:
             raise InputError(f"policy {p.name} is not a Fair Scheduler policy "
                              "(under yarn-fair use fair/cmmf-mem, drf or fifo)", field=f"{spec.full_name}.policy")
-        if kind == "fifo" and spec.children:
+        if kind == FIFO and spec.children:
             raise InputError("fifo orders apps, so only a leaf queue may use it "
                              "(Hadoop's Fair Scheduler page, schedulingPolicy)", field=f"{spec.full_name}.policy")
         for c in spec.children if spec.path else ():      # root's policy stands for YARN's root's
             cp = policies.get(c.policy, default) if c.policy else p
-            if kind == "fair" and FAIR_POLICIES.get(cp.name) == "drf":
+            if kind == FAIR and FAIR_POLICIES.get(cp.name) == DRF:
                 raise InputError("a drf queue cannot sit under a fair one "
                                  "(FairSharePolicy.isChildPolicyAllowed)", field=f"{c.full_name}.policy")
         for key in CAPACITY_ONLY:
