@@ -54,6 +54,8 @@ class YarnCapacityTreeState(KeyedTreeState):
 
     def __init__(self, tree, policies, default, cluster, index, naive=False):
         self.mem = resource_index(cluster.dims, "memory")
+        self.stamp = 0                      # counts changes to the tree's accounting
+        self._verdicts: dict = {}           # leaf -> (stamp, its users' verdicts)
         super().__init__(tree, policies, default, cluster, index, naive)
         self.guarantee: dict[QueueState, float] = {self.root: 1.0}
         for q in self.queues:
@@ -99,8 +101,30 @@ class YarnCapacityTreeState(KeyedTreeState):
 
     def _within_user_limit(self, q: QueueState, cf: int) -> int:
         """The candidates whose user holds at most the user limit (module docstring)."""
-        mem, spec, index = self.mem, q.spec, self.index
-        pending = index.pending_mask
+        passing, per_task, limit = self._user_verdicts(q)
+        allowed = cf & passing
+        unsure = cf & per_task
+        if unsure:
+            mem, index, consumed = self.mem, self.index, q.usage[self.mem]
+            for usage, slots in q.users.values():
+                uf = unsure & slots
+                while uf:
+                    low = uf & -uf
+                    if usage[mem] <= limit(consumed + index.item(low).demand[mem]) + 1e-9:
+                        allowed |= low
+                    uf ^= low
+        return allowed
+
+    def _user_verdicts(self, q: QueueState) -> tuple:
+        """(slots of the users within the limit whatever the task, slots of those it depends
+        on the task's size for, the limit as a function of current), kept until the tree or
+        the pending apps change: a node offered again and again in between asks the same."""
+        stamp = (self.stamp, self.index.pending_mask)
+        hit = self._verdicts.get(q)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        mem, spec = self.mem, q.spec
+        pending = self.index.pending_mask
         active = sum(1 for _, slots in q.users.values() if slots & pending) or 1
         guaranteed = self.guarantee[q] * self.cluster.total[mem]
         factor = spec.user_limit_factor if spec.user_limit_factor is not None else 1.0
@@ -114,29 +138,48 @@ class YarnCapacityTreeState(KeyedTreeState):
         def limit(current: float) -> float:
             return min(max(current / active, current * percent / 100), ceiling)
 
-        allowed = 0
+        passing = per_task = 0
         for usage, slots in q.users.values():
-            uf = cf & slots
-            if not uf:
-                continue
+            used = usage[mem]
             if consumed < guaranteed:
-                if usage[mem] <= limit(guaranteed) + 1e-9:
-                    allowed |= uf
-                continue
-            # current = C + r: the limit grows with the task's r up to G · factor, so a user
-            # within limit(C) passes for any task and one above G · factor for none
-            if usage[mem] <= limit(consumed) + 1e-9:
-                allowed |= uf
-                continue
-            if usage[mem] > ceiling + 1e-9:
-                continue
-            while uf:
-                low = uf & -uf
-                if usage[mem] <= limit(consumed + index.item(low).demand[mem]) + 1e-9:
-                    allowed |= low
-                uf ^= low
-        return allowed
+                if used <= limit(guaranteed) + 1e-9:
+                    passing |= slots
+            # current = C + r: the limit grows with the task's r up to the ceiling, so a user
+            # within limit(C) passes for any task and one above the ceiling for none
+            elif used <= limit(consumed) + 1e-9:
+                passing |= slots
+            elif used <= ceiling + 1e-9:
+                per_task |= slots
+        out = (passing, per_task, limit)
+        self._verdicts[q] = (stamp, out)
+        return out
 
+    # ----- what invalidates the verdicts ---------------------------------------------
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_verdicts"] = {}             # a cache, and its limits are closures
+        return state
+
+    def attach(self, app, leaf) -> None:
+        self.stamp += 1
+        super().attach(app, leaf)
+
+    def allocated(self, app) -> None:
+        self.stamp += 1
+        super().allocated(app)
+
+    def released(self, app, n: int = 1):
+        self.stamp += 1
+        return super().released(app, n)
+
+    def finished(self, app, running: int):
+        self.stamp += 1
+        return super().finished(app, running)
+
+    def rebuild(self):
+        self.stamp += 1
+        return super().rebuild()
 
 def check_capacity_queues(queues: QueueTree, policies: dict, default) -> None:
     """A leaf orders its apps fifo or fair; a parent's order is fixed (used capacity);
