@@ -9,12 +9,15 @@ the variants interleaved so that the machine's noise falls on all alike:
 * ``tree``: the same jobs over a 2-level tree of 10 leaves — prod (weight 3) and dev
   (weight 1), five leaves each, prod's leaves weighted 1..5 — each job in leaf
   crc32(id) mod 10; goal: tree / flat <= 1.3;
+* ``yarn-fair``, ``yarn-capacity``: the tree under YARN's Fair and Capacity schedulers
+  (docs/yarn-schedulers.md; jobs' users u0..u6, so the Capacity Scheduler's user limits
+  apply); reported against ``tree`` (TSF on the same tree), no goal;
 * ``main``: with ``--main``, the flat config under the rayrm the interpreter imports
   without PYTHONPATH (the venv's install of main), or with ``--main DIR`` under
   PYTHONPATH=DIR (a checkout of main at DIR/rayrm, e.g. ``git archive main``: imported the
   way this tree is); goal: flat / main <= 1.03 (a config without queues costs what it did).
 
-    flock /work/heavy.lock python benchmarks/bench_queues.py [--main [DIR]] [--runs 3] [--config google.yaml]
+    flock /work/heavy.lock python benchmarks/bench_queues.py [--main [DIR]] [--no-yarn] [--runs 3] [--config google.yaml]
 """
 
 from __future__ import annotations
@@ -62,14 +65,14 @@ def _cells(line: str, at: int):
     yield next(csv.reader([line]))[at]
 
 
-def timed(config: Path, out: Path, pythonpath: str | None) -> float:
+def timed(config: Path, out: Path, pythonpath: str | None, policy: str = "tsf") -> float:
     """Wall seconds of one ``rayrm simulate`` process importing rayrm from ``pythonpath``
     (None: without PYTHONPATH)."""
     env_path = os.environ.pop("PYTHONPATH", None)
     if pythonpath is not None:
         os.environ["PYTHONPATH"] = pythonpath
     try:
-        wall, _, _, proc = run_process(RAYRM + ["simulate", str(config), "--policy", "tsf", "--out", str(out),
+        wall, _, _, proc = run_process(RAYRM + ["simulate", str(config), "--policy", policy, "--out", str(out),
                                                 "--no-progress"])
     finally:
         os.environ.pop("PYTHONPATH", None)
@@ -86,27 +89,34 @@ def main(argv=None) -> int:
     ap.add_argument("--main", nargs="?", const="", default=None, metavar="DIR",
                     help="time the flat config under main too: the installed rayrm, or PYTHONPATH=DIR")
     ap.add_argument("--workdir")
+    ap.add_argument("--no-yarn", action="store_true", help="leave out the yarn-fair and yarn-capacity rows")
     args = ap.parse_args(argv)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-queues-"))
     work.mkdir(parents=True, exist_ok=True)
     flat = Path(args.config) if args.config else make_trace(work, args.nodes, args.jobs, args.tasks, args.seed)
     tree = tree_config(flat, flat.parent)
     here = str(Path(__file__).resolve().parents[2])
-    variants = {"flat": (flat, here), "tree": (tree, here)}
+    variants = {"flat": (flat, here, "tsf"), "tree": (tree, here, "tsf")}
+    if not args.no_yarn:
+        variants.update({"yarn-fair": (tree, here, "yarn-fair"), "yarn-capacity": (tree, here, "yarn-capacity")})
     if args.main is not None:
-        variants["main"] = (flat, args.main or None)
+        variants["main"] = (flat, args.main or None, "tsf")
     best: dict[str, float] = {}
     for _ in range(args.runs):
-        for name, (config, pythonpath) in variants.items():
-            wall = timed(config, work / "runs" / name, pythonpath)
+        for name, (config, pythonpath, policy) in variants.items():
+            wall = timed(config, work / "runs" / name, pythonpath, policy)
             best[name] = min(best.get(name, wall), wall)
-    print(f"least of {args.runs} `rayrm simulate CONFIG --policy tsf` processes, interleaved")
+    print(f"least of {args.runs} `rayrm simulate CONFIG --policy P` processes, interleaved (P: tsf but "
+          "for the yarn-* rows)")
     print(f"{'variant':<8} {'wall s':>8}")
     for name, wall in best.items():
         print(f"{name:<8} {wall:8.2f}")
     ratio = best["tree"] / best["flat"]
     print(f"tree / flat = {ratio:.3f} (goal <= 1.3)")
     ok = ratio <= 1.3
+    for name in ("yarn-fair", "yarn-capacity"):
+        if name in best:
+            print(f"{name} / tree = {best[name] / best['tree']:.3f}")
     if "main" in best:
         ratio_main = best["flat"] / best["main"]
         print(f"flat / main = {ratio_main:.3f} (goal <= 1.03)")

@@ -60,6 +60,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from rayrm.rm.core.config import load_config  # noqa: PLC0415
+    from rayrm.rm.core.queues.scheduler import check_queues  # noqa: PLC0415
     from rayrm.rm.core.policies import make_policy  # noqa: PLC0415
 
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
@@ -84,6 +85,9 @@ def run(args) -> int:
         raise InputError("give --seed or --seeds, not both", field="--seeds")
     seeds = parse_seeds(args.seeds) if args.seeds is not None else [args.seed]
     cfg = load_config(args.config)          # fail fast, in this process, on a bad config
+    for p in policies:
+        if p != "ray-native":
+            check_queues(p, cfg.queues, file=args.config)
     out = args.out or str(Path("runs") / f"{cfg.name}-compare")
     replay_options = {k: v for k, v in (("time_scale", args.time_scale), ("address", args.address))
                       if v is not None}

@@ -94,6 +94,7 @@ def run(args) -> int:
     from rayrm.rm.core.errors import InputError  # noqa: PLC0415
     from rayrm.rm.core.policies.plugins import policy_slug  # noqa: PLC0415
     from rayrm.rm.core.policies import make_policy  # noqa: PLC0415
+    from rayrm.rm.core.queues.scheduler import check_queues  # noqa: PLC0415
     from rayrm.rm.runtime.driver import replay  # noqa: PLC0415
     from rayrm.rm.runtime.supervisor import STUCK  # noqa: PLC0415
 
@@ -109,6 +110,7 @@ def run(args) -> int:
     policy = args.policy or cfg.policy
     if policy != "ray-native":
         make_policy(policy)        # a bad name or plugin is an error before Ray starts
+        check_queues(policy, cfg.queues, file=path)
     ui = ui_settings(args) if policy != "ray-native" else None
     out = args.out or str(Path("runs") / f"{cfg.name}-{policy_slug(policy)}-ray")
     summary = replay(cfg, policy=policy, out=out, time_scale=args.time_scale, address=args.address,

@@ -57,6 +57,7 @@ def run(args) -> int:
     from rayrm.rm.core.errors import InputError  # noqa: PLC0415
     from rayrm.rm.core.policies.plugins import policy_slug  # noqa: PLC0415
     from rayrm.rm.core.policies import PolicyError, make_policy  # noqa: PLC0415
+    from rayrm.rm.core.queues.scheduler import check_queues  # noqa: PLC0415
     from rayrm.rm.sim.engine import simulate  # noqa: PLC0415
 
     started = time.perf_counter()
@@ -69,6 +70,7 @@ def run(args) -> int:
             cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, **{name: hosts}))
     policy = args.policy or cfg.policy
     make_policy(policy)            # an unknown name is an InputError before any work
+    check_queues(policy, cfg.queues, file=args.config)
     out = args.out or str(Path("runs") / f"{cfg.name}-{policy_slug(policy)}-sim")
     try:
         summary = simulate(cfg, policy=policy, seed=args.seed, out=out,

@@ -183,6 +183,11 @@ class PendingIndex:
         return 1 << self._slot[app_id]
 
 
+    @property
+    def pending_mask(self) -> int:
+        """The bitset of apps with a task pending (on any node)."""
+        return self._pending
+
     def item(self, bit: int):
         """What ``add`` named the app of a one-bit integer."""
         return self._items[bit.bit_length() - 1]

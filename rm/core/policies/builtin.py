@@ -7,6 +7,7 @@ from functools import partial
 from rayrm.rm.core.policies.dominant import DominantResourceFairness, DRFHBestFit, DRFHFirstFit, PerMachineDRF
 from rayrm.rm.core.policies.single import ConstrainedMaxMin, FirstInFirstOut, Slots
 from rayrm.rm.core.policies.task_share import ConstrainedCDRF, TaskShareFairness
+from rayrm.rm.core.policies.yarn import YarnCapacity, YarnFair
 
 #: name -> (class, the arguments its name fixes)
 BUILTIN: dict[str, tuple[type, dict]] = {
@@ -20,6 +21,8 @@ BUILTIN: dict[str, tuple[type, dict]] = {
     "drfh-bf": (DRFHBestFit, {}),
     "pm-drf": (PerMachineDRF, {}),
     "slots": (Slots, {}),
+    "yarn-fair": (YarnFair, {}),
+    "yarn-capacity": (YarnCapacity, {}),
 }
 
 

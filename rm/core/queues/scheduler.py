@@ -30,8 +30,15 @@ from rayrm.rm.core.policies import Policy, PolicyError, make_policy
 from rayrm.rm.core.policies.base import policy_label
 from rayrm.rm.core.policies.plugins import resolve_policy
 from rayrm.rm.core.queues.tree import QueueTree
+from rayrm.rm.core.queues.yarn_capacity import YarnCapacityTreeState, check_capacity_queues
+from rayrm.rm.core.queues.yarn_fair import YarnFairTreeState, check_fair_queues
 from rayrm.rm.core.scheduler import OnlineScheduler
 from rayrm.rm.core.shares import served_key
+
+#: a policy's ``scheduler`` -> the tree's accounting and offer rule, and the check of the
+#: queues' settings, of YARN's schedulers (``rayrm.rm.core.policies.yarn``)
+YARN_SCHEDULERS = {"yarn-fair": (YarnFairTreeState, check_fair_queues),
+                   "yarn-capacity": (YarnCapacityTreeState, check_capacity_queues)}
 
 
 def make_scheduler(policy: Policy | str, dims: Iterable[str], nodes: Iterable[NodeSpec] = (),
@@ -40,6 +47,20 @@ def make_scheduler(policy: Policy | str, dims: Iterable[str], nodes: Iterable[No
     if queues is None or queues.flat:
         return OnlineScheduler(policy, dims, nodes)
     return TreeScheduler(policy, dims, nodes, queues)
+
+
+def check_queues(policy: Policy | str, queues: QueueTree | None, file=None) -> None:
+    """The queue settings ``policy``'s scheduler would ignore, refused before any work: one
+    line naming ``file``, the queue and the setting (YARN's schedulers; docs/yarn-schedulers.md)."""
+    policy = make_policy(policy) if isinstance(policy, str) else policy
+    check = YARN_SCHEDULERS.get(getattr(policy, "scheduler", None), (None, None))[1]
+    if check is None or queues is None or queues.flat:
+        return
+    policies = {s.policy: make_policy(s.policy) for s in queues.queues() if s.policy}
+    try:
+        check(queues, policies, policy)
+    except InputError as e:
+        raise InputError(e.reason, file=file, field=e.field) from None
 
 
 class TreeScheduler(OnlineScheduler):
@@ -58,13 +79,21 @@ class TreeScheduler(OnlineScheduler):
                 p = make_policy(spec.policy)
                 self._call(p.prepare, "prepare", nodes, dims)
                 policies[spec.policy] = p
-        for spec in queues.queues():
-            p = policies.get(spec.policy, self.policy) if spec.policy else self.policy
-            _check_policy(p, spec.full_name, parent=bool(spec.children) or not spec.path)
-        self.tree = QueueTreeState(queues, policies, self.policy, self.cluster, self._index, naive)
+        state, check = YARN_SCHEDULERS.get(getattr(self.policy, "scheduler", None), (QueueTreeState, None))
+        if check is None:
+            self._check_policies(queues, policies)
+        else:
+            check(queues, policies, self.policy)
+        self.tree = state(queues, policies, self.policy, self.cluster, self._index, naive)
         self._leaf_policy: dict[str, tuple[Policy, bool]] = {
             q.spec.path: (q.policy, type(q.policy).key is Policy.key) for q in self.tree.queues}
         self._uniform = self._unit_key and all(p is self.policy for p, _ in self._leaf_policy.values())
+
+    def _check_policies(self, queues: QueueTree, policies: dict) -> None:
+        """Every queue's policy can order its children (one line, exit 2, when not)."""
+        for spec in queues.queues():
+            p = policies.get(spec.policy, self.policy) if spec.policy else self.policy
+            _check_policy(p, spec.full_name, parent=bool(spec.children) or not spec.path)
 
     # ----- the tree's accounting beside the flat one's ---------------------------
 
@@ -186,6 +215,9 @@ def check_tree_policies(queues: QueueTree, policy: str) -> None:
     """Refuse, before anything runs, a policy the tree cannot use (``_check_policy``), read
     from the classes the config's policy strings name."""
     if queues.flat:
+        return
+    if getattr(resolve_policy(policy).cls, "scheduler", None) in YARN_SCHEDULERS:
+        check_queues(policy, queues)    # YARN's schedulers: their own rules (docs/yarn-schedulers.md)
         return
     for spec in queues.queues():
         text = spec.policy or policy
