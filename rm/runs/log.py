@@ -31,7 +31,7 @@ import numpy as np
 from rayrm.rm.core.model import AppSpec, NodeSpec
 from rayrm.rm.runs.columns import ColumnBuffer
 from rayrm.rm.runs.encoding import cell
-from rayrm.rm.runs.schema import TABLES, TASK_STATUSES, job_columns, node_columns
+from rayrm.rm.runs.schema import JOBS_DEFAULTS, TABLES, TASK_STATUSES, job_columns, node_columns
 from rayrm.rm.runs.writer import Background, TableSink, choose_format
 
 __all__ = ["BATCH", "RunLog"]
@@ -374,7 +374,9 @@ class RunLog:
                            + ([n["ray_node"] or ""] if with_ray else []))
         jobs = self.job_rows()
         with open(out / "jobs.csv", "w", newline="") as fh:
-            header = job_columns(self.dims)
+            flat = self.queues is None and all((j["queue"], j["user"]) == tuple(JOBS_DEFAULTS.values())
+                                               for j in jobs)
+            header = job_columns(self.dims, with_queues=not flat)
             w = csv.writer(fh)
             w.writerow(header)
             w.writerows([cell(j[h]) for h in header] for j in jobs)

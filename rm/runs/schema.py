@@ -6,7 +6,7 @@ the twin); both take their column lists and types from here.  A run directory ho
 
     nodes.csv    node, <dim>..., attr.<name>..., [ray_node]          one row per node
     jobs.csv     app, status, num_tasks, weight, demand.<dim>..., constraint, submit,
-                 first_start, finish, queueing_delay, completion_time, reason, queue, user
+                 first_start, finish, queueing_delay, completion_time, reason, [queue, user]
     tasks.csv    app, task, attempt, node, submit, start, finish, status
     shares.csv   time, app, task_share, dominant_share, cpu_share, mem_share, running
     events.csv   time, wall_time, kind, app, task, container, node, detail
@@ -84,9 +84,12 @@ SUMMARY_KEYS = {
 }
 
 
-def job_columns(dims) -> list[str]:
-    """jobs.csv's header for these resource dimensions."""
-    head = list(JOBS)
+def job_columns(dims, with_queues: bool = True) -> list[str]:
+    """jobs.csv's header for these resource dimensions; ``with_queues``: with the queue and
+    user columns, which a run whose jobs all sit in root.default as user default leaves
+    out (its readers fill in ``JOBS_DEFAULTS``), so that such a run reads as it did before
+    queues existed, byte for byte."""
+    head = [c for c in JOBS if with_queues or c not in JOBS_DEFAULTS]
     at = head.index("weight") + 1
     return head[:at] + [f"demand.{d}" for d in dims] + head[at:]
 
