@@ -61,7 +61,7 @@ from rayrm.rm.service.calls import HOST_CALLS, Call  # noqa: E402
 from rayrm.rm.service.channel import _HEADER, _frame  # noqa: E402
 from rayrm.rm.service.heap import quiet_gc  # noqa: E402
 from rayrm.rm.service.restores import kept_generations  # noqa: E402
-from rayrm.rm.service.store import StateStore, read_journal, replay_records  # noqa: E402
+from rayrm.rm.service.store import StateStore, read_journal, read_snapshot, replay_records  # noqa: E402
 
 #: what the bare server answers every call with (an RM's answer is at least this)
 ANSWER = [("normal", ())]
@@ -255,8 +255,7 @@ def floor(calls: list[tuple], server=None, *args) -> tuple[float, object, float]
 
 def first_snapshot(state_dir: Path):
     """The state of the first kept snapshot (the journals' records follow it)."""
-    with open(state_dir / f"snapshot-{kept_generations(state_dir)[0]}.pkl", "rb") as fh:
-        return pickle.load(fh)[1]
+    return read_snapshot(state_dir / f"snapshot-{kept_generations(state_dir)[0]}.pkl")[1]
 
 
 def state_work(state_dir: Path, records: list[tuple]) -> float:

@@ -29,7 +29,7 @@ except ImportError:       # not a rayrm dependency: only this script reads anoth
     sys.exit("bench_channel.py needs psutil, which rayrm does not install: pip install psutil")
 
 from rayrm.rm.service.calls import Call
-from rayrm.rm.service.channel import _HEADER as HEADER, Channel, ChannelServer, _frame, _read
+from rayrm.rm.service.channel import _HEADER as HEADER, Channel, ChannelServer, _frame
 
 KEY = os.urandom(32)
 
@@ -79,6 +79,12 @@ async def drive(call, calls: int, gap: float, message) -> list[float]:
         trips.append(time.perf_counter() - t0)
         await asyncio.sleep(gap)
     return trips
+
+
+async def _read(reader: asyncio.StreamReader):
+    """One bare frame (``_frame``): its length, then its pickle."""
+    (n,) = HEADER.unpack(await reader.readexactly(HEADER.size))
+    return pickle.loads(await reader.readexactly(n))
 
 
 async def bare_client(address):

@@ -97,7 +97,7 @@ def test_a_client_without_the_key_is_refused_before_anything_is_unpickled():
         ch = Channel(resolver(server, key=b"x" * 32))
         with pytest.raises(ChannelBroken):
             await ch.call("node_heartbeat", 1)
-        assert rm.seen == [] and server.calls == 0 and server.refused == 1
+        assert rm.seen == [] and server.calls == 0 and server.refused == {"key": 1}
     asyncio.run(main())
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import time
 
 import pytest
 
@@ -163,8 +164,12 @@ def test_a_token_guards_a_server_that_needs_one(partial_run, monkeypatch):
         assert get(server.url, "/ws/v1/cluster/metrics", headers={"Authorization": "Bearer wrong"})[0] == 401
         assert get(server.url, "/ws/v1/cluster/metrics", headers={"Authorization": "Bearer s3cret"})[0] == 200
         status, headers, _ = get(server.url, "/?token=s3cret")
-        assert status == 303 and headers["Set-Cookie"].startswith("rayrm_token=s3cret; HttpOnly")
-        assert get(server.url, "/ws/v1/cluster/metrics", headers={"Cookie": "rayrm_token=s3cret"})[0] == 200
+        # the cookie holds the server's own random session value, never the cluster's token
+        session = server.session
+        assert status == 303 and headers["Set-Cookie"] == f"rayrm_session={session}; HttpOnly; SameSite=Strict; Path=/"
+        assert len(session) >= 43 and "s3cret" not in headers["Set-Cookie"]
+        assert get(server.url, "/ws/v1/cluster/metrics", headers={"Cookie": f"rayrm_session={session}"})[0] == 200
+        assert get(server.url, "/ws/v1/cluster/metrics", headers={"Cookie": "rayrm_session=s3cret"})[0] == 401
     finally:
         server.close()
     monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
@@ -242,25 +247,44 @@ def test_rayrm_ui_serves_a_finished_simulation(tmp_path):
         proc.wait(timeout=30)
 
 
-def test_clients_that_hold_every_connection_get_the_next_one_refused_not_stalled(partial_run):
-    """MAX_CONNECTIONS clients that connect and send nothing hold every request slot; the
-    next request is answered 503 at once instead of waiting behind them."""
+def test_clients_that_hold_every_connection_busy_get_the_next_one_refused_not_stalled(partial_run):
+    """MAX_CONNECTIONS clients each waiting on a long poll (``after=``, held until the test
+    ends) hold every connection busy; the next request is answered 503 at once instead of
+    waiting behind them.  (Idle connections are closed to make room instead:
+    tests/test_ui_guard.py.)"""
     import socket
+    import threading
 
     from rayrm.rm.ui.server import MAX_CONNECTIONS
-    server = serve(RunDirSource(partial_run[0]), port=0)
+
+    class Held(RunDirSource):
+        release = threading.Event()
+
+        def wait(self, after, timeout):
+            self.release.wait(timeout)
+            return self.view()
+    server = serve(Held(partial_run[0]), port=0)
     host, port = server.server_address[:2]
-    idle = [socket.create_connection((host, port), timeout=10) for _ in range(MAX_CONNECTIONS)]
+    polls = [socket.create_connection((host, port), timeout=30) for _ in range(MAX_CONNECTIONS)]
     try:
-        # each idle connection is taken by its handler thread before the probe connects:
-        # a request on one of them is answered, so the server has reached all of them
-        idle[-1].sendall(b"GET /ws/v1/cluster/info HTTP/1.1\r\nHost: x\r\n\r\n")
-        assert idle[-1].recv(12) == b"HTTP/1.1 200"
+        for s in polls:
+            s.sendall(f"GET /ws/v1/cluster/info?after=1&wait=10 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+        assert wait_for(lambda: server.busy() == MAX_CONNECTIONS)
         assert get(server.url, "/ws/v1/cluster/info")[0] == 503
     finally:
-        for s in idle:
+        Held.release.set()
+        for s in polls:
             s.close()
         server.close()
+
+
+def wait_for(condition, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def test_the_rms_snapshot_of_the_protocol_harness_and_its_pace_ticks():

@@ -125,7 +125,7 @@ class ResourceManager:
         self.launcher = AMLauncher(am_expiry_wall)
         self.pace = PaceMeter(self.interval_wall)
         self.journal = RMJournal(StateStore(state_dir, keep=keep_state) if state_dir else None, self._channel)
-        restored = self.journal.restore()
+        restored = self.journal.restore(trusted={type(policy).__module__})   # its own code
         if restored is not None:
             self.state, detail, stats = restored
         else:
@@ -287,7 +287,8 @@ class ResourceManager:
             "alloc_to_launch": list(s.records.alloc_to_launch), "progress": s.progress(time.time()),
             "calls": self.calls, "pace": self.pace.export(),
             "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024,
-            "recoveries": list(s.recoveries), "policy_error": self.policy_error, **self.journal.export()})
+            "recoveries": list(s.recoveries), "policy_error": self.policy_error, **self.journal.export(),
+            "channel": self._channel.stats()})
 
     async def stop(self) -> None:
         if self._ticker is not None:

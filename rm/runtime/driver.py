@@ -60,7 +60,7 @@ from rayrm.rm.runtime.supervisor import (AM_HOST_RESTARTS, NM_HOST_RESTARTS, Fau
 from rayrm.rm.runtime.webui import start_live_ui
 from rayrm.rm.service.calls import Call
 from rayrm.rm.service.protocol import NAMESPACE, RM_NAME
-from rayrm.rm.service.store import StateStore
+from rayrm.rm.service.store import StateStore, read_snapshot
 
 START_LEAD = 0.3          # wall seconds between the last preparation and t = 0
 INTERRUPT_EXPORT_WAIT = 3.0   # wall seconds an interrupted replay waits for the RM's run log
@@ -388,7 +388,7 @@ def collect_stage(run: ReplayRun, actors: Actors, supervised: Supervised) -> tup
     heartbeat figures).  After a complete run the RM's state directory is removed, unless
     the run keeps it."""
     if supervised.interrupted:
-        return _collect_interrupted(actors, supervised)
+        return _collect_interrupted(actors, supervised, {type(run.policy).__module__})
     host_stats = supervised.supervisor.stop_hosts()
     exported = rm_call(actors.rm.export)
     rm_call(actors.rm.stop)
@@ -397,7 +397,7 @@ def collect_stage(run: ReplayRun, actors: Actors, supervised: Supervised) -> tup
     return exported, host_stats
 
 
-def _collect_interrupted(actors: Actors, supervised: Supervised) -> tuple[dict, list]:
+def _collect_interrupted(actors: Actors, supervised: Supervised, trusted: set) -> tuple[dict, list]:
     """``collect_stage`` of a run cut short, within seconds: what the AMs know so far (their
     run goes on until they are killed) is merged into the outcome; a busy RM is not waited
     for, its last snapshot stands in for it (and the reason says so); the jobs not done are
@@ -412,7 +412,7 @@ def _collect_interrupted(actors: Actors, supervised: Supervised) -> tuple[dict, 
         exported = ray.get(actors.rm.export.remote(), timeout=INTERRUPT_EXPORT_WAIT)
         actors.rm.stop.remote()
     except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
-        exported = export_from_store(actors.state_dir, supervised.wall_seconds)
+        exported = export_from_store(actors.state_dir, supervised.wall_seconds, trusted)
         supervised.interrupted += f"; the RM did not answer within {INTERRUPT_EXPORT_WAIT:g}s: " \
                                   f"the run as of its last snapshot (t = {exported['progress']['time']:.0f})"
     log = exported["log"]
@@ -460,13 +460,11 @@ def summarize_stage(run: ReplayRun, placed: Placement, supervised: Supervised, e
     return log.summary(wall_seconds=supervised.wall_seconds, **extra)
 
 
-def export_from_store(state_dir: Path, wall_seconds: float) -> dict:
+def export_from_store(state_dir: Path, wall_seconds: float, trusted=()) -> dict:
     """What ``ResourceManager.export`` gives, from the RM's last snapshot on disk (the RM
-    did not answer an interrupted replay in time); measurements it alone held are empty."""
-    store = StateStore(state_dir)
-    with open(store.snapshot_path, "rb") as fh:
-        import pickle  # noqa: PLC0415
-        _, state = pickle.load(fh)
+    did not answer an interrupted replay in time); measurements it alone held are empty.
+    ``trusted``: the policy's module, which the snapshot may name (``store.read_snapshot``)."""
+    _, state = read_snapshot(StateStore(state_dir).snapshot_path, trusted)
     last = max((x for row in state.log.tasks.values() for x in row[5:7] if x is not None), default=0.0)
     return {"log": state.log, "alloc_to_running": list(state.alloc_to_running),
             "alloc_to_launch": list(state.alloc_to_launch),

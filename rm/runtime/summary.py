@@ -27,7 +27,8 @@ def scaled(values, scale: float) -> dict:
 def replay_figures(exported: dict, outcome: dict, host_stats: list, *, scale: float,
                    wall_seconds: float) -> dict:
     """summary.json's replay-only figures: latencies (wall ms and trace s), NM heartbeats,
-    tasks finished twice, refused and total RM calls, pace and the RM's costs."""
+    tasks finished twice, refused and total RM calls, the channel's refusals (since the RM's
+    last start, ``ChannelServer.stats``), pace and the RM's costs."""
     rtt = [x for s in host_stats for x in s["rtt"]]
     lag = [x for s in host_stats for x in s["lag"]]
     a2r = exported["alloc_to_running"]
@@ -46,6 +47,7 @@ def replay_figures(exported: dict, outcome: dict, host_stats: list, *, scale: fl
         "tasks_finished_twice": exported["progress"]["duplicate_finishes"]
         + sum(a["duplicates"] for a in outcome["apps"].values()),
         "refused_calls": exported["progress"]["refused"],
+        "channel": exported.get("channel", {}),
         "rm_calls": exported["calls"],
         "pace": pace_summary(exported["pace"], time_scale=scale, delivery=outcome.get("delivery", ()),
                              launch=exported["alloc_to_launch"], cpu_seconds=exported["cpu_seconds"],

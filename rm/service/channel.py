@@ -11,11 +11,19 @@ answers, as length-prefixed pickles on an asyncio stream: a frame is read, the R
 method runs on its event loop, the answer is written back.
 
 * **Server** (``ChannelServer``, in the RM actor).  Listens on the RM's node address, on a
-  port the system picks, and serves only ``CALLS``.  A connection starts with a challenge:
-  the server sends a random nonce, the client answers HMAC-SHA256(key, nonce), and a wrong
-  answer closes the connection before anything is unpickled.  The key is made by the RM
-  process and handed out only through a Ray call (``ResourceManager.channel``), so the
-  channel is as closed as the Ray cluster is.  The server is an asyncio ``Protocol``: a
+  port the system picks, and serves only ``CALLS``.  A connection starts with a mutual
+  challenge, and every frame after it carries a MAC under a key of that session
+  (``rm/service/stream.py``): nothing is unpickled from a peer that has not proven the
+  key, nor any frame whose MAC fails.  The key is made by the RM process and handed out
+  only through a Ray call (``ResourceManager.channel``), so the channel is as closed as
+  the Ray cluster is.  What a peer without the key can still do is hold connections open;
+  that is bounded (``Admission``): a handshake not done within ``HANDSHAKE_SECONDS``
+  closes, at most ``max_connections`` in all and ``max_per_peer`` from one address (at
+  the cap the oldest connection still in its handshake makes room, else the new one is
+  refused), a proven connection with no frame and no call out for ``idle_seconds`` is
+  closed (its host reconnects on its next call), and TCP keepalive drops peers that
+  vanished.  Every refusal is counted by kind and logged (``ChannelServer.stats``, the
+  replay's summary.json ``channel``).  The server is an asyncio ``Protocol``: a
   call starts in the callback that read its frame and, unless it waits (a long poll), is
   answered there too — no stream reader, task or extra turn of the loop per call, which
   halved the server's CPU per call 2 ms apart (``bench_channel.py``: 153 → 87 µs, a bare
@@ -28,8 +36,9 @@ method runs on its event loop, the answer is written back.
 * **Order.** Frames of one connection start their calls in the order they were sent, as
   Ray starts an actor's calls from one caller; calls may overlap (a long-polling
   ``allocate`` does not hold the next call), so answers carry the call's number.
-* **Client** (``Channel``).  Connects on first use, asking ``resolve`` (a Ray call to the
-  RM) where to.  When the RM dies its connections close (when its machine dies, TCP
+* **Client** (``Channel``, ``rm/service/stream.py``).  Connects on first use,
+  asking ``resolve`` (a Ray call to the RM) where to, and sends nothing before the server
+  has proven the key.  When the RM dies its connections close (when its machine dies, TCP
   keepalive gives up on them within about five seconds): every call out on them fails with
   ``ChannelBroken``, which callers treat as Ray's ``RayActorError`` (retry with the same
   request id, ``rm/service/client.py``), and the next call resolves the restarted RM's new
@@ -40,70 +49,71 @@ method runs on its event loop, the answer is written back.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
+import logging
 import os
 import pickle
-import socket
-import struct
+import resource
+from collections import Counter
 
 from rayrm.rm.service.calls import HOST_CALLS
+from rayrm.rm.service.stream import (CLIENT_HELLO, HANDSHAKE_SECONDS, HEADER, MAC, MAX_FRAME, NONCE,  # noqa: F401
+                                     Channel, ChannelBroken, ChannelMethod, Session, client_proof, keepalive,
+                                     proven, server_proof)
 
 #: the names of the calls the channel serves: the hosts' (rm/service/calls.py)
 CALLS = frozenset(HOST_CALLS)
-_HEADER = struct.Struct("!I")
-_NONCE = 16
-#: a silent stream is probed after this many seconds, then every second, and given up after 3
-#: unanswered probes: the RM's machine dying sends no FIN, and a call out would wait for ever
-KEEPALIVE_IDLE = 2
-#: the largest frame either side accepts (a host registering 100,000 NMs is ~20 MB)
-MAX_FRAME = 1 << 30
+_HEADER = HEADER
+#: connections at once, in all and from one address; at most a quarter of the process's
+#: file descriptors, so that a flood never makes the RM's own ``open`` (its journal) fail
+MAX_CONNECTIONS = 512
+MAX_PER_PEER = 64
+#: wall seconds a proven connection may go without a frame while no call of it is out
+IDLE_SECONDS = 120.0
+#: refusals of each kind logged one by one; after that, one line every LOG_EVERY
+LOG_FIRST, LOG_EVERY = 5, 1000
 
+log = logging.getLogger(__name__)
 
-class ChannelBroken(ConnectionError):
-    """The connection to the RM closed (it died or restarts) with this call out or unsent."""
+__all__ = ["CALLS", "MAX_FRAME", "Channel", "ChannelBroken", "ChannelMethod", "ChannelServer"]
 
 
 def _frame(obj) -> bytes:
+    """``obj`` pickled behind its length, without a MAC (the benchmarks' bare streams)."""
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    return _HEADER.pack(len(data)) + data
+    return HEADER.pack(len(data)) + data
 
 
-async def _read(reader: asyncio.StreamReader):
-    (n,) = _HEADER.unpack(await reader.readexactly(_HEADER.size))
-    if n > MAX_FRAME:
-        raise ConnectionError(f"frame of {n} bytes")
-    return pickle.loads(await reader.readexactly(n))
-
-
-def _keepalive(writer: asyncio.StreamWriter) -> None:
-    """TCP keepalive on the stream (KEEPALIVE_IDLE), where the system has it."""
-    sock = writer.get_extra_info("socket")
-    if sock is None:
-        return
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    for option, value in (("TCP_KEEPIDLE", KEEPALIVE_IDLE), ("TCP_KEEPINTVL", 1), ("TCP_KEEPCNT", 3)):
-        if hasattr(socket, option):
-            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
-
-
-def _proof(key: bytes, nonce: bytes) -> bytes:
-    return hmac.new(key, nonce, hashlib.sha256).digest()
+def _descriptor_cap() -> int:
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return MAX_CONNECTIONS if soft == resource.RLIM_INFINITY else max(8, min(MAX_CONNECTIONS, soft // 4))
 
 
 class ChannelServer:
     """Serves ``CALLS`` on a TCP port (module docstring): each through ``target.serve(call,
-    *args)``, a coroutine (the RM actor's)."""
+    *args)``, a coroutine (the RM actor's).
 
-    def __init__(self, target, key: bytes):
+    ``stats()``: calls served, refusals by kind (``key``: a wrong proof; ``handshake``: no
+    proof within the deadline, or a garbled hello; ``cap``: a connection past a cap;
+    ``frame``: an oversized, garbled or unauthenticated frame from a proven peer),
+    connections closed idle, and the largest frame read and written."""
+
+    def __init__(self, target, key: bytes, *, max_connections: int | None = None,
+                 max_per_peer: int = MAX_PER_PEER, handshake_seconds: float = HANDSHAKE_SECONDS,
+                 idle_seconds: float = IDLE_SECONDS):
         self.target, self.key = target, key
+        self.max_connections = _descriptor_cap() if max_connections is None else max_connections
+        self.max_per_peer, self.handshake_seconds, self.idle_seconds = max_per_peer, handshake_seconds, idle_seconds
         self.server: asyncio.base_events.Server | None = None
         self.address: tuple[str, int] | None = None
         self._starting: asyncio.Lock | None = None
-        self._open: set[asyncio.Transport] = set()
+        self._streams: dict[_ServerStream, None] = {}    # open connections, oldest first
+        self._peers: Counter = Counter()                 # open connections per address
         self._running: set[asyncio.Task] = set()    # held: the loop keeps only weak references
+        self._sweeper: asyncio.TimerHandle | None = None
         self.calls = 0
-        self.refused = 0                 # connections that failed the challenge
+        self.refused: Counter = Counter()
+        self.idle_closed = 0
+        self.largest_in = self.largest_out = 0
         self._wire: tuple[str, bytes] | None = None    # (name, pickled args) of the call starting
 
     async def start(self, host: str) -> tuple[str, int]:
@@ -115,14 +125,67 @@ class ChannelServer:
                 loop = asyncio.get_running_loop()
                 self.server = await loop.create_server(lambda: _ServerStream(self), host, 0)
                 self.address = (host, self.server.sockets[0].getsockname()[1])
+                self._sweeper = loop.call_later(self.idle_seconds, self._sweep)
         return self.address
 
     def close(self) -> None:
         """Stop listening and close every connection (the callers' calls out fail)."""
         if self.server is not None:
             self.server.close()
-        for transport in list(self._open):
-            transport.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for stream in list(self._streams):
+            stream.close()
+
+    def stats(self) -> dict:
+        return {"calls": self.calls, "connections": len(self._streams), "refused": dict(sorted(self.refused.items())),
+                "idle_closed": self.idle_closed, "largest_frame_in": self.largest_in,
+                "largest_frame_out": self.largest_out}
+
+    # ----- admission -----------------------------------------------------------------
+
+    def admit(self, stream: "_ServerStream") -> bool:
+        """Take a new connection under the caps: past one, the oldest connection still in
+        its handshake (from the same address, for the per-address cap) is closed to make
+        room; if there is none, the new one is refused."""
+        peer = stream.peer
+        while len(self._streams) >= self.max_connections or self._peers[peer] >= self.max_per_peer:
+            mine = self._peers[peer] >= self.max_per_peer
+            oldest = next((s for s in self._streams if s.session is None and (not mine or s.peer == peer)), None)
+            if oldest is None:
+                self.refuse(stream, "cap", f"{len(self._streams)} connections, {self._peers[peer]} from {peer}")
+                return False
+            self.refuse(oldest, "cap", "its handshake made room for a newer connection")
+        self._streams[stream] = None
+        self._peers[peer] += 1
+        return True
+
+    def forget(self, stream: "_ServerStream") -> None:
+        if self._streams.pop(stream, 0) is None:
+            self._peers[stream.peer] -= 1
+            if not self._peers[stream.peer]:
+                del self._peers[stream.peer]
+
+    def refuse(self, stream: "_ServerStream", kind: str, why: str) -> None:
+        """Close ``stream``, counting and logging the refusal (the first few of each kind,
+        then one in ``LOG_EVERY``: a flood must not flood the log)."""
+        self.refused[kind] += 1
+        n = self.refused[kind]
+        if n <= LOG_FIRST or n % LOG_EVERY == 0:
+            log.warning("the RM's channel refused a connection from %s (%s, %d so far): %s", stream.peer, kind, n, why)
+        stream.close()
+
+    def _sweep(self) -> None:
+        """Close the proven connections that read no frame since the last sweep and have no
+        call out: between one and two ``idle_seconds`` of silence."""
+        for stream in list(self._streams):
+            if stream.session is not None and stream.frames == stream.swept and not stream.out:
+                self.idle_closed += 1
+                stream.close()
+            stream.swept = stream.frames
+        self._sweeper = asyncio.get_running_loop().call_later(self.idle_seconds, self._sweep)
+
+    # ----- calls ---------------------------------------------------------------------
 
     def wire(self, name: str) -> bytes | None:
         """The pickled arguments of call ``name`` if it is the one starting now (module
@@ -130,7 +193,7 @@ class ChannelServer:
         wire, self._wire = self._wire, None
         return wire[1] if wire is not None and wire[0] == name else None
 
-    def dispatch(self, transport: asyncio.Transport, seq: int, name: str, args: tuple, wire: bytes) -> None:
+    def dispatch(self, stream: "_ServerStream", seq: int, name: str, args: tuple, wire: bytes) -> None:
         """Start call ``seq`` as its frame is read, and answer it as soon as it is done.
 
         The RM's methods are coroutines that, but for a long poll, never wait: each is run
@@ -139,46 +202,37 @@ class ChannelServer:
         loop.  One that waits goes on in a task (``_Rest``).  ``wire``: ``args`` pickled,
         offered to the call until its first wait."""
         self.calls += 1
+        stream.out += 1
         try:
             call = HOST_CALLS.get(name)
             if call is None:
                 raise AttributeError(f"the RM's channel serves no call {name!r}")
             coro = self.target.serve(call, *args)
         except Exception as e:  # noqa: BLE001 - the caller raises it, as a Ray call would
-            self._answer(transport, seq, name, False, e)
+            stream.answer(seq, name, False, e)
             return
         self._wire = (name, wire)
         try:
             waiting = coro.send(None)
         except StopIteration as done:
-            self._answer(transport, seq, name, True, done.value)
+            stream.answer(seq, name, True, done.value)
         except Exception as e:  # noqa: BLE001
-            self._answer(transport, seq, name, False, e)
+            stream.answer(seq, name, False, e)
         else:
-            task = asyncio.get_running_loop().create_task(self._finish(transport, seq, name, _Rest(coro, waiting)))
+            task = asyncio.get_running_loop().create_task(self._finish(stream, seq, name, _Rest(coro, waiting)))
             self._running.add(task)
             task.add_done_callback(self._running.discard)
         finally:
             self._wire = None
 
-    async def _finish(self, transport: asyncio.Transport, seq: int, name: str, rest: "_Rest") -> None:
+    @staticmethod
+    async def _finish(stream: "_ServerStream", seq: int, name: str, rest: "_Rest") -> None:
         try:
             value = await rest
         except Exception as e:  # noqa: BLE001
-            self._answer(transport, seq, name, False, e)
+            stream.answer(seq, name, False, e)
         else:
-            self._answer(transport, seq, name, True, value)
-
-    @staticmethod
-    def _answer(transport: asyncio.Transport, seq: int, name: str, ok: bool, value) -> None:
-        if transport.is_closing():
-            return                        # the caller is gone; it retries on a new connection
-        try:
-            frame = _frame((seq, ok, value))
-        except Exception as e:  # noqa: BLE001 - an answer that does not pickle is the caller's error
-            frame = _frame((seq, False, RuntimeError(f"{name}: answer not sent: {e}")))
-        # no drain: a host waits for its answers, so what is buffered for it stays small
-        transport.write(frame)
+            stream.answer(seq, name, True, value)
 
 
 class _Rest:
@@ -196,154 +250,99 @@ class _Rest:
 
 
 class _ServerStream(asyncio.Protocol):
-    """One host's connection on the server: the challenge, then frames, each call started
-    in the callback that read it (``ChannelServer.dispatch``), so calls start in the
-    order they were sent."""
+    """One host's connection on the server: the handshake (``rm/service/stream.py``), then
+    frames whose MAC checks, each call started in the callback that read it
+    (``ChannelServer.dispatch``), so calls start in the order they were sent."""
 
     def __init__(self, server: ChannelServer):
         self.server = server
         self.transport: asyncio.Transport | None = None
-        self.nonce = os.urandom(_NONCE)
-        self.proven = False
+        self.peer = ""
+        self.nonce = os.urandom(NONCE)
+        self.session: Session | None = None
+        self.deadline: asyncio.TimerHandle | None = None
         self.buf = bytearray()
+        self.frames = self.swept = 0     # frames read; and at the last idle sweep
+        self.out = 0                     # calls started and not yet answered
 
     def connection_made(self, transport: asyncio.Transport) -> None:
         self.transport = transport
-        self.server._open.add(transport)
+        peer = transport.get_extra_info("peername")
+        self.peer = peer[0] if peer else ""
+        if not self.server.admit(self):
+            return
+        keepalive(transport)
+        self.deadline = asyncio.get_running_loop().call_later(self.server.handshake_seconds, self._late)
         transport.write(self.nonce)
 
     def connection_lost(self, exc) -> None:
-        self.server._open.discard(self.transport)
+        self.close()
+
+    def close(self) -> None:
+        if self.deadline is not None:
+            self.deadline.cancel()
+        self.server.forget(self)
+        self.transport.close()
+
+    def _late(self) -> None:
+        if self.session is None:
+            self.server.refuse(self, "handshake", f"no proof within {self.server.handshake_seconds:g} s")
+
+    def _hello(self) -> bool:
+        """The client's nonce and proof, once whole: a wrong one closes the connection."""
+        buf = self.buf
+        if len(buf) < CLIENT_HELLO:
+            return False
+        client_nonce, proof = bytes(buf[:NONCE]), bytes(buf[NONCE:CLIENT_HELLO])
+        if not proven(client_proof(self.server.key, self.nonce, client_nonce), proof):
+            self.server.refuse(self, "key", "a wrong proof of the key")
+            return False
+        del buf[:CLIENT_HELLO]
+        self.deadline.cancel()
+        self.session = Session(self.server.key, self.nonce, client_nonce, server=True)
+        self.transport.write(server_proof(self.server.key, self.nonce, client_nonce))
+        return True
 
     def data_received(self, data: bytes) -> None:
         buf, transport = self.buf, self.transport
         buf += data
-        if not self.proven:
-            size = hashlib.sha256().digest_size
-            if len(buf) < size:
-                return
-            if not hmac.compare_digest(bytes(buf[:size]), _proof(self.server.key, self.nonce)):
-                self.server.refused += 1
-                transport.close()
-                return
-            self.proven = True
-            del buf[:size]
-        while len(buf) >= _HEADER.size and not transport.is_closing():
-            (n,) = _HEADER.unpack_from(buf)
-            end = _HEADER.size + n
+        if self.session is None and not self._hello():
+            return
+        while len(buf) >= HEADER.size and not transport.is_closing():
+            (n,) = HEADER.unpack_from(buf)
             if n > MAX_FRAME:
-                transport.close()
+                self.server.refuse(self, "frame", f"a frame of {n} bytes")
                 return
+            end = HEADER.size + n + MAC
             if len(buf) < end:
                 return
+            payload = bytes(buf[HEADER.size:HEADER.size + n])
+            if not self.session.check(payload, bytes(buf[HEADER.size + n:end])):
+                self.server.refuse(self, "frame", "a frame failed its MAC")
+                return
             try:
-                seq, name, wire = pickle.loads(bytes(buf[_HEADER.size:end]))
+                seq, name, wire = pickle.loads(payload)
                 args = pickle.loads(wire)
             except Exception:  # noqa: BLE001 - a garbled stream ends; its caller reconnects
-                transport.close()
+                self.server.refuse(self, "frame", "a frame that does not unpickle")
                 return
             del buf[:end]
-            self.server.dispatch(transport, seq, name, args, wire)
+            self.frames += 1
+            if n > self.server.largest_in:
+                self.server.largest_in = n
+            self.server.dispatch(self, seq, name, args, wire)
 
-
-class _Connection:
-    """One open stream to the RM and the calls out on it."""
-
-    __slots__ = ("writer", "pending")
-
-    def __init__(self, writer: asyncio.StreamWriter):
-        self.writer = writer
-        self.pending: dict[int, asyncio.Future] = {}
-
-    def broken(self) -> None:
-        """The stream ended: every call out on it fails with ChannelBroken."""
-        self.writer.close()
-        pending, self.pending = self.pending, {}
-        for fut in pending.values():
-            if not fut.done():
-                fut.set_exception(ChannelBroken("the RM's connection closed"))
-
-
-class Channel:
-    """One host's connection to the RM (module docstring).  ``resolve``: an async function
-    returning the RM's (host, port, key), or raising while the RM is down."""
-
-    def __init__(self, resolve):
-        self.resolve = resolve
-        self._conn: _Connection | None = None
-        self._seq = 0
-        self._connecting: asyncio.Lock | None = None
-        self._reading: asyncio.Task | None = None    # held: the loop keeps only weak references
-
-    async def call(self, name: str, *args):
-        """``name(*args)`` on the RM; raises what the RM's method raised, or ChannelBroken."""
-        conn = await self._connect()
-        self._seq += 1
-        frame = _frame((self._seq, name, pickle.dumps(args, protocol=pickle.HIGHEST_PROTOCOL)))
-        fut = asyncio.get_running_loop().create_future()
-        conn.pending[self._seq] = fut
+    def answer(self, seq: int, name: str, ok: bool, value) -> None:
+        """Send call ``seq``'s answer (unless the caller is gone: it retries on a new
+        connection)."""
+        self.out -= 1
+        if self.transport.is_closing():
+            return
         try:
-            conn.writer.write(frame)
-        except (ConnectionError, OSError):
-            conn.broken()
-        ok, value = await fut
-        if not ok:
-            raise value
-        return value
-
-    def method(self, name: str) -> "ChannelMethod":
-        return ChannelMethod(self, name)
-
-    async def _connect(self) -> _Connection:
-        conn = self._conn
-        if conn is not None and not conn.writer.is_closing():
-            return conn
-        if self._connecting is None:
-            self._connecting = asyncio.Lock()
-        async with self._connecting:            # one connection however many calls wait for it
-            conn = self._conn
-            if conn is not None and not conn.writer.is_closing():
-                return conn
-            host, port, key = await self.resolve()
-            try:
-                reader, writer = await asyncio.open_connection(host, port)
-                _keepalive(writer)
-                nonce = await reader.readexactly(_NONCE)
-                writer.write(_proof(key, nonce))
-            except (ConnectionError, OSError, asyncio.IncompleteReadError) as e:
-                raise ChannelBroken(f"connecting to the RM at {host}:{port}: {e}") from None
-            self._conn = conn = _Connection(writer)
-            self._reading = asyncio.get_running_loop().create_task(self._answers(reader, conn))
-            return conn
-
-    @staticmethod
-    async def _answers(reader: asyncio.StreamReader, conn: _Connection) -> None:
-        """Hand each answer to its call; when the stream ends, fail the calls still out."""
-        try:
-            while True:
-                seq, ok, value = await _read(reader)
-                fut = conn.pending.pop(seq, None)
-                if fut is not None and not fut.done():
-                    fut.set_result((ok, value))
-        except Exception:  # noqa: BLE001 - a stream that breaks or garbles ends: its calls fail
-            pass
-        finally:
-            conn.broken()
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.broken()
-            self._conn = None
-
-
-class ChannelMethod:
-    """One RM call through a ``Channel``, awaited like a Ray actor method:
-    ``await method.remote(*args)``."""
-
-    __slots__ = ("channel", "name")
-
-    def __init__(self, channel: Channel, name: str):
-        self.channel, self.name = channel, name
-
-    def remote(self, *args):
-        return self.channel.call(self.name, *args)
+            payload = pickle.dumps((seq, ok, value), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as e:  # noqa: BLE001 - an answer that does not pickle is the caller's error
+            payload = pickle.dumps((seq, False, RuntimeError(f"{name}: answer not sent: {e}")))
+        if len(payload) > self.server.largest_out:
+            self.server.largest_out = len(payload)
+        # no drain: a host waits for its answers, so what is buffered for it stays small
+        self.transport.write(self.session.seal(payload))

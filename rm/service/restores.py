@@ -13,19 +13,21 @@ must hold field by field for every g.  What the RM changes between calls on purp
 outside the journal, is brought to the same point on both sides first: the hosts' marks
 folded into the NMs' and the apps' records (``NodeManagers.settle``, ``AppMasters.settle``,
 liveness only) and the AM hosts to wake (``AppMasters.news``, cleared by a restart).
+
+The files are read as data (``store.read_snapshot``): a run directory
+someone hands you cannot run code in ``rayrm check --restores``.
 """
 
 from __future__ import annotations
 
 import itertools
-import pickle
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from rayrm.rm.service.store import read_journal, replay_records
+from rayrm.rm.service.store import read_journal, read_snapshot, replay_records
 
 _SCALARS = (int, float, str, bytes, bytearray, bool, type(None))
 
@@ -71,8 +73,7 @@ def check_restores(state_dir: str | Path, limit: int = 20) -> list[RestoreCheck]
 
 
 def _load(path: Path):
-    with open(path, "rb") as fh:
-        return pickle.load(fh)[1]
+    return read_snapshot(path)[1]
 
 
 def differences(a, b, path: str, out: list[str], limit: int = 20, _seen: set | None = None) -> None:

@@ -33,6 +33,10 @@ Files (in the directory given, ``<run dir>/rm-state`` by default)::
 
 A record cut short or failing its checksum ends the journal (a torn last write).
 
+Reading them back runs no code from the files: only rayrm's own data types are rebuilt
+(``restricted_load``, below), and a file that is not a snapshot or a journal of this
+version raises ``StateFileError`` naming it (one line at the command line, exit status 2).
+
 Why files: the RM actor is pinned to the driver's Ray node (its restart lands
 there too), and the run directory is on that node's disk, so a restarted actor
 reads what the dead one wrote, whichever process it is; an append costs a
@@ -44,16 +48,21 @@ put an RPC on every call.
 
 from __future__ import annotations
 
+import array
 import copyreg
+import importlib
+import io
 import itertools
 import os
 import pickle
 import re
 import struct
+import sys
 import time
 import zlib
 from pathlib import Path
 
+from rayrm.rm.core.errors import InputError
 from rayrm.rm.service.calls import Call
 
 SNAPSHOT_RECORDS = 20_000
@@ -184,19 +193,19 @@ class StateStore:
 
     # ----- reading -----------------------------------------------------------------
 
-    def load(self):
+    def load(self, trusted=()):
         """(state, records) from the snapshot and the journals after it (its own, and later
         ones a background snapshot started); opens the last journal to append, cut after
         its last whole record: what this RM appends must not land behind a torn tail,
-        where the next recovery would stop reading."""
-        with open(self.snapshot_path, "rb") as fh:
-            self.generation, state = pickle.load(fh)
+        where the next recovery would stop reading.  ``trusted``: modules whose names the
+        files may use besides rayrm's data types (``restricted_load``)."""
+        self.generation, state = read_snapshot(self.snapshot_path, trusted)
         self._oldest = self.generation
         records = []
         while True:
             path = self.journal_path(self.generation)
             data, whole = (path.read_bytes(), 0) if path.exists() else (b"", 0)
-            for whole, record in _records(data):
+            for whole, record in _records(data, path, trusted):
                 records.append(record)
             if not self.journal_path(self.generation + 1).exists():
                 break
@@ -229,23 +238,55 @@ def _write_snapshot(tmp: Path, final: Path, generation: int, state, keep: bool =
     return size
 
 
-def read_journal(path: Path):
+class StateFileError(InputError):
+    """A snapshot or journal record that does not read back as rayrm's data: corrupt, from
+    another version, or naming code (``restricted_load``)."""
+
+
+def read_snapshot(path: Path, trusted=()) -> tuple[int, object]:
+    """(generation, state) of a snapshot file; StateFileError naming it if it is not one."""
+    try:
+        with open(path, "rb") as fh:
+            generation, state = restricted_load(fh, trusted)
+    except OSError as e:
+        raise StateFileError(f"cannot read the RM's snapshot: {e.strerror}", file=str(path)) from None
+    except Exception as e:  # noqa: BLE001 - whatever a corrupt pickle raises, it is the file's fault
+        raise StateFileError(f"not a snapshot of this rayrm's RM: {_why(e)}", file=str(path)) from None
+    if not isinstance(generation, int):
+        raise StateFileError("not a snapshot of this rayrm's RM: no generation number", file=str(path))
+    return generation, state
+
+
+def _why(e: Exception) -> str:
+    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+
+
+def read_journal(path: Path, trusted=()):
     """The journal's records in order, stopping at a torn or corrupt tail."""
-    for _, record in _records(Path(path).read_bytes()):
+    for _, record in _records(Path(path).read_bytes(), path, trusted):
         yield record
 
 
-def _records(data: bytes):
+def _records(data: bytes, path: Path | None = None, trusted=()):
     """(offset just past it, record) of each whole record of a journal's bytes, in order,
-    stopping at a torn or corrupt tail."""
-    pos = 0
+    stopping at a torn or corrupt tail.  A record whose checksum holds but that does not
+    unpickle as rayrm's data raises StateFileError (the file and the record's number)."""
+    pos, i = 0, 0
     while pos + _HEADER.size <= len(data):
         length, crc = _HEADER.unpack_from(data, pos)
         body = data[pos + _HEADER.size: pos + _HEADER.size + length]
         if len(body) < length or zlib.crc32(body) != crc:
             return
         pos += _HEADER.size + length
-        yield pos, pickle.loads(body)
+        i += 1
+        try:
+            name, now, args = restricted_loads(body, trusted)
+            if isinstance(args, bytes):
+                args = restricted_loads(args, trusted)
+        except Exception as e:  # noqa: BLE001 - the file's fault, as in read_snapshot
+            raise StateFileError(f"journal record {i} is not a call of this rayrm's RM: {_why(e)}",
+                                 file=str(path) if path else None) from None
+        yield pos, (name, now, args)
 
 
 def replay_records(state, records) -> int:
@@ -260,9 +301,118 @@ def replay_records(state, records) -> int:
         except ValueError:
             raise JournalError(f"journal record {i}: unknown call {name!r} "
                                f"(known: {', '.join(c.value for c in Call)})") from None
-        call.apply(state, now, *(pickle.loads(args) if isinstance(args, bytes) else args))
+        call.apply(state, now, *(restricted_loads(args) if isinstance(args, bytes) else args))
     return len(records)
 
 
-class JournalError(RuntimeError):
+class JournalError(InputError):
     """The journal cannot be replayed onto this version's state."""
+
+
+# ----- reading back as data ------------------------------------------------------------
+#
+# A run directory is data someone may hand you, and an ordinary ``pickle.load`` calls
+# whatever callable a pickle names, with whatever arguments it gives: a crafted snapshot
+# would run its author's code in whoever reads it (``rayrm check --restores``).
+# ``restricted_load`` and ``restricted_loads`` unpickle with the C unpickler, but resolve
+# each name a pickle refers to through ``find_class`` below, which returns only:
+#
+# * **rayrm's own types**: classes defined in ``rayrm.rm.core``, ``rayrm.rm.service`` and
+#   the run log's modules (``RunLog``, ``ColumnBuffer``), save those of the store and the
+#   channel (files, sockets).  Calling one builds one of rayrm's objects;
+# * two of rayrm's functions the state holds as values, ``wall_seconds`` and
+#   ``trace_seconds`` (they format a number);
+# * side-effect-free builtins, containers (``collections``, ``array``, ``itertools.count``,
+#   ``random.Random``) and numpy's array reconstructors;
+# * ``getattr`` only as the state uses it, for its bound methods: ``append`` of a list or an
+#   array, and a policy's ``virtual_capacity`` and ``virtual_demand``
+#   (``_Unpickler.bound_method``);
+# * with ``trusted``, anything from the named modules: the RM restarting from its own
+#   snapshot trusts the module of the policy it was started with — code it runs anyway.
+#
+# Anything else — ``os.system``, ``builtins.eval``, ``subprocess``, a function of rayrm
+# that writes files — raises ``UnsafePickle`` naming it, before it is called.  Names are
+# resolved once per process (``_CACHE``): the journal's hot path is writing, and a
+# restart reads some 20,000 records, each naming a few types.
+
+#: packages whose classes a snapshot or journal may hold
+_PACKAGES = ("rayrm.rm.core.", "rayrm.rm.service.")
+_MODULES = {"rayrm.rm.runs.log", "rayrm.rm.runs.columns"}
+#: modules of those packages whose classes are not data: files, sockets
+_EXCLUDED = {"rayrm.rm.service.store", "rayrm.rm.service.channel", "rayrm.rm.service.stream",
+             "rayrm.rm.service.client"}
+_FUNCTIONS = {("rayrm.rm.core.fault_rules", "wall_seconds"), ("rayrm.rm.core.fault_rules", "trace_seconds")}
+_SAFE = {
+    "builtins": {"set", "frozenset", "bytearray", "list", "dict", "tuple", "complex", "slice", "range",
+                 "int", "float", "str", "bytes", "bool", "object"},
+    "collections": {"deque", "OrderedDict", "Counter", "defaultdict"},
+    "itertools": {"count"},
+    "array": {"array", "_array_reconstructor"},
+    "random": {"Random"},
+    "copyreg": {"_reconstructor"},
+    "numpy": {"dtype", "ndarray"},
+    "numpy.core.multiarray": {"_reconstruct", "scalar"},
+    "numpy._core.multiarray": {"_reconstruct", "scalar"},
+    "numpy.core.numeric": {"_frombuffer"},
+    "numpy._core.numeric": {"_frombuffer"},
+}
+#: methods a policy's state keeps bound (besides a list's or an array's ``append``)
+_POLICY_METHODS = {"virtual_capacity", "virtual_demand"}
+_CACHE: dict[tuple[str, str], object] = {}
+_NEVER_TRUSTED = set(sys.stdlib_module_names) | {"rayrm", "numpy", "ray", "__main__"}
+
+
+class UnsafePickle(pickle.UnpicklingError):
+    """A snapshot or journal names something that is not one of rayrm's own data types."""
+
+
+def _rayrm_type(module: str, name: str) -> bool:
+    return (module.startswith(_PACKAGES) or module in _MODULES) and module not in _EXCLUDED
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, file, trusted=()):
+        super().__init__(file)
+        # a policy's own module, never the standard library's nor rayrm's
+        self.trusted = frozenset(m for m in trusted if m.partition(".")[0] not in _NEVER_TRUSTED)
+
+    def find_class(self, module: str, name: str):
+        hit = _CACHE.get((module, name))
+        if hit is not None:
+            return hit
+        if module in self.trusted:
+            return super().find_class(module, name)
+        if (module, name) == ("builtins", "getattr"):
+            return self.bound_method
+        if "." in name or name.startswith("__"):
+            raise UnsafePickle(f"{module}.{name}: a nested or private name")
+        if name in _SAFE.get(module, ()) or (module, name) in _FUNCTIONS:
+            obj = getattr(importlib.import_module(module), name)
+        elif _rayrm_type(module, name):
+            obj = getattr(importlib.import_module(module), name, None)
+            if not isinstance(obj, type) or obj.__module__ != module:
+                raise UnsafePickle(f"{module}.{name}, which is not a class defined there")
+        else:
+            raise UnsafePickle(f"{module}.{name}, which is not one of rayrm's own data types")
+        _CACHE[(module, name)] = obj
+        return obj
+
+    def bound_method(self, obj, name: str):
+        """``getattr(obj, name)`` for the methods the state keeps bound (module docstring)."""
+        cls = type(obj)
+        if (name == "append" and cls in (list, array.array)
+                or name in _POLICY_METHODS and (_rayrm_type(cls.__module__, cls.__name__)
+                                                or cls.__module__ in self.trusted)):
+            return getattr(obj, name)
+        raise UnsafePickle(f"a bound method {cls.__module__}.{cls.__qualname__}.{name}, "
+                           "which rayrm's state never holds")
+
+
+def restricted_load(file, trusted=()):
+    """``pickle.load`` restricted to rayrm's data (module docstring); raises UnsafePickle."""
+    return _Unpickler(file, trusted).load()
+
+
+def restricted_loads(data: bytes, trusted=()):
+    """``pickle.loads`` restricted to rayrm's data (module docstring); raises UnsafePickle."""
+    return _Unpickler(io.BytesIO(data), trusted).load()

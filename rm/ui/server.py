@@ -4,11 +4,20 @@ A stdlib ``ThreadingHTTPServer`` in the driver (or ``rayrm ui``) process.  A req
 reads the source's current ``ClusterView`` — an immutable object the live source swaps
 at most once per poll — so no request ever reaches the RM actor.  Safe by default:
 
-* loopback unless told otherwise; bound elsewhere it needs the cluster's token
-  (``auth``): ``Authorization: Bearer <token>``, or the cookie a browser gets by
-  opening ``/?token=<token>`` once;
-* GET and HEAD only (anything else: 405); no CORS headers, so other origins cannot read it;
-* at most ``MAX_CONNECTIONS`` requests at once (more get 503), a socket timeout for slow
+* loopback unless told otherwise, and then only for requests whose ``Host`` names this
+  server (``localhost``, ``127.0.0.1``, ``[::1]`` and its port; else 421): a web page
+  whose name an attacker re-points at 127.0.0.1 (DNS rebinding) cannot read it;
+* bound elsewhere it needs the cluster's token (``auth``): ``Authorization: Bearer
+  <token>``, or a session cookie a browser gets by opening ``/?token=<token>`` once — a
+  random value of this server's, never the token itself, so that whoever sees the cookie
+  (it travels over plain HTTP) can read the UI but not run code on the cluster;
+* GET and HEAD only (anything else: 405); a request that carries a body is answered and
+  its connection closed, so the body is never read as a request of its own; no CORS
+  headers, so other origins cannot read it;
+* at most ``MAX_CONNECTIONS`` connections at once: past that, the oldest one not in the
+  middle of an authorised request (idle, or still sending its request) is closed to make
+  room, so idle connections cannot lock an authorised user out; only when every
+  connection is serving a request does the next get 503.  A socket timeout for slow
   clients, URLs up to ``MAX_URL`` characters, responses up to ``MAX_BODY`` bytes (apps
   and nodes are paged), each encoded response cached per view version.
 """
@@ -19,7 +28,9 @@ import errno
 import hmac
 import json
 import re
+import secrets
 import socket
+import sys
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,6 +38,7 @@ from importlib import resources
 from urllib.parse import parse_qsl, urlsplit
 
 from rayrm.rm.ui import extras, yarn
+from rayrm.rm.ui.auth import is_loopback
 from rayrm.rm.ui.yarn import ApiError
 
 MAX_CONNECTIONS = 32
@@ -37,7 +49,7 @@ SOCKET_TIMEOUT = 15.0
 MAX_WAIT = 10.0
 #: ports tried after the one asked for, when it is taken
 PORT_TRIES = 20
-COOKIE = "rayrm_token"
+COOKIE = "rayrm_session"
 
 
 
@@ -98,19 +110,35 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer(head=True)
 
     def _refuse_method(self):
+        self.close_connection = True          # its body, unread, must not become a request
         self._send(405, _json(ApiError(405, f"HTTP 405 Method Not Allowed: {self.command}").body()),
                    "application/json", {"Allow": "GET, HEAD"}, head=False)
 
     do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _refuse_method
 
     def _answer(self, head: bool) -> None:
+        if self.headers.get("Content-Length", "0").strip() not in ("", "0") or "Transfer-Encoding" in self.headers:
+            self.close_connection = True      # a GET with a body: answered, the body never read
         if len(self.path) > MAX_URL:
             self._send(414, _json(ApiError(400, "URL too long").body()), "application/json", head=head)
+            return
+        host = self.headers.get("Host")
+        if self.server.hosts is not None and host is not None and host.lower() not in self.server.hosts:
+            self.close_connection = True
+            self._send(421, _json(ApiError(421, f"this server does not answer for Host {host[:100]!r}").body()),
+                       "application/json", head=head)
             return
         url = urlsplit(self.path)
         params = dict(parse_qsl(url.query, keep_blank_values=True))
         if not self._authorised(url.path, params, head):
             return
+        self.server.serving(self.request, True)
+        try:
+            self._serve(url, params, head)
+        finally:
+            self.server.serving(self.request, False)
+
+    def _serve(self, url, params: dict, head: bool) -> None:
         if url.path in _STATIC:
             name, kind = _STATIC[url.path]
             self._send(200, self.server.assets[name], kind, head=head)
@@ -134,10 +162,10 @@ class _Handler(BaseHTTPRequestHandler):
         cookie = re.search(rf"(?:^|;\s*){COOKIE}=([^;]+)", self.headers.get("Cookie", ""))
         if path == "/" and "token" in params and hmac.compare_digest(params["token"].encode(), token.encode()):
             self._send(303, b"", "text/plain", {"Location": "/", "Set-Cookie":
-                       f"{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/"}, head=head)
+                       f"{COOKIE}={self.server.session}; HttpOnly; SameSite=Strict; Path=/"}, head=head)
             return False
-        for candidate in (given, cookie.group(1) if cookie else ""):
-            if candidate and hmac.compare_digest(candidate.encode(), token.encode()):
+        for candidate, expected in ((given, token), (cookie.group(1) if cookie else "", self.server.session)):
+            if candidate and hmac.compare_digest(candidate.encode(), expected.encode()):
                 return True
         self._send(401, _json(ApiError(401, "the cluster's auth token is required "
                                             "(Authorization: Bearer <token>)").body()),
@@ -146,6 +174,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, body: bytes, kind: str, headers: dict | None = None, head: bool = False) -> None:
         self.send_response(status)
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
@@ -156,6 +186,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if not head:
             self.wfile.write(body)
+
+
+def _own_hosts(host: str, port: int) -> frozenset[str]:
+    """The ``Host`` values a loopback server answers: its loopback names with its port (and
+    without, on port 80)."""
+    names = {"localhost", "127.0.0.1", "[::1]", f"[{host}]" if ":" in host else host}
+    return frozenset({f"{n}:{port}" for n in names} | (names if port == 80 else set()))
 
 
 def _json(obj) -> bytes:
@@ -170,14 +207,17 @@ class UIServer(ThreadingHTTPServer):
 
     def __init__(self, source, host: str, port: int, token: str | None = None):
         self.source, self.token = source, token
+        self.session = secrets.token_urlsafe(32)     # the cookie's value (module docstring)
         self.assets = _assets()
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._open: dict[socket.socket, bool] = {}   # open connections, oldest first -> serving now
+        self._open_lock = threading.Lock()
         self._cache: dict[tuple, tuple[bytes, dict]] = {}
         self._cache_version = -1
         self._cache_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         super().__init__((host, port), _Handler)
+        self.hosts = _own_hosts(host, self.server_address[1]) if is_loopback(host) else None
 
     @property
     def url(self) -> str:
@@ -222,7 +262,21 @@ class UIServer(ThreadingHTTPServer):
         raise ApiError(404, f"no resource at {path[:200]}")
 
     def process_request(self, request, client_address):
-        if not self._slots.acquire(blocking=False):
+        with self._open_lock:
+            idle = None
+            if len(self._open) >= MAX_CONNECTIONS:
+                idle = next((conn for conn, serving in self._open.items() if not serving), None)
+                if idle is not None:
+                    del self._open[idle]
+            full = len(self._open) >= MAX_CONNECTIONS
+            if not full:
+                self._open[request] = False
+        if idle is not None:
+            try:
+                idle.shutdown(socket.SHUT_RDWR)    # its thread reads EOF and ends
+            except OSError:
+                pass
+        if full:
             try:
                 request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
             finally:
@@ -234,7 +288,25 @@ class UIServer(ThreadingHTTPServer):
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._slots.release()
+            with self._open_lock:
+                self._open.pop(request, None)
+
+    def handle_error(self, request, client_address):
+        """A client that hung up mid-answer is no error of the server's; anything else is
+        reported as the stdlib does."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+    def busy(self) -> int:
+        """Connections serving an authorised request now."""
+        with self._open_lock:
+            return sum(self._open.values())
+
+    def serving(self, request, now: bool) -> None:
+        """Connection ``request`` is (or no longer is) serving an authorised request."""
+        with self._open_lock:
+            if request in self._open:
+                self._open[request] = now
 
     def start(self) -> "UIServer":
         self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.2},

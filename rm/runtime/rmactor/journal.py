@@ -30,14 +30,15 @@ class RMJournal:
         self.blocked: list[float] = []
         self._last_snapshot = time.time()
 
-    def restore(self) -> tuple[ResourceManagerState, str, dict] | None:
+    def restore(self, trusted=()) -> tuple[ResourceManagerState, str, dict] | None:
         """The state a dead RM left (its snapshot, its journal replayed), what was done
-        (for ``rm_recovered``) and its sizes and times; None when there is none."""
+        (for ``rm_recovered``) and its sizes and times; None when there is none.
+        ``trusted``: the policy's module, which the files may name (``StateStore.load``)."""
         store = self.store
         if store is None or not store.exists():
             return None
         t0 = time.time()
-        state, records = store.load()
+        state, records = store.load(trusted)
         loaded = time.time()
         replay_records(state, records)
         state.apps.news.clear()
