@@ -429,3 +429,11 @@ def test_the_call_name_check_finds_what_it_should(tmp_path, monkeypatch):
         "rm/channel.py:1: names RM calls by string: ['allocate', 'poll']",
         "rm/channel.py:3: names RM calls by string: ['allocate']",
         "rm/client.py:2: names RM calls by string: ['allocate']"]
+
+
+# ----- every README figure from its table (the rules: tests/test_docs.py) ----------------------
+
+def test_every_readme_figure_links_to_the_results_section_that_holds_it():
+    from docfigures import unsourced   # noqa: PLC0415 — the figure rules, tested in test_docs.py
+
+    assert unsourced((ROOT / "README.md").read_text(), ROOT) == []
