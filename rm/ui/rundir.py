@@ -25,7 +25,7 @@ import numpy as np
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import queue_path
 from rayrm.rm.core.shares import LOGGED
-from rayrm.rm.runs.queues import queue_history, run_tree
+from rayrm.rm.runs.queues import active, queue_history, run_tree
 from rayrm.rm.runs.reader import RunDir
 from rayrm.rm.ui.view import AppView, ClusterView, Fault, History, NodeView, share_kind
 
@@ -143,11 +143,11 @@ def _history(rd: RunDir, dims, tasks, jobs, demand, end, nodes, policy, tree) ->
     ran = ~np.isnan(start)
     d = np.array([demand.get(a, (0.0,) * len(dims)) for a in tasks["app"]], dtype=float).reshape(-1, len(dims))
     totals = np.array([sum(n.capacity[k] for n in nodes) for k in range(len(dims))], dtype=float)
-    used = np.column_stack([_active(start[ran], finish[ran], grid, d[ran, k]) for k in range(len(dims))]) \
+    used = np.column_stack([active(start[ran], finish[ran], grid, d[ran, k]) for k in range(len(dims))]) \
         if len(dims) else np.zeros((len(grid), 0))
     frac = used / np.where(totals > 0, totals, 1.0)
-    running = _active(start[ran], finish[ran], grid, None)
-    pending = _active(submit, np.where(ran, start, np.inf), grid, None)
+    running = active(start[ran], finish[ran], grid, None)
+    pending = active(submit, np.where(ran, start, np.inf), grid, None)
     kind = logged_kind(policy)
     shares = {}
     if len(rd.shares):
@@ -161,15 +161,6 @@ def _history(rd: RunDir, dims, tasks, jobs, demand, end, nodes, policy, tree) ->
     return History(tuple(np.round(grid, 3).tolist()), tuple(map(tuple, np.round(frac, 6).tolist())),
                    tuple(int(x) for x in running), tuple(int(x) for x in pending), (), shares, queues)
 
-
-def _active(begin: np.ndarray, end: np.ndarray, grid: np.ndarray, weight) -> np.ndarray:
-    """Σ weight over the intervals [begin, end) holding each grid point: the weights of the
-    intervals begun by t minus those ended by t (two sorted cumulative sums)."""
-    w = np.ones(len(begin)) if weight is None else np.asarray(weight, dtype=float)
-    ob, oe = np.argsort(begin, kind="stable"), np.argsort(end, kind="stable")
-    cb = np.concatenate([[0.0], np.cumsum(w[ob])])
-    ce = np.concatenate([[0.0], np.cumsum(w[oe])])
-    return cb[np.searchsorted(begin[ob], grid, side="right")] - ce[np.searchsorted(end[oe], grid, side="right")]
 
 
 def logged_kind(policy: str) -> str:

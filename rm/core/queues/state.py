@@ -422,16 +422,21 @@ class QueueTreeState:
 
     def _within_caps(self, q: QueueState, cf: int, m: int) -> int:
         """The candidates ``cf`` of queue q that its max, max_apps and user_limit admit on node m."""
-        index = self.index
-        if q.max is not None:
-            cf &= index.fits_mask(m, [x - u for x, u in zip(q.max, q.usage)])
-        if q.max_apps is not None and q.running_apps >= q.max_apps:
-            cf &= ~q.waiting
+        cf = self._within_bounds(q, cf, m)
         if q.user_limit is not None and cf:
+            index = self.index
             allowed = 0
             for usage, slots in q.users.values():
                 uf = cf & slots
                 if uf:
                     allowed |= uf & index.fits_mask(m, [c - u for c, u in zip(q.user_cap, usage)])
             cf = allowed
+        return cf
+
+    def _within_bounds(self, q: QueueState, cf: int, m: int) -> int:
+        """The candidates ``cf`` of queue q that its max and max_apps admit on node m."""
+        if q.max is not None:
+            cf &= self.index.fits_mask(m, [x - u for x, u in zip(q.max, q.usage)])
+        if q.max_apps is not None and q.running_apps >= q.max_apps:
+            cf &= ~q.waiting
         return cf

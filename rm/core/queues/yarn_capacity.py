@@ -90,11 +90,7 @@ class YarnCapacityTreeState(KeyedTreeState):
 
     def _within_caps(self, q: QueueState, cf: int, m: int) -> int:
         """The candidates its max(-capacity), max_apps and, in a leaf, user limit admit."""
-        index = self.index
-        if q.max is not None:
-            cf &= index.fits_mask(m, [x - u for x, u in zip(q.max, q.usage)])
-        if q.max_apps is not None and q.running_apps >= q.max_apps:
-            cf &= ~q.waiting
+        cf = self._within_bounds(q, cf, m)
         if q.children or not cf:
             return cf
         return self._within_user_limit(q, cf)
