@@ -1,0 +1,62 @@
+"""A Ray node lost while the replay is being set up, before t = 0 (its own two-node cluster:
+the test takes a node away).
+
+The small config's NMs are planned over both Ray nodes (a1, a2 on the head, labelled
+disk=ssd; b1, b2 on the worker).  The worker is removed right after that plan: the NM host
+pinned to it cannot be scheduled, so the start fails.  Nothing has run yet, so the driver
+kills what it started and plans again on the head alone — every NM there — and the replay
+runs whole: 20 + 10 tasks finished once, every invariant holding.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from ray.cluster_utils import Cluster  # noqa: E402
+from samples import small_config  # noqa: E402
+
+from rayrm.rm.runs.check import check_run  # noqa: E402
+from rayrm.rm.runs.reader import RunDir  # noqa: E402
+from rayrm.rm.runtime import driver  # noqa: E402
+from rayrm.rm.runtime.native import ray_start_args  # noqa: E402
+from rayrm.rm.runtime.session import SYSTEM_CONFIG  # noqa: E402
+
+SMALL_STORE = 80 * 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    head, worker = ray_start_args(small_config())
+    c = Cluster(initialize_head=True, head_node_args={
+        **head, "num_cpus": 1, "object_store_memory": SMALL_STORE, "include_dashboard": False,
+        "_system_config": SYSTEM_CONFIG})
+    node = c.add_node(**worker | {"num_cpus": 1}, object_store_memory=SMALL_STORE)
+    c.wait_for_nodes()
+    ray.init(address=c.address, namespace="rayrm", logging_level="ERROR")
+    yield c, node
+    ray.shutdown()
+    c.shutdown()
+
+
+def test_a_node_lost_before_t0_is_planned_around(cluster, tmp_path, monkeypatch, capsys):
+    c, worker = cluster
+    plans, plan_stage = [], driver.plan_stage
+
+    def plan_then_lose_the_worker(run):
+        placed = plan_stage(run)
+        plans.append(len(placed.plan.hosted))
+        if len(plans) == 1:
+            c.remove_node(worker)
+        return placed
+
+    monkeypatch.setattr(driver, "plan_stage", plan_then_lose_the_worker)
+    summary = driver.replay(small_config(), out=tmp_path, progress=False)
+    # first plan: NM hosts on both Ray nodes; second: one host, on the head
+    assert plans == [2, 1]
+    assert "left before t = 0; placing the replay again" in capsys.readouterr().err
+    assert check_run(tmp_path).ok
+    assert summary["ray_nodes"] == 1
+    assert summary["tasks"]["finished"] == 30 and summary["tasks_finished_twice"] == 0
+    assert set(RunDir(tmp_path).nodes.node) == {"a1", "a2", "b1", "b2"}
