@@ -17,6 +17,7 @@ ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 from samples import small_config  # noqa: E402
 
+from rayrm.rm.core.errors import RunError  # noqa: E402
 from rayrm.rm.runs.check import check_run  # noqa: E402
 from rayrm.rm.runs.reader import RunDir  # noqa: E402
 from rayrm.rm.runtime import driver  # noqa: E402
@@ -60,3 +61,19 @@ def test_a_node_lost_before_t0_is_planned_around(cluster, tmp_path, monkeypatch,
     assert summary["ray_nodes"] == 1
     assert summary["tasks"]["finished"] == 30 and summary["tasks_finished_twice"] == 0
     assert set(RunDir(tmp_path).nodes.node) == {"a1", "a2", "b1", "b2"}
+
+
+def test_a_start_failing_with_every_node_alive_is_one_error_not_a_retry(cluster, tmp_path, monkeypatch):
+    """No node lost: the failure is not the cluster's shape, so planning again would fail
+    the same way — one RunError (the CLI's one line, exit 1) naming the cause."""
+    starts = []
+
+    def start_fails(run, placed, session):
+        starts.append(placed)
+        raise ray.exceptions.RaySystemError("the raylet refused")
+
+    monkeypatch.setattr(driver, "start_stage", start_fails)
+    monkeypatch.setattr(driver, "NODE_DEATH_WAIT", 0.2)
+    with pytest.raises(RunError, match="the replay's actors could not start: .*the raylet refused"):
+        driver.replay(small_config(), out=tmp_path, progress=False)
+    assert len(starts) == 1

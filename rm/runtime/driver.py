@@ -214,10 +214,10 @@ def _set_up(run: ReplayRun, session: Session) -> tuple["Placement", "Actors"]:
     raise AssertionError("unreachable")
 
 
-def _lost_nodes(planned: list, wait: float = NODE_DEATH_WAIT) -> list:
+def _lost_nodes(planned: list) -> list:
     """The planned Ray nodes Ray no longer lists alive.  An actor's death can reach the
-    driver a moment before the node's: wait up to ``wait`` wall seconds for it."""
-    deadline = time.monotonic() + wait
+    driver a moment before the node's: wait up to ``NODE_DEATH_WAIT`` wall seconds for it."""
+    deadline = time.monotonic() + NODE_DEATH_WAIT
     while True:
         alive = {r.node_id for r in alive_ray_nodes()}
         lost = [r for r in planned if r.node_id not in alive]
