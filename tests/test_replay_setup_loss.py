@@ -14,28 +14,16 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from ray.cluster_utils import Cluster  # noqa: E402
-from samples import small_config  # noqa: E402
+from samples import small_config, small_two_node_cluster  # noqa: E402
 
 from rayrm.rm.core.errors import RunError  # noqa: E402
 from rayrm.rm.runs.check import check_run  # noqa: E402
 from rayrm.rm.runs.reader import RunDir  # noqa: E402
 from rayrm.rm.runtime import driver  # noqa: E402
-from rayrm.rm.runtime.native import ray_start_args  # noqa: E402
-from rayrm.rm.runtime.session import SYSTEM_CONFIG  # noqa: E402
-
-SMALL_STORE = 80 * 1024 * 1024
-
 
 @pytest.fixture(scope="module")
 def cluster():
-    head, worker = ray_start_args(small_config())
-    c = Cluster(initialize_head=True, head_node_args={
-        **head, "num_cpus": 1, "object_store_memory": SMALL_STORE, "include_dashboard": False,
-        "_system_config": SYSTEM_CONFIG})
-    node = c.add_node(**worker | {"num_cpus": 1}, object_store_memory=SMALL_STORE)
-    c.wait_for_nodes()
-    ray.init(address=c.address, namespace="rayrm", logging_level="ERROR")
+    c, node = small_two_node_cluster()
     yield c, node
     ray.shutdown()
     c.shutdown()
