@@ -105,6 +105,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="capacity of a node that does not give one (SLS default cpu:10;memory_mb:10240)")
     parser.add_argument("--synth-time-unit", choices=("ms", "s"), default="ms",
                         help="unit of SYNTH task times (default ms, as SLS runs them)")
+    parser.add_argument("--synth-seed", type=int, default=None, metavar="N",
+                        help="draw SYNTH specs with seed N instead of their rand_seed (one workload, several seeds)")
     parser.add_argument("--container-default", default="cpu:1;memory_mb:1024",
                         help="demand of a task that does not give one (SLS default)")
     parser.add_argument("--queue-weights", metavar="Q=W,...",
@@ -130,7 +132,8 @@ def load(args: argparse.Namespace, report: SkipReport) -> ImportResult:
     return import_sls(args.inputs, report, nodes_file=args.nodes, node_capacity=capacity,
                       container_default=args.container_default, queues=tree,
                       shared_labels=args.shared_labels, pin_hosts=args.pin_hosts,
-                      trace_type=args.trace_type, synth_time_unit=args.synth_time_unit)
+                      trace_type=args.trace_type, synth_time_unit=args.synth_time_unit,
+                      synth_seed=args.synth_seed)
 
 
 def nm_resource(text: str) -> str:
@@ -210,7 +213,7 @@ def split_host(text) -> tuple[str, str] | None:
 
 
 def read_records(inputs: list, report: SkipReport, trace_type: str = "auto",
-                 synth_time_unit: str = "ms") -> tuple[list[tuple[str, int, object]], list[tuple[str, str]]]:
+                 synth_time_unit: str = "ms", synth_seed: int | None = None) -> tuple[list[tuple[str, int, object]], list[tuple[str, str]]]:
     """Every file as SLS (file, line, value) records, plus the nodes SYNTH specs ask for.
 
     A file's type is ``trace_type`` or, with ``auto``, told from its first value.
@@ -234,7 +237,7 @@ def read_records(inputs: list, report: SkipReport, trace_type: str = "auto",
             for line, obj in values:
                 if not is_synth(obj):
                     raise InputError("not a SYNTH spec (an object with workloads)", file=str(path), row=line)
-                jobs, nodes = synth_to_sls(obj, str(path), time_unit=synth_time_unit)
+                jobs, nodes = synth_to_sls(obj, str(path), time_unit=synth_time_unit, seed=synth_seed)
                 records += [(str(path), line, job) for job in jobs]
                 synth_nodes.update(dict.fromkeys(nodes))
     records += rumen_to_sls(rumen, report)
@@ -363,7 +366,7 @@ def _read_task(task, where: str, path: str, line: int, report: SkipReport, defau
 
 def import_sls(inputs, report: SkipReport, *, nodes_file=None, node_capacity=NM_DEFAULT,
                container_default="cpu:1;memory_mb:1024", queues: QueueTree | None = None, shared_labels=False,
-               pin_hosts=False, trace_type="auto", synth_time_unit="ms") -> ImportResult:
+               pin_hosts=False, trace_type="auto", synth_time_unit="ms", synth_seed=None) -> ImportResult:
     if trace_type not in TRACE_TYPES:
         raise InputError(f"choose from {', '.join(TRACE_TYPES)}, got {trace_type!r}", field="--trace-type")
     default_cap = parse_resources(node_capacity, "--node-capacity")
@@ -374,7 +377,7 @@ def import_sls(inputs, report: SkipReport, *, nodes_file=None, node_capacity=NM_
         nodes, exclusive = read_nodes(nodes_file, default_cap, report)
     else:
         nodes = []
-    records, synth_nodes = read_records(inputs, report, trace_type, synth_time_unit)
+    records, synth_nodes = read_records(inputs, report, trace_type, synth_time_unit, synth_seed)
     parsed = read_jobs(records, report, default_demand)
     if not nodes_file:
         hosts: dict[str, str] = {}

@@ -72,12 +72,15 @@ def is_synth(obj) -> bool:
     return isinstance(obj, dict) and "workloads" in obj
 
 
-def synth_to_sls(spec: dict, path: str, *, time_unit: str = "ms") -> tuple[list[dict], list[tuple[str, str]]]:
-    """(SLS job objects, [(rack, node), ...]) drawn from one SYNTH spec (see the module docstring)."""
+def synth_to_sls(spec: dict, path: str, *, time_unit: str = "ms",
+                 seed: int | None = None) -> tuple[list[dict], list[tuple[str, str]]]:
+    """(SLS job objects, [(rack, node), ...]) drawn from one SYNTH spec (see the module
+    docstring); ``seed`` replaces the spec's ``rand_seed``: the same workload, other draws."""
     where = _Where(path)
     # SLS seeds Java's Random with any int; numpy takes non-negative seeds, so a negative one
     # is read as its 32-bit two's complement (-1 -> 2**32 - 1), one seed per int as in Java
-    rng = np.random.default_rng(_whole(spec.get("rand_seed", 0), where("rand_seed"), minimum=None) % 2 ** 32)
+    drawn_by = seed if seed is not None else _whole(spec.get("rand_seed", 0), where("rand_seed"), minimum=None)
+    rng = np.random.default_rng(drawn_by % 2 ** 32)
     workloads = spec.get("workloads")
     if not isinstance(workloads, list) or not workloads:
         raise InputError("needs a non-empty list of workloads", file=path, field="workloads")
