@@ -147,15 +147,30 @@ def peak_containers(nodes: Iterable[NodeSpec], apps, dims: tuple[str, ...]) -> i
 
     Σ over nodes of max over apps whose constraint admits the node of
     floor(min_r C_mr / d_ir) — an upper bound, since one job rarely fills every node.
+    Apps are taken by constraint (a trace has far fewer constraints than jobs), and nodes
+    alike but for their name share their term unless a constraint names nodes.
     """
+    demands: dict = {}                      # constraint -> the distinct demands of its apps
+    for a in apps:
+        demands.setdefault(a.constraint, set()).add(a.demand.vector(dims))
+    naming = any(c.attr == "node" for con in demands for c in con.clauses)
+    fits: dict[tuple, float] = {}           # (capacity, constraint) -> best tasks_fit of its demands
+    terms: dict[tuple, int] = {}            # (capacity, attributes) -> the node's term
     total = 0
     for n in nodes:
         cap = n.capacity.vector(dims)
-        best = 0.0
-        for a in apps:
-            if a.constraint.matches(n.name, n.attributes):
-                best = max(best, tasks_fit(cap, a.demand.vector(dims)))
-        total += int(best)
+        key = (cap, tuple(sorted(n.attributes.items())))
+        term = None if naming else terms.get(key)
+        if term is None:
+            best = 0.0
+            for con, group in demands.items():
+                if con.matches(n.name, n.attributes):
+                    fit = fits.get((cap, con))
+                    if fit is None:
+                        fit = fits[(cap, con)] = max(tasks_fit(cap, d) for d in group)
+                    best = max(best, fit)
+            term = terms[key] = int(best)
+        total += term
     return total
 
 

@@ -134,6 +134,13 @@ def test_auto_executor_uses_tasks_only_when_workers_can_hold_the_peak():
     apps = [AppSpec("x", Resources(cpu=0.5, memory_mb=512), 10, constraint=Constraint.parse("node in (n0, n1)"))]
     # n0 and n1 hold 2 tasks each (memory-bound); n2, n3 admit no app: peak 4
     assert peak_containers(nodes, apps, ("cpu", "memory_mb")) == 4
+    # nodes alike but for their name share their term: two <4 cpu, 4 GB> with gpu=1 and one
+    # without; x <1, 1> on gpu nodes fits 4 each, y <2, 1> anywhere 2: 4 + 4 + 2 = 10
+    alike = [NodeSpec(f"g{i}", Resources(cpu=4, memory_mb=4), {"gpu": 1}) for i in range(2)]
+    alike.append(NodeSpec("p", Resources(cpu=4, memory_mb=4)))
+    two = [AppSpec("x", Resources(cpu=1, memory_mb=1), 1, constraint=Constraint.parse("gpu == 1")),
+           AppSpec("y", Resources(cpu=2, memory_mb=1), 1)]
+    assert peak_containers(alike, two, ("cpu", "memory_mb")) == 10
     assert choose_executor("auto", {"r": 4}, {"r": 1.0}) == "task"
     assert choose_executor("auto", {"r": 100}, {"r": 2.0}) == "actor"
     assert choose_executor("task", {"r": 100}, {"r": 2.0}) == "task"

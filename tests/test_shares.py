@@ -17,7 +17,7 @@ from rayrm.rm.core.cluster import ClusterState
 from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
 from rayrm.rm.core.shares import (CPU_SHARE, DOMINANT_SHARE, MEM_SHARE, TASK_SHARE, WORK_SLOWDOWN, Holders,
-                                  h_tasks, resource_index, tasks_per_machine)
+                                  h_tasks, resource_index, tasks_fit, tasks_per_machine)
 
 KINDS = (TASK_SHARE, WORK_SLOWDOWN, DOMINANT_SHARE, CPU_SHARE, MEM_SHARE)
 
@@ -43,6 +43,20 @@ def test_h_is_one_sum_online_and_offline(cluster):
     # with eligibility (n2 only) and machine counts (two of n1): 1 and 2·2 + 1 = 5
     assert h_tasks(cap, demand, eligible=[[False, True]]).tolist() == [1.0]
     assert h_tasks(cap, demand, count=[2, 1]).tolist() == [5.0]
+
+
+
+@pytest.mark.parametrize("capacity, demand, divisible, fit", [
+    ((4, 8), (1.5, 2), False, 2.0),          # min(4/1.5, 8/2) = 8/3, floored
+    ((4, 8), (1.5, 2), True, 8 / 3),         # not floored (offline)
+    ((8, 0.7), (1, 0.1), False, 7.0),        # 0.7/0.1 = 6.999999999999999: EPS floors it to 7
+    ((2, 8), (0, 4), False, 2.0),            # cpu 0 is not a bound: 8/4
+    ((2, 8), (0, 0), False, 0.0),            # a demand of nothing fits nowhere
+    ((0, 8), (1, 1), False, 0.0),            # no cpu: 0/1
+])
+def test_one_machine_and_one_demand_as_floats_is_the_same_formula(capacity, demand, divisible, fit):
+    assert tasks_fit(capacity, demand, divisible) == fit
+    assert tasks_fit(capacity, demand, divisible) == tasks_per_machine([capacity], [demand], divisible)[0, 0]
 
 
 def test_each_kind_on_the_hand_worked_instance(cluster):

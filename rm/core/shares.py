@@ -80,8 +80,17 @@ def h_tasks(capacity, demand, *, eligible=None, count=None, divisible: bool = Fa
 
 
 def tasks_fit(capacity: Sequence[float], demand: Sequence[float], divisible: bool = False) -> float:
-    """``tasks_per_machine`` of one machine and one demand, as a float."""
-    return float(tasks_per_machine([capacity], [demand], divisible)[0, 0])
+    """``tasks_per_machine`` of one machine and one demand, as a float: min_{r: d_r>0} C_r / d_r,
+    floored unless ``divisible``, 0 for a demand of nothing — in plain floats, as ``Holders.one``
+    is (the same bits; a replay's plan asks it for every node and app, where numpy's
+    per-call cost would be most of the driver's)."""
+    best = math.inf
+    for c, d in zip(capacity, demand):
+        if d > 0 and c / d < best:
+            best = c / d
+    if best == math.inf:
+        return 0.0
+    return best if divisible else float(math.floor(best + EPS))
 
 
 # ----- the holders the formulas read ------------------------------------------------------
