@@ -46,8 +46,8 @@ and demand).  A documented simplification: ``total_preemption_per_round`` = 1,
 below its ideal assignment waits ``fair_share_timeout`` (threshold θ) as the Fair
 Scheduler's does (the Capacity Scheduler's monitor acts on its next round).
 
-A leaf's *starvation episode* runs from the first instant it is starved (either kind)
-to the first instant it is not; ``episodes`` keeps each (queue, start, end): the time
+A leaf's *starvation episode* runs from the first instant it is starved (either kind
+whose timeout is set) to the first instant it is not; ``episodes`` keeps each (queue, start, end): the time
 from starvation to share restored.
 """
 
@@ -215,8 +215,10 @@ class Preemption:
         placeable = stats.head.get(path)
         u, fair = stats.dominant(path), stats.fair.get(_full(path), 0.0)
         ratio = stats.min_ratio(path)
-        below_min = placeable is not None and ratio < 1 - EPS
-        below_fair = placeable is not None and u < cfg.fair_share_threshold * fair - EPS
+        # a kind of starvation counts only where its timeout is set: only then can it preempt
+        below_min = placeable is not None and ratio < 1 - EPS and cfg.min_share_timeout < INF
+        below_fair = placeable is not None and u < cfg.fair_share_threshold * fair - EPS \
+            and cfg.fair_share_timeout < INF
         for flag, clocks in ((below_min, self.since_min), (below_fair, self.since_fair)):
             if flag:
                 clocks.setdefault(path, now)
