@@ -80,3 +80,16 @@ def test_off_by_default_writes_nothing_of_preemption(tmp_path):
     assert set(tasks.status) == {"finished"}
     # a keeps all 16 slots until its first wave ends at 1000: b waits
     assert tasks[tasks.app == "b1"].start.min() == 1000.0
+
+
+def test_rest_apps_report_preemption_in_yarns_fields(tmp_path):
+    from rayrm.rm.ui import yarn
+    from rayrm.rm.ui.rundir import RunDirSource
+    run(example("tsf"), tmp_path / "ui")
+    view = RunDirSource(tmp_path / "ui").view()
+    apps = {a["id"]: a for a in yarn.apps(view, {})[0]["apps"]["app"]}
+    # a1: 8 containers of <1 CPU, 1024 MB> preempted: 8192 MB, 8 vcores; no AM container
+    a1 = apps["a1"]
+    assert (a1["preemptedResourceMB"], a1["preemptedResourceVCores"]) == (8192, 8)
+    assert (a1["numNonAMContainerPreempted"], a1["numAMContainerPreempted"]) == (8, 0)
+    assert apps["b1"]["numNonAMContainerPreempted"] == 0
