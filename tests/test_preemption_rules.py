@@ -121,3 +121,27 @@ def test_preemption_needs_a_queue_tree():
         parse_config(d)
     assert "needs a queue tree" in str(e.value)
     assert PreemptionConfig.parse(None).enabled is False
+
+
+def test_victims_come_from_the_queue_furthest_above_and_never_below_its_share():
+    d = doc({"enabled": True, "fair_share_timeout": 60},
+            queues=[{"name": "a"}, {"name": "b"}, {"name": "c"}])
+    d["workload"]["jobs"][0]["tasks"] = 10
+    d["workload"]["jobs"].append({"id": "c1", "queue": "c", "submit": 0, "tasks": 6, "demand": TASK,
+                                  "duration": 1000})
+    cfg = parse_config(d)
+    s = make_scheduler("tsf", cfg.dims, cfg.nodes, cfg.queues)
+    p = Preemption(cfg.preemption, cfg.queues)
+    s.submit(cfg.jobs[0].app)
+    s.submit(cfg.jobs[2].app)
+    assert len(s.schedule()) == 16                     # a 10, c 6: the cluster is full
+    s.submit(cfg.jobs[1].app)
+    p.decide(10.0, s)
+    victims = p.decide(70.0, s)
+    # F = 1/3 each (three active leaves, none capped below it by its demand: a 10/16, c 6/16).
+    # b asks k = ⌈(1/3 − 0) · 16⌉ = 6.  a (10/16 − 1/3 = 0.29 above) goes first and may give 4,
+    # keeping 6/16 ≥ 1/3 (5/16 < 1/3); c (6/16) would fall to 5/16 < 1/3: it gives none.
+    assert abs(p.fair["root.a"] - 1 / 3) < 1e-9 and abs(p.fair["root.c"] - 1 / 3) < 1e-9
+    a_ids = sorted(cid for cid, c in s.cluster.containers.items() if c.app_id == "a1")
+    assert [v.source for v in victims] == ["root.a"] * 4
+    assert sorted(v.container for v in victims) == a_ids[-4:]       # a's newest four

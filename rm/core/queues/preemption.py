@@ -30,8 +30,8 @@ The number of containers L asks back is k = ⌈(target − u_L) / s_i⌉ (s_i: t
 share of one task of the app L serves first), at most its pending tasks, less the tasks
 already covered by victims warned for it and still running.  Each task's victims are
 found node by node (YARN's FSPreemptionThread): on each node the app may use, the
-running containers of *other* leaves above their fair share, newest first (highest
-container id), each taken only if its leaf — and every ancestor of it that is not an
+running containers of *other* leaves above their fair share, the leaf furthest above
+(u − F) first and newest first (highest container id) within it, each taken only if its leaf — and every ancestor of it that is not an
 ancestor of L — stays at or above its own fair share without it, until the node's free
 resources plus the victims' fit one task; the node needing the fewest victims wins (ties:
 the newest victims, then the lowest node index; ``rayrm.rm.core.queues.victims``).

@@ -1,8 +1,9 @@
 """The search for preemption victims, node by node (``rayrm.rm.core.queues.preemption``).
 
 For one task of demand d of the starved leaf L's app: on each node m the app may use,
-walk the running containers of other leaves that are above their fair share, newest
-first (highest container id), and take each one whose leaf, and every ancestor of it that
+walk the running containers of other leaves that are above their fair share — the leaf
+furthest above (u_q − F_q at the decision) first, newest first (highest container id)
+within a leaf — and take each one whose leaf, and every ancestor of it that
 is not an ancestor of L, keeps u_q ≥ F_q without it (dominant shares of the cluster),
 until free_m + Σ victims' demand ≥ d in every resource.  Of the nodes where that
 succeeds, the one with the fewest victims wins, then the one whose oldest victim is newest
@@ -43,8 +44,9 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
             continue
         chain = [x.spec.path for x in member.path if x.spec.path not in mine]
         by_node.setdefault(node.index, []).append((cid, owner, source, chain))
-    for items in by_node.values():
-        items.sort(key=lambda x: -x[0])
+    over = {p: stats.frac(u) - fair[p] for p, u in stats.usage.items()}
+    for items in by_node.values():      # the leaf furthest above its share first, newest first in it
+        items.sort(key=lambda x: (-over[x[2]], -x[0]))
     usage = {p: list(u) for p, u in stats.usage.items()}
     free = {}
     for _ in range(k):
