@@ -36,7 +36,10 @@ ancestor of L — stays at or above its own fair share without it, until the nod
 resources plus the victims' fit one task; the node needing the fewest victims wins (ties:
 the newest victims, then the lowest node index; ``rayrm.rm.core.queues.victims``).
 A victim is warned now and killed at now + ``grace`` unless it
-finished first; its task is asked for again as a new attempt.
+finished first; its task is asked for again as a new attempt.  After a search, found or
+not, the leaf's next one waits ``grace`` (YARN's FSAppAttempt.preemptionTriggered: an app
+that triggered preemption is not checked for starvation again before the kills are due).
+
 
 Under ``yarn-capacity`` the same rule set runs with each queue's weight its capacity, so
 F_L is ProportionalCapacityPreemptionPolicy's *ideal assignment* (guaranteed capacity,
@@ -151,6 +154,7 @@ class Preemption:
         self.warned: dict[int, tuple[Victim, int]] = {}     # container -> (victim, its task group)
         self.groups: dict[str, dict[int, int]] = {}         # leaf -> task group -> live victims
         self._group = 0
+        self.next_search: dict[str, float] = {}             # leaf -> no victim search before then
         self.fair: dict[str, float] = {}                    # the last decide's F_q, by full name
 
     def _inherit(self, q: QueueSpec, parent: PreemptionConfig) -> None:
@@ -188,6 +192,9 @@ class Preemption:
         for path, since in self.since_fair.items():
             t = since + self.settings[path].fair_share_timeout
             if now < t < best:
+                best = t
+        for path, t in self.next_search.items():
+            if now < t < best and path in self.starved_since:
                 best = t
         return best if best < INF else None
 
@@ -235,6 +242,8 @@ class Preemption:
             target = max(target, fair)
         if target == -INF:
             return None
+        if now < self.next_search.get(path, -INF) - EPS:
+            return None
         app = placeable
         s = stats.task_share(app)
         k = math.ceil((target - u) / s - 1e-9) if s > 0 else 0
@@ -245,6 +254,7 @@ class Preemption:
         """Victims for ``k`` tasks of ``app`` (leaf ``path``), node by node (module docstring)."""
         app, k = need
         deadline = now + self.settings[path].grace
+        self.next_search[path] = deadline
         out = []
         for chosen in choose_victims(stats, path, app, k, self.warned):
             self._group += 1
@@ -273,6 +283,7 @@ class _LeafStats:
         cluster = tree.cluster
         self.cluster = cluster
         self.total = tuple(cluster.total)
+        self._inverse = tuple(1.0 / t if t > 0 else 0.0 for t in self.total)
         k = len(self.total)
         self.usage: dict[str, list[float]] = {q.spec.path: [0.0] * k for q in tree.queues}
         self.demand: dict[str, list[float]] = {q.spec.path: [0.0] * k for q in tree.queues}
@@ -293,17 +304,26 @@ class _LeafStats:
                 best = self.head.get(leaf)
                 if best is None or app.entry < best.entry:
                     self.head[leaf] = app
+        self._dominant: dict[str, float] = {}
+        self._demand_share: dict[str, float] = {}
         self.fair: dict[str, float] = {"root": 1.0}
         self._fill(tree.root)
 
     def frac(self, vec) -> float:
-        return max((v / t for v, t in zip(vec, self.total) if t > 0), default=0.0)
+        """max_r v_r / T_r over the resources the cluster has."""
+        return max(map(float.__mul__, map(float, vec), self._inverse), default=0.0)
 
     def dominant(self, path: str) -> float:
-        return self.frac(self.usage[path])
+        u = self._dominant.get(path)
+        if u is None:
+            u = self._dominant[path] = self.frac(self.usage[path])
+        return u
 
     def demand_share(self, path: str) -> float:
-        return self.frac(self.demand[path])
+        d = self._demand_share.get(path)
+        if d is None:
+            d = self._demand_share[path] = self.frac(self.demand[path])
+        return d
 
     def task_share(self, app) -> float:
         return self.frac(app.demand)

@@ -30,21 +30,33 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
         mine.add(q.spec.path)
         q = tree._parent(q)
     fair = {p: stats.fair.get(tree.by_path[p].name, 0.0) for p in stats.usage}
-    by_node: dict[int, list] = {}
-    holders, members = cluster.holders, tree.members
-    for cid in cluster.containers:
-        if cid in warned:
-            continue
-        owner, node = holders[cid]
-        member = members.get(owner.app_id)
-        if member is None:
-            continue
+    over = {p: stats.frac(u) - fair[p] for p, u in stats.usage.items()}
+    # each app of a leaf above its share (not L) -> (its leaf, the queues it must keep at F)
+    # (only apps one of whose containers could go alone: most searches end here, cheaply)
+    sources = {}
+    apps = cluster.apps
+    for app_id, member in tree.members.items():
         source = member.path[0].spec.path
-        if source == path or stats.dominant(source) <= fair[source] + EPS:
+        if source == path or over[source] <= EPS or not apps[app_id].running:
             continue
         chain = [x.spec.path for x in member.path if x.spec.path not in mine]
-        by_node.setdefault(node.index, []).append((cid, owner, source, chain))
-    over = {p: stats.frac(u) - fair[p] for p, u in stats.usage.items()}
+        d = apps[app_id].demand
+        if all(stats.frac([u - x for u, x in zip(stats.usage[p], d)]) >= fair[p] - EPS for p in chain):
+            sources[app_id] = (source, chain)
+    if not sources:
+        return
+    by_node: dict[int, list] = {}
+    holders, containers, eligible = cluster.holders, cluster.containers, app.eligible
+    for node in cluster.nodes:          # only the nodes the starved app may use
+        if not node.alive or not eligible[node.index]:
+            continue
+        items = []
+        for cid in node.containers:
+            found = sources.get(containers[cid].app_id)
+            if found is not None and cid not in warned:
+                items.append((cid, holders[cid][0], found[0], found[1]))
+        if items:
+            by_node[node.index] = items
     for items in by_node.values():      # the leaf furthest above its share first, newest first in it
         items.sort(key=lambda x: (-over[x[2]], -x[0]))
     usage = {p: list(u) for p, u in stats.usage.items()}
