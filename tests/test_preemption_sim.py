@@ -93,3 +93,19 @@ def test_rest_apps_report_preemption_in_yarns_fields(tmp_path):
     assert (a1["preemptedResourceMB"], a1["preemptedResourceVCores"]) == (8192, 8)
     assert (a1["numNonAMContainerPreempted"], a1["numAMContainerPreempted"]) == (8, 0)
     assert apps["b1"]["numNonAMContainerPreempted"] == 0
+
+
+def test_report_tables_and_plots_preemption_per_queue(tmp_path):
+    from rayrm.rm.runs.queues import preemption_times, preemptions
+    from rayrm.rm.runs.reader import RunDir
+    from rayrm.rm.runs.report import write_report
+    run(example("tsf"), tmp_path / "tsf")
+    rd = RunDir(tmp_path / "tsf")
+    rows = preemptions(rd).set_index("queue")
+    # a: 8 containers × 85 s; b: one episode, restored after 75 s
+    assert (rows.at["root.a", "preempted"], rows.at["root.a", "lost_task_seconds"]) == (8, 680.0)
+    assert (rows.at["root.b", "starved"], rows.at["root.b", "restore_s"]) == (1, 75.0)
+    assert list(preemption_times(rd)["root.a"]) == [85.0] * 8
+    out, _ = write_report([tmp_path / "tsf"], out=tmp_path / "report")
+    assert (out / "preemptions_tsf.png").exists()
+    assert "Preemption, tsf" in (out / "index.html").read_text()
