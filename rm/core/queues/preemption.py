@@ -68,6 +68,9 @@ from rayrm.rm.core.queues.tree import QueueSpec, QueueTree
 from rayrm.rm.core.queues.victims import choose_victims
 
 INF = math.inf
+#: trace seconds between two evaluations of the rules (YARN's yarn.scheduler.fair.update-interval-ms,
+#: 500 ms: the Fair Scheduler recomputes fair shares and starvation that often)
+UPDATE_INTERVAL = 0.5
 SETTINGS = ("enabled", "min_share_timeout", "fair_share_timeout", "fair_share_threshold", "grace")
 
 
@@ -138,7 +141,9 @@ class Preemption:
 
     ``decide(now, scheduler)`` reads the scheduler's tree at trace time ``now`` (the
     drivers call it after each scheduling round and at ``wake()``) and returns the new
-    victims, each warned once; it changes nothing in the scheduler.  Its own bookkeeping
+    victims, each warned once; it changes nothing in the scheduler.  It evaluates at most
+    once per ``UPDATE_INTERVAL`` of trace time, as YARN's update thread; a call sooner
+    returns nothing and ``wake()`` then names the time of the next evaluation.  Its own bookkeeping
     is the starvation clocks and the victims still running: a victim whose container left
     the scheduler (finished, killed, lost) is forgotten at the next ``decide``.
     """
@@ -155,6 +160,8 @@ class Preemption:
         self.groups: dict[str, dict[int, int]] = {}         # leaf -> task group -> live victims
         self._group = 0
         self.next_search: dict[str, float] = {}             # leaf -> no victim search before then
+        self._last = -INF                                   # the last evaluation
+        self._skipped = False                               # a call since then was not evaluated
         self.fair: dict[str, float] = {}                    # the last decide's F_q, by full name
 
     def _inherit(self, q: QueueSpec, parent: PreemptionConfig) -> None:
@@ -171,6 +178,10 @@ class Preemption:
         tree = getattr(scheduler, "tree", None)
         if tree is None or not self.config.enabled:
             return []
+        if now < self._last + UPDATE_INTERVAL - EPS:
+            self._skipped = True
+            return []
+        self._last, self._skipped = now, False
         self._forget_ended(scheduler.cluster.containers)
         stats = _LeafStats(tree)
         self.fair = stats.fair
@@ -184,7 +195,7 @@ class Preemption:
     def wake(self, now: float) -> float | None:
         """The earliest time after ``now`` a starved leaf's timeout expires (None: none),
         when the driver must call ``decide`` although nothing else happens."""
-        best = INF
+        best = self._last + UPDATE_INTERVAL if self._skipped else INF
         for path, since in self.since_min.items():
             t = since + self.settings[path].min_share_timeout
             if now < t < best:
@@ -275,6 +286,10 @@ def _path(full: str) -> str:
     return full[5:] if full.startswith("root.") else ""
 
 
+#: fair_shares' answers by their inputs: with every leaf backlogged they repeat (a pure function)
+_FAIR_CACHE: dict[tuple, list[float]] = {}
+
+
 class _LeafStats:
     """One decision's view of the tree: per queue its usage U, demand U + P, and F."""
 
@@ -290,20 +305,27 @@ class _LeafStats:
         self.head: dict[str, Any] = {}           # leaf -> the placeable app it serves first
         self.pending: dict[str, int] = {}        # leaf -> its placeable pending tasks
         apps = cluster.apps
+        usage, demand = self.usage, self.demand
         for app_id, member in tree.members.items():
             app = apps[app_id]
             d, n, p = app.demand, app.running, app.pending
-            for q in member.path:
-                u, w = self.usage[q.spec.path], self.demand[q.spec.path]
-                for r in range(k):
-                    u[r] += n * d[r]
-                    w[r] += (n + p) * d[r]
+            leaf = member.path[0].spec.path
+            u, w = usage[leaf], demand[leaf]
+            for r in range(k):
+                u[r] += n * d[r]
+                w[r] += (n + p) * d[r]
             if p > 0 and app.eligible_count > 0:
-                leaf = member.path[0].spec.path
                 self.pending[leaf] = self.pending.get(leaf, 0) + p
                 best = self.head.get(leaf)
                 if best is None or app.entry < best.entry:
                     self.head[leaf] = app
+        for q in reversed(tree.queues):     # parents after their children: a parent's sums theirs
+            if q.children:
+                u, w = usage[q.spec.path], demand[q.spec.path]
+                for c in q.children:
+                    for r, (x, y) in enumerate(zip(usage[c.spec.path], demand[c.spec.path])):
+                        u[r] += x
+                        w[r] += y
         self._dominant: dict[str, float] = {}
         self._demand_share: dict[str, float] = {}
         self.fair: dict[str, float] = {"root": 1.0}
@@ -353,8 +375,13 @@ class _LeafStats:
             self.fair[c.name] = 0.0
         if kids:
             bounds = [self._bounds(c) for c in kids]
-            shares = fair_shares([c.weight for c in kids], [min(m, hi) for m, hi in bounds],
-                                 [hi for _, hi in bounds], self.fair[q.name])
+            key = (tuple(c.weight for c in kids), tuple(bounds), self.fair[q.name])
+            shares = _FAIR_CACHE.get(key)
+            if shares is None:
+                if len(_FAIR_CACHE) > 4096:
+                    _FAIR_CACHE.clear()
+                shares = _FAIR_CACHE[key] = fair_shares(list(key[0]), [min(m, hi) for m, hi in bounds],
+                                                        [hi for _, hi in bounds], key[2])
             for c, f in zip(kids, shares):
                 self.fair[c.name] = f
         for c in q.children:
