@@ -109,3 +109,22 @@ def test_report_tables_and_plots_preemption_per_queue(tmp_path):
     out, _ = write_report([tmp_path / "tsf"], out=tmp_path / "report")
     assert (out / "preemptions_tsf.png").exists()
     assert "Preemption, tsf" in (out / "index.html").read_text()
+
+
+@pytest.mark.parametrize("setting, field", [
+    ("{enabled: true, grace: 0}", "preemption.grace"),
+    ("{enabled: true, fair_share_threshold: 2}", "preemption.fair_share_threshold"),
+])
+def test_bad_settings_exit_2_with_one_line(setting, field, tmp_path):
+    import subprocess
+    import sys
+    text = CONFIG.read_text().replace(
+        "preemption: {enabled: true, fair_share_timeout: 60, fair_share_threshold: 0.5, grace: 15}",
+        f"preemption: {setting}")
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "rayrm.rm.cli.main", "simulate", str(path), "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(path) in lines[0] and field in lines[0]
