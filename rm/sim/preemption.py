@@ -49,7 +49,7 @@ class SimPreemption:
         """Victim ``v``'s deadline: killed if it still runs, its task asked for again."""
         sim = self.sim
         entry = sim.running.pop(v.container, None)
-        if entry is None:               # it finished first (or was lost with its node)
+        if entry is None:               # it finished first (or was lost with its node): spared
             self.spared += 1
             return
         job, task, attempt = entry
@@ -64,8 +64,10 @@ class SimPreemption:
         changed[job.app_id] = job
 
     def summary(self, end: float) -> dict:
-        """summary.json ``preemption``: per queue, containers preempted from it, the task-seconds
-        they had run, and each starvation episode (start, restored; null: never restored)."""
+        """summary.json ``preemption``: containers warned, preempted and spared (no longer running
+        at their deadline: finished first, or lost with their node); per queue, containers
+        preempted from it, the task-seconds they had run, and each starvation episode (start,
+        restored; null: never restored)."""
         self.rules.close(end)
         queues: dict[str, dict] = {}
         for q, n in self.preempted.items():
