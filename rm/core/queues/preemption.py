@@ -228,8 +228,8 @@ class Preemption:
                 del groups[group]
 
     def _starvation(self, now: float, path: str, cfg: PreemptionConfig, stats: "_LeafStats") -> tuple | None:
-        """Update the leaf's starvation clocks at ``now``; (target share, head app, tasks to
-        free) when it may preempt now, else None."""
+        """Update the leaf's starvation clocks and episode at ``now``; (the app it serves
+        first, k: tasks to free for it) when it may preempt now, else None."""
         placeable = stats.head.get(path)
         u, fair = stats.dominant(path), stats.fair.get(_full(path), 0.0)
         ratio = stats.min_ratio(path)
