@@ -12,12 +12,15 @@ the variants interleaved so that the machine's noise falls on all alike:
 * ``yarn-fair``, ``yarn-capacity``: the tree under YARN's Fair and Capacity schedulers
   (docs/yarn-schedulers.md; jobs' users u0..u6, so the Capacity Scheduler's user limits
   apply); reported against ``tree`` (TSF on the same tree), no goal;
+* ``preempt``: the tree with YARN's preemption on (``preemption: {enabled: true,
+  min_share_timeout: 30, fair_share_timeout: 60, fair_share_threshold: 0.5, grace: 15}``,
+  docs/preemption.md) under TSF; goal: preempt / flat <= 1.5;
 * ``main``: with ``--main``, the flat config under the rayrm the interpreter imports
   without PYTHONPATH (the venv's install of main), or with ``--main DIR`` under
   PYTHONPATH=DIR (a checkout of main at DIR/rayrm, e.g. ``git archive main``: imported the
   way this tree is); goal: flat / main <= 1.03 (a config without queues costs what it did).
 
-    flock /work/heavy.lock python benchmarks/bench_queues.py [--main [DIR]] [--no-yarn] [--runs 3] [--config google.yaml]
+    flock /work/heavy.lock python benchmarks/bench_queues.py [--main [DIR]] [--no-yarn] [--no-preempt] [--runs 3] [--config google.yaml]
 """
 
 from __future__ import annotations
@@ -60,6 +63,17 @@ def tree_config(flat: Path, out: Path) -> Path:
     return path
 
 
+def preempt_config(tree: Path, out: Path) -> Path:
+    """The tree config with preemption on (module docstring)."""
+    doc = yaml.load(tree.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    doc["name"] = doc["name"] + "-preempt"
+    doc["preemption"] = {"enabled": True, "min_share_timeout": 30, "fair_share_timeout": 60,
+                         "fair_share_threshold": 0.5, "grace": 15}
+    path = out / "preempt.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
 def _cells(line: str, at: int):
     import csv
     yield next(csv.reader([line]))[at]
@@ -90,6 +104,7 @@ def main(argv=None) -> int:
                     help="time the flat config under main too: the installed rayrm, or PYTHONPATH=DIR")
     ap.add_argument("--workdir")
     ap.add_argument("--no-yarn", action="store_true", help="leave out the yarn-fair and yarn-capacity rows")
+    ap.add_argument("--no-preempt", action="store_true", help="leave out the preemption row")
     args = ap.parse_args(argv)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-queues-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -99,6 +114,8 @@ def main(argv=None) -> int:
     variants = {"flat": (flat, here, "tsf"), "tree": (tree, here, "tsf")}
     if not args.no_yarn:
         variants.update({"yarn-fair": (tree, here, "yarn-fair"), "yarn-capacity": (tree, here, "yarn-capacity")})
+    if not args.no_preempt:
+        variants["preempt"] = (preempt_config(tree, flat.parent), here, "tsf")
     if args.main is not None:
         variants["main"] = (flat, args.main or None, "tsf")
     best: dict[str, float] = {}
@@ -117,6 +134,10 @@ def main(argv=None) -> int:
     for name in ("yarn-fair", "yarn-capacity"):
         if name in best:
             print(f"{name} / tree = {best[name] / best['tree']:.3f}")
+    if "preempt" in best:
+        ratio_pre = best["preempt"] / best["flat"]
+        print(f"preempt / flat = {ratio_pre:.3f} (goal <= 1.5)")
+        ok &= ratio_pre <= 1.5
     if "main" in best:
         ratio_main = best["flat"] / best["main"]
         print(f"flat / main = {ratio_main:.3f} (goal <= 1.03)")

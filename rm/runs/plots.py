@@ -1,7 +1,8 @@
 """The PNG plots of ``rayrm report`` (matplotlib, Agg backend; see ``rayrm.rm.runs.report`` for the metrics).
 
 One file per figure: ``shares_<run>.png`` (tsf-paper Fig. 5), with a queue tree
-``queues_<run>.png`` (each queue's share against what it is owed), ``utilization.png``,
+``queues_<run>.png`` (each queue's share against what it is owed), with preemption
+``preemptions_<run>.png`` (containers preempted per queue over time), ``utilization.png``,
 ``cdf_job_queueing_delay.png`` (Fig. 9a), ``cdf_job_completion_time.png`` (Fig. 9b),
 ``cdf_task_queueing_delay.png`` (Fig. 11a), and with a TSF comparison
 ``speedup_by_job_size.png`` (Fig. 10) and ``task_speedup_cdf.png`` (Fig. 11b; the
@@ -22,7 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from rayrm.rm.runs import metrics as M  # noqa: E402
-from rayrm.rm.runs.queues import run_queue_history  # noqa: E402
+from rayrm.rm.runs.queues import preemption_times, run_queue_history  # noqa: E402
 
 CDF_POINTS = 2000
 
@@ -90,6 +91,22 @@ def _queues(run, label, out, images, most: int = 12) -> None:
     ax.legend(fontsize=7, ncol=3, loc="upper right")
     ax.set_title(f"{label}: each queue's share (solid) and what it is owed (dashed)", fontsize=9)
     _save(fig, out, f"queues_{_slug(label)}.png", f"Queue shares against what each is owed, {label}", images)
+
+
+def _preemptions(run, label, out, images) -> None:
+    """Containers preempted from each queue so far, over time (``preemptions_<run>.png``)."""
+    times = preemption_times(run)
+    if not times:
+        return
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    for k, (q, t) in enumerate(sorted(times.items())):
+        ax.step(np.concatenate([[0.0], t]), np.arange(len(t) + 1), where="post", color=f"C{k % 10}", label=q)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("containers preempted")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7, ncol=3, loc="upper left")
+    ax.set_title(f"{label}: containers preempted from each queue", fontsize=9)
+    _save(fig, out, f"preemptions_{_slug(label)}.png", f"Preemptions per queue over time, {label}", images)
 
 
 def _utilization(rep, out, images) -> None:
@@ -191,6 +208,7 @@ def draw_all(rep, out: Path, max_apps: int = 8) -> list[tuple[str, str]]:
     for run, label in zip(rep.runs, rep.labels):
         _shares(rep, run, label, out, images, max_apps)
         _queues(run, label, out, images)
+        _preemptions(run, label, out, images)
     _utilization(rep, out, images)
     _delay_cdfs(rep, out, images)
     _speedups(rep, out, images)

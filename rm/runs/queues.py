@@ -243,3 +243,44 @@ def run_queue_history(rd: RunDir, points: int = 400) -> dict:
     demand = {str(j["app"]): [float(j[f"demand.{x}"]) for x in dims] for _, j in jobs.iterrows()}
     d = np.array([demand.get(str(a), [0.0] * len(dims)) for a in tasks["app"]], dtype=float).reshape(-1, len(dims))
     return queue_history(tree, dims, tasks, jobs, d, totals, grid, str(rd.summary.get("policy") or ""))
+
+
+def preemptions(run: RunDir) -> pd.DataFrame:
+    """Per queue a run's preemption took containers from, or starved: ``preempted``
+    (containers killed at their deadline: tasks.csv attempts ``preempted`` of its apps),
+    ``lost_task_seconds`` (Σ finish − start over those attempts), ``starved`` (episodes,
+    summary.json ``preemption``) and ``restore_s`` (their mean time from starvation to share
+    restored, over the restored ones).  Empty for a run without preemption."""
+    cols = ["queue", "preempted", "lost_task_seconds", "starved", "restore_s"]
+    summary = run.summary.get("preemption")
+    if summary is None:
+        return pd.DataFrame(columns=cols)
+    tasks = run.tasks
+    pre = tasks[tasks["status"] == "preempted"]
+    leaf = _leaves(run.jobs)
+    rows: dict[str, dict] = {}
+    for app, g in pre.groupby("app"):
+        q = f"root.{leaf[str(app)]}"
+        r = rows.setdefault(q, {"preempted": 0, "lost_task_seconds": 0.0})
+        r["preempted"] += len(g)
+        r["lost_task_seconds"] += float((g["finish"] - g["start"]).sum())
+    for q, info in summary.get("queues", {}).items():
+        episodes = info.get("starved", [])
+        if episodes:
+            r = rows.setdefault(q, {"preempted": 0, "lost_task_seconds": 0.0})
+            done = [e["seconds"] for e in episodes if e["seconds"] is not None]
+            r["starved"], r["restore_s"] = len(episodes), (sum(done) / len(done) if done else math.nan)
+    return pd.DataFrame([{"queue": q, "preempted": r["preempted"], "lost_task_seconds": r["lost_task_seconds"],
+                          "starved": r.get("starved", 0), "restore_s": r.get("restore_s", math.nan)}
+                         for q, r in sorted(rows.items())], columns=cols)
+
+
+def preemption_times(run: RunDir) -> dict[str, np.ndarray]:
+    """Per queue, the sorted times its containers were preempted (killed at the deadline)."""
+    tasks = run.tasks
+    pre = tasks[tasks["status"] == "preempted"]
+    if pre.empty:
+        return {}
+    leaf = _leaves(run.jobs)
+    queue = pre["app"].astype(str).map(lambda a: f"root.{leaf[a]}")
+    return {q: np.sort(g["finish"].to_numpy(dtype=float)) for q, g in pre.groupby(queue)}

@@ -54,6 +54,7 @@ import pandas as pd
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.runs import metrics as M
 from rayrm.rm.runs.compare import conclusion_columns, differs
+from rayrm.rm.runs.queues import preemptions
 from rayrm.rm.runs.reader import RunDir
 
 # The metrics themselves are rm.metrics (one definition for compare, report and tests).
@@ -249,6 +250,14 @@ def render_html(rep: Report, images: list[tuple[str, str]]) -> str:
         parts.append(f"<h2>Time-averaged shares, {html.escape(label)}, t in [{t0:g}, {t1:g}]{more}</h2>")
         parts.append(_table(["app", *SHARE_KINDS], [[a, *(v[k] for k in SHARE_KINDS)] for a, v in apps]))
     parts += _fault_tables(t.get("faults", {}))
+    for run, label in zip(rep.runs, rep.labels):
+        pre = preemptions(run)
+        if len(pre):
+            parts.append(f"<h2>Preemption, {html.escape(label)}</h2><p>per queue: containers preempted from "
+                         "it, the task-seconds they had run, starvation episodes and their mean time to share "
+                         "restored (docs/preemption.md)</p>")
+            parts.append(_table(["queue", "preempted", "lost task-s", "starved", "restored after (s)"],
+                                pre.values.tolist()))
     parts.append("<h2>Plots</h2>")
     parts += [f"<figure><img src='{html.escape(f)}'><figcaption>{html.escape(title)}</figcaption></figure>"
               for title, f in images]

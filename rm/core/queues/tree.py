@@ -24,7 +24,8 @@
   ``weight``/``min`` are given; ``max_capacity`` (percent of the parent's) means the max;
   ``user_limit_factor`` (> 0) and ``min_user_limit_percent`` (0, 100] are kept for it.
 * ``preemption``: ``min_share_timeout``, ``fair_share_timeout`` (positive seconds),
-  ``fair_share_threshold`` ([0, 1]), kept for the Fair Scheduler's preemption.
+  ``fair_share_threshold`` ([0, 1]): this subtree's overrides of the config's
+  ``preemption:`` (``rayrm.rm.core.queues.preemption``).
 
 Errors name the field, e.g. ``queues[0].children[1].weight: must be positive, got 0``.
 """
