@@ -31,7 +31,7 @@ import numpy as np
 from rayrm.rm.core.model import AppSpec, NodeSpec
 from rayrm.rm.runs.columns import ColumnBuffer
 from rayrm.rm.runs.encoding import cell
-from rayrm.rm.runs.schema import JOBS_DEFAULTS, TABLES, TASK_STATUSES, job_columns, node_columns
+from rayrm.rm.runs.schema import JOBS_DEFAULTS, PREEMPTED, TABLES, TASK_STATUSES, job_columns, node_columns
 from rayrm.rm.runs.writer import Background, TableSink, choose_format
 
 __all__ = ["BATCH", "RunLog"]
@@ -162,7 +162,7 @@ class RunLog:
 
     def end(self, app: str, task: int, attempt: int, status: str, time: float,
             wall: float | None = None, container: int | str = "", detail: str = "") -> None:
-        """A task attempt ends: finished, lost (its node died) or killed.
+        """A task attempt ends: finished, lost (its node died), killed or preempted.
 
         One that ends before its recorded start (a simulated launch delay not yet over)
         never ran: its start becomes its end.
@@ -305,7 +305,8 @@ class RunLog:
             "name": self.name, "policy": self.policy, "mode": self.mode, "seed": self.seed,
             "makespan": round(makespan, 6),
             "jobs": statuses,
-            "tasks": {s: stats.counts.get(s, 0) for s in TASK_STATUSES},
+            "tasks": {s: stats.counts.get(s, 0) for s in TASK_STATUSES}
+            | ({PREEMPTED: stats.counts[PREEMPTED]} if stats.counts.get(PREEMPTED) else {}),
             "job_queueing_delay": pct([j["queueing_delay"] for j in jobs if j["queueing_delay"] is not None]),
             "job_completion_time": pct([j["completion_time"] for j in done]),
             "task_queueing_delay": pct(waits),

@@ -59,8 +59,10 @@ NODE_META = ("node", "ray_node")
 #: the large tables, which may be CSV or Parquet, and their columns
 TABLES = {"tasks": TASKS, "shares": SHARES, "events": EVENTS}
 
-#: tasks.status: an attempt is 'running' until it ends as one of the others
+#: tasks.status: an attempt is 'running' until it ends as one of the others; 'preempted'
+#: (killed at a preemption's deadline, its task run again) only in runs with preemption on
 TASK_STATUSES = ("running", "finished", "lost", "killed")
+PREEMPTED = "preempted"
 
 FORMATS = ("csv", "parquet")
 #: task rows above which ``--format auto`` writes Parquet

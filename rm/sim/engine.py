@@ -58,12 +58,14 @@ from rayrm.rm.runs.log import RunLog
 from rayrm.rm.core.queues.scheduler import make_scheduler
 from rayrm.rm.core.faults import config_faults
 from rayrm.rm.sim.faults import FaultModel
+from rayrm.rm.sim.preemption import SimPreemption
 
 if TYPE_CHECKING:
     from rayrm.rm.core.config import ExperimentConfig
 
-# Priorities of events at one instant (lower first).
-COMPLETE, FAULT, LEAVE, JOIN, ARRIVE = 0, 1, 2, 3, 4
+# Priorities of events at one instant (lower first); a preemption kill after the
+# completions (a container finishing at its deadline is spared), a wake-up last.
+COMPLETE, FAULT, LEAVE, JOIN, ARRIVE, KILL, WAKE = 0, 1, 2, 3, 4, 5, 6
 
 #: show a progress bar when a run lasts longer than this (wall seconds)
 PROGRESS_DELAY = 3.0
@@ -140,6 +142,9 @@ class Simulation:
         fault_list = config_faults(config, faults)
         if fault_list:
             self.faults = FaultModel(self, fault_list)
+        self.preemption = None
+        if config.preemption.enabled:
+            self.preemption = SimPreemption(self, config.preemption, config.queues, KILL, WAKE)
 
     def _push(self, t: float, priority: int, payload) -> None:
         heapq.heappush(self.heap, (t, priority, next(self._seq), payload))
@@ -203,12 +208,16 @@ class Simulation:
                     self._arrive(payload, t)
                 elif priority == LEAVE:
                     self._leave(payload, t, changed)
-                else:
+                elif priority == JOIN:
                     self.join(payload, t, changed)
+                elif priority == KILL:
+                    self.preemption.kill(payload, t, changed)
             if t >= self.rm_up:
                 placed = schedule()
                 if placed:
                     self.place(placed, t, changed)
+                if self.preemption is not None:
+                    self.preemption.after_round(t)
             if changed:
                 self._record_shares(t, changed)
             if bar is not None and log.started - shown >= 5000:
@@ -461,6 +470,8 @@ def simulate(config: "ExperimentConfig", policy: str | None = None, seed: int | 
             extra |= {"interrupted": True, "interrupt_reason": f"--until {until:g}"}
         if sim.faults is not None:
             extra["faults"] = sim.faults.summary()
+        if sim.preemption is not None:
+            extra["preemption"] = sim.preemption.summary(sim.now)
         summary = (log.write(out, wall_seconds=wall, **extra) if out is not None
                    else log.summary(wall_seconds=wall, **extra))
         del sim, log

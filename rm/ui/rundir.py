@@ -131,7 +131,8 @@ def _apps(rd: RunDir, dims, tasks, jobs, events, demand) -> tuple[AppView, ...]:
                            float(j["weight"]), float(j["submit"]), first, finish,
                            1 + len(launches.get(app, ())), ts, ds, str(j["constraint"]), str(j["reason"] or ""),
                            attempt_starts=launches.get(app, ()), queue=queue_path(str(j.get("queue", "default"))),
-                           user=str(j.get("user", "default"))))
+                           user=str(j.get("user", "default")),
+                           preempted=int(by_status.get((app, "preempted"), 0))))
     return tuple(out)
 
 

@@ -70,6 +70,7 @@ class AppView:
     queue: str = "default"              # its leaf queue's path below root
     user: str = "default"
     share: float | None = None          # the policy's own share (live), where no field holds it
+    preempted: int = 0                  # its containers killed at a preemption's deadline
 
 
 @dataclass(frozen=True)

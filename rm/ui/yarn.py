@@ -251,6 +251,7 @@ def capacity_scheduler(view: ClusterView, queues) -> dict:
 def app_json(view: ClusterView, a: AppView) -> dict:
     state, final = YARN_APP_STATE[a.status]
     mb, vc = _mb_vcores(view.dims, tuple(a.running * d for d in a.demand))
+    pre_mb, pre_vc = _mb_vcores(view.dims, tuple(a.preempted * d for d in a.demand))
     end = a.finish if a.finish is not None else view.time
     return {
         "id": a.app, "user": a.user, "name": a.app, "queue": f"root.{queue_path(a.queue)}", "state": state,
@@ -265,7 +266,9 @@ def app_json(view: ClusterView, a: AppView) -> dict:
         "allocatedMB": mb, "allocatedVCores": vc, "reservedMB": 0, "reservedVCores": 0,
         "runningContainers": a.running, "queueUsagePercentage": round(100.0 * a.dominant_share, 4),
         "clusterUsagePercentage": round(100.0 * a.dominant_share, 4),
-        "preemptedResourceMB": 0, "preemptedResourceVCores": 0, "numNonAMContainerPreempted": 0,
+        # YARN's RMAppMetrics: the resources of the containers preempted, all task containers
+        # (rayrm's AMs hold none, so numAMContainerPreempted is 0)
+        "preemptedResourceMB": pre_mb, "preemptedResourceVCores": pre_vc, "numNonAMContainerPreempted": a.preempted,
         "numAMContainerPreempted": 0, "logAggregationStatus": "DISABLED", "unmanagedApplication": False,
         "amNodeLabelExpression": "", "appNodeLabelExpression": a.constraint,
         # rayrm's own fields

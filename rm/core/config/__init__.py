@@ -67,6 +67,7 @@ from rayrm.rm.core.fields import number as _number, resources as _resources
 from rayrm.rm.core.config.jobtable import (JOB_KEYS, MAX_JOB_TASKS, job_from_fields,  # noqa: F401 (also here)
                                     read_job_table, write_job_table)
 from rayrm.rm.core.queues.scheduler import check_tree_policies
+from rayrm.rm.core.queues.preemption import PreemptionConfig, check_preemption
 from rayrm.rm.core.queues.tree import QueueTree, default_tree, parse_queues
 from rayrm.rm.core.faults import parse_faults
 from rayrm.rm.core.model import AppSpec, NodeSpec
@@ -183,6 +184,7 @@ class ExperimentConfig:
     faults: list[str] = field(default_factory=list)
     path: Path | None = None
     queues: QueueTree = field(default_factory=default_tree)
+    preemption: PreemptionConfig = field(default_factory=PreemptionConfig)
 
     @property
     def seed(self) -> int:
@@ -268,7 +270,7 @@ def parse_config(doc: Any, path: Path | None = None) -> ExperimentConfig:
     try:
         doc = _mapping(doc, "(top level)")
         unknown = set(doc) - {"name", "resources", "cluster", "workload", "policy", "run", "faults",
-                              "description", "queues"}
+                              "description", "queues", "preemption"}
         if unknown:
             raise InputError(f"unknown key(s) {', '.join(sorted(map(str, unknown)))}", field="(top level)")
         cluster = _mapping(doc.get("cluster"), "cluster")
@@ -327,12 +329,14 @@ def parse_config(doc: Any, path: Path | None = None) -> ExperimentConfig:
         if not queues.flat and policy == "ray-native":
             raise InputError("ray-native schedules without rayrm's queues; use another policy", field="queues")
         check_tree_policies(queues, policy)
+        preemption = PreemptionConfig.parse(doc.get("preemption"))
+        check_preemption(preemption, queues, policy)
         run = RunSettings.parse(doc.get("run"))
         faults = [str(f) for f in _list(doc.get("faults"), "faults")]
         parse_faults(faults, {n.name for n in nodes} | {e.node for e in events if e.spec is not None},
                      {j.job_id for j in jobs}, where="faults")
         return ExperimentConfig(str(doc.get("name") or (path.stem if path else "experiment")),
-                                dims, nodes, jobs, policy, run, events, faults, path, queues)
+                                dims, nodes, jobs, policy, run, events, faults, path, queues, preemption)
     except InputError as e:
         raise e.at(file=file) from None
 

@@ -1,0 +1,342 @@
+"""Preemption on the queue tree, YARN's way: clock-free rules both drivers apply.
+
+Settings (a config's top-level ``preemption:``; per-queue overrides in the tree's
+``preemption:``, inherited down it as Hadoop's allocation file inherits them)::
+
+    preemption: {enabled: true, min_share_timeout: 30, fair_share_timeout: 60,
+                 fair_share_threshold: 0.5, grace: 15}
+
+Hadoop's Fair Scheduler documentation ("Hadoop: Fair Scheduler", the
+allocation file: ``minSharePreemptionTimeout``, ``fairSharePreemptionTimeout``,
+``fairSharePreemptionThreshold``; yarn-site ``yarn.scheduler.fair.preemption`` and
+``yarn.scheduler.fair.waitTimeBeforeKill``) gives the rule, per leaf queue L at time t:
+
+* **starved for its min share** since s_min when, from s_min on, L holds less than its
+  min in every resource its ``min`` names (max_r U_Lr / min_Lr < 1, the tree's needy
+  test) *and* has a pending task it could place (an app with pending tasks and an
+  eligible node);
+* **starved for its fair share** since s_fair when, from s_fair on, its dominant share
+  u_L = max_r U_Lr / T_r is below θ_L · F_L (θ: ``fair_share_threshold``) with such a
+  pending task.  F_L is the *instantaneous* fair share: the root's 1 divided down the
+  tree among the active children (those with demand) by ``fairshare.fair_shares``, child
+  c bounded by lo_c = min(m_c, hi_c) and hi_c = min(M_c, δ_c), its min and max as
+  fractions of the cluster and its demand share δ_c = max_r (U_cr + P_cr) / T_r (P: its
+  pending tasks' demand), as YARN's ComputeFairShares over active queues;
+* it **may preempt** once t − s_min ≥ ``min_share_timeout`` (target: its min, capped by
+  its demand) or t − s_fair ≥ ``fair_share_timeout`` (target: F_L).  A timeout not set
+  is infinite (YARN's default is Long.MAX_VALUE: that kind of preemption is off).
+
+The number of containers L asks back is k = ⌈(target − u_L) / s_i⌉ (s_i: the dominant
+share of one task of the app L serves first), at most its pending tasks, less the tasks
+already covered by victims warned for it and still running.  Each task's victims are
+found node by node (YARN's FSPreemptionThread): on each node the app may use, the
+running containers of *other* leaves above their fair share, newest first (highest
+container id), each taken only if its leaf — and every ancestor of it that is not an
+ancestor of L — stays at or above its own fair share without it, until the node's free
+resources plus the victims' fit one task; the node needing the fewest victims wins (ties:
+the newest victims, then the lowest node index; ``rayrm.rm.core.queues.victims``).
+A victim is warned now and killed at now + ``grace`` unless it
+finished first; its task is asked for again as a new attempt.
+
+Under ``yarn-capacity`` the same rule set runs with each queue's weight its capacity, so
+F_L is ProportionalCapacityPreemptionPolicy's *ideal assignment* (guaranteed capacity,
+the idle queues' guarantee handed out in proportion to capacity, capped by max-capacity
+and demand).  A documented simplification: ``total_preemption_per_round`` = 1,
+``natural_termination_factor`` = 1 and ``max_ignored_over_capacity`` = 0, and a queue
+below its ideal assignment waits ``fair_share_timeout`` (threshold θ) as the Fair
+Scheduler's does (the Capacity Scheduler's monitor acts on its next round).
+
+A leaf's *starvation episode* runs from the first instant it is starved (either kind
+whose timeout is set) to the first instant it is not; ``episodes`` keeps each (queue, start, end): the time
+from starvation to share restored.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
+
+from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.fields import mapping, number
+from rayrm.rm.core.model import EPS
+from rayrm.rm.core.queues.fairshare import fair_shares
+from rayrm.rm.core.queues.tree import QueueSpec, QueueTree
+from rayrm.rm.core.queues.victims import choose_victims
+
+INF = math.inf
+SETTINGS = ("enabled", "min_share_timeout", "fair_share_timeout", "fair_share_threshold", "grace")
+
+
+@dataclass(frozen=True)
+class PreemptionConfig:
+    """The ``preemption:`` settings (module docstring); defaults are YARN's: timeouts
+    infinite, threshold 0.5, grace 15 s (waitTimeBeforeKill)."""
+
+    enabled: bool = False
+    min_share_timeout: float = INF
+    fair_share_timeout: float = INF
+    fair_share_threshold: float = 0.5
+    grace: float = 15.0
+
+    @classmethod
+    def parse(cls, doc: Any, where: str = "preemption") -> "PreemptionConfig":
+        """Validated settings: a timeout or grace not a positive number, a threshold outside
+        [0, 1], an unknown key is an InputError naming ``where.<key>``."""
+        if doc is None:
+            return cls()
+        raw = mapping(doc, where)
+        out = {}
+        for k, v in raw.items():
+            w = f"{where}.{k}"
+            if k not in SETTINGS:
+                raise InputError(f"unknown setting (known: {', '.join(SETTINGS)})", field=w)
+            if k == "enabled":
+                if not isinstance(v, bool):
+                    raise InputError(f"must be true or false, got {v!r}", field=w)
+                out[k] = v
+            elif k == "fair_share_threshold":
+                x = number(v, w)
+                if not 0 <= x <= 1:
+                    raise InputError(f"must be in [0, 1], got {x:g}", field=w)
+                out[k] = x
+            else:
+                out[k] = number(v, w, positive=True)
+        return cls(**out)
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in SETTINGS if getattr(self, k) != INF}
+
+
+def check_preemption(config: PreemptionConfig, queues: QueueTree, policy: str) -> None:
+    """Preemption on where it cannot apply: no queue tree, or a policy without rayrm's queues."""
+    if not config.enabled:
+        return
+    if queues.flat:
+        raise InputError("preemption takes containers between queues: it needs a queue tree (queues:)",
+                         field="preemption.enabled")
+    if policy == "ray-native":
+        raise InputError("ray-native schedules without rayrm's queues: it cannot preempt", field="preemption.enabled")
+
+
+class Victim(NamedTuple):
+    """A container taken back: from leaf ``source`` for starved leaf ``starved`` (full
+    queue names), killed at trace time ``deadline`` unless it finished first."""
+
+    container: int
+    app: str
+    source: str
+    starved: str
+    deadline: float
+
+
+class Preemption:
+    """The preemption rules of a run (module docstring), held by the scheduler's owner.
+
+    ``decide(now, scheduler)`` reads the scheduler's tree at trace time ``now`` (the
+    drivers call it after each scheduling round and at ``wake()``) and returns the new
+    victims, each warned once; it changes nothing in the scheduler.  Its own bookkeeping
+    is the starvation clocks and the victims still running: a victim whose container left
+    the scheduler (finished, killed, lost) is forgotten at the next ``decide``.
+    """
+
+    def __init__(self, config: PreemptionConfig, tree: QueueTree):
+        self.config = config
+        self.settings: dict[str, PreemptionConfig] = {}
+        self._inherit(tree.root, config)
+        self.since_min: dict[str, float] = {}
+        self.since_fair: dict[str, float] = {}
+        self.starved_since: dict[str, float] = {}
+        self.episodes: list[tuple[str, float, float]] = []
+        self.warned: dict[int, tuple[Victim, int]] = {}     # container -> (victim, its task group)
+        self.groups: dict[str, dict[int, int]] = {}         # leaf -> task group -> live victims
+        self._group = 0
+        self.fair: dict[str, float] = {}                    # the last decide's F_q, by full name
+
+    def _inherit(self, q: QueueSpec, parent: PreemptionConfig) -> None:
+        own = replace(parent, **dict(q.preemption)) if q.preemption else parent
+        if q.is_leaf:
+            self.settings[q.path] = own
+        for c in q.children:
+            self._inherit(c, own)
+
+    # ----- the decision ----------------------------------------------------------
+
+    def decide(self, now: float, scheduler) -> list[Victim]:
+        """The containers to take back at ``now`` (new victims only; module docstring)."""
+        tree = getattr(scheduler, "tree", None)
+        if tree is None or not self.config.enabled:
+            return []
+        self._forget_ended(scheduler.cluster.containers)
+        stats = _LeafStats(tree)
+        self.fair = stats.fair
+        out: list[Victim] = []
+        for path, cfg in self.settings.items():
+            need = self._starvation(now, path, cfg, stats)
+            if need is not None:
+                out.extend(self._victims(now, path, need, stats))
+        return out
+
+    def wake(self, now: float) -> float | None:
+        """The earliest time after ``now`` a starved leaf's timeout expires (None: none),
+        when the driver must call ``decide`` although nothing else happens."""
+        best = INF
+        for path, since in self.since_min.items():
+            t = since + self.settings[path].min_share_timeout
+            if now < t < best:
+                best = t
+        for path, since in self.since_fair.items():
+            t = since + self.settings[path].fair_share_timeout
+            if now < t < best:
+                best = t
+        return best if best < INF else None
+
+    def due(self, now: float) -> list[int]:
+        """The warned containers still running whose deadline is at or before ``now``."""
+        return sorted(cid for cid, (v, _) in self.warned.items() if v.deadline <= now)
+
+    def close(self, now: float) -> None:
+        """The run ends at ``now``: a leaf still starved ends its episode unrestored (end inf)."""
+        for path, start in sorted(self.starved_since.items()):
+            self.episodes.append((_full(path), start, INF))
+        self.starved_since.clear()
+
+    def _forget_ended(self, live: dict) -> None:
+        for cid in [c for c in self.warned if c not in live]:
+            v, group = self.warned.pop(cid)
+            groups = self.groups[_path(v.starved)]
+            groups[group] -= 1
+            if not groups[group]:
+                del groups[group]
+
+    def _starvation(self, now: float, path: str, cfg: PreemptionConfig, stats: "_LeafStats") -> tuple | None:
+        """Update the leaf's starvation clocks at ``now``; (target share, head app, tasks to
+        free) when it may preempt now, else None."""
+        placeable = stats.head.get(path)
+        u, fair = stats.dominant(path), stats.fair.get(_full(path), 0.0)
+        ratio = stats.min_ratio(path)
+        # a kind of starvation counts only where its timeout is set: only then can it preempt
+        below_min = placeable is not None and ratio < 1 - EPS and cfg.min_share_timeout < INF
+        below_fair = placeable is not None and u < cfg.fair_share_threshold * fair - EPS \
+            and cfg.fair_share_timeout < INF
+        for flag, clocks in ((below_min, self.since_min), (below_fair, self.since_fair)):
+            if flag:
+                clocks.setdefault(path, now)
+            else:
+                clocks.pop(path, None)
+        if below_min or below_fair:
+            self.starved_since.setdefault(path, now)
+        elif path in self.starved_since:
+            self.episodes.append((_full(path), self.starved_since.pop(path), now))
+        target = -INF
+        if below_min and now - self.since_min[path] >= cfg.min_share_timeout - EPS:
+            target = max(target, min(stats.min_share(path), stats.demand_share(path)))
+        if below_fair and now - self.since_fair[path] >= cfg.fair_share_timeout - EPS:
+            target = max(target, fair)
+        if target == -INF:
+            return None
+        app = placeable
+        s = stats.task_share(app)
+        k = math.ceil((target - u) / s - 1e-9) if s > 0 else 0
+        k = min(k, stats.pending.get(path, 0)) - len(self.groups.get(path, ()))
+        return (app, k) if k > 0 else None
+
+    def _victims(self, now: float, path: str, need: tuple, stats: "_LeafStats") -> list[Victim]:
+        """Victims for ``k`` tasks of ``app`` (leaf ``path``), node by node (module docstring)."""
+        app, k = need
+        deadline = now + self.settings[path].grace
+        out = []
+        for chosen in choose_victims(stats, path, app, k, self.warned):
+            self._group += 1
+            groups = self.groups.setdefault(path, {})
+            groups[self._group] = len(chosen)
+            for cid, source_app, source in chosen:
+                v = Victim(cid, source_app, _full(source), _full(path), deadline)
+                self.warned[cid] = (v, self._group)
+                out.append(v)
+        return out
+
+
+def _full(path: str) -> str:
+    return f"root.{path}" if path else "root"
+
+
+def _path(full: str) -> str:
+    return full[5:] if full.startswith("root.") else ""
+
+
+class _LeafStats:
+    """One decision's view of the tree: per queue its usage U, demand U + P, and F."""
+
+    def __init__(self, tree):
+        self.tree = tree
+        cluster = tree.cluster
+        self.cluster = cluster
+        self.total = tuple(cluster.total)
+        k = len(self.total)
+        self.usage: dict[str, list[float]] = {q.spec.path: [0.0] * k for q in tree.queues}
+        self.demand: dict[str, list[float]] = {q.spec.path: [0.0] * k for q in tree.queues}
+        self.head: dict[str, Any] = {}           # leaf -> the placeable app it serves first
+        self.pending: dict[str, int] = {}        # leaf -> its placeable pending tasks
+        apps = cluster.apps
+        for app_id, member in tree.members.items():
+            app = apps[app_id]
+            d, n, p = app.demand, app.running, app.pending
+            for q in member.path:
+                u, w = self.usage[q.spec.path], self.demand[q.spec.path]
+                for r in range(k):
+                    u[r] += n * d[r]
+                    w[r] += (n + p) * d[r]
+            if p > 0 and app.eligible_count > 0:
+                leaf = member.path[0].spec.path
+                self.pending[leaf] = self.pending.get(leaf, 0) + p
+                best = self.head.get(leaf)
+                if best is None or app.entry < best.entry:
+                    self.head[leaf] = app
+        self.fair: dict[str, float] = {"root": 1.0}
+        self._fill(tree.root)
+
+    def frac(self, vec) -> float:
+        return max((v / t for v, t in zip(vec, self.total) if t > 0), default=0.0)
+
+    def dominant(self, path: str) -> float:
+        return self.frac(self.usage[path])
+
+    def demand_share(self, path: str) -> float:
+        return self.frac(self.demand[path])
+
+    def task_share(self, app) -> float:
+        return self.frac(app.demand)
+
+    def min_share(self, path: str) -> float:
+        lo = self.tree.by_path[path].min
+        return self.frac(lo) if lo is not None else 0.0
+
+    def min_ratio(self, path: str) -> float:
+        lo = self.tree.by_path[path].min
+        if lo is None:
+            return INF
+        return max((u / m for u, m in zip(self.usage[path], lo) if m > 0), default=INF)
+
+    def _bounds(self, q) -> tuple[float, float]:
+        """(m_c, hi_c): min as a fraction of the cluster, and min(M_c, δ_c)."""
+        path = q.spec.path
+        m = self.frac(q.min) if q.min is not None else 0.0
+        big = min((x / t for x, t in zip(q.max, self.total) if t > 0 and x < INF), default=1.0) \
+            if q.max is not None else 1.0
+        return m, min(big, self.demand_share(path))
+
+    def _fill(self, q) -> None:
+        """F down the tree: each parent's F divided among its active children."""
+        kids = [c for c in q.children if self.demand_share(c.spec.path) > 0]
+        for c in q.children:
+            self.fair[c.name] = 0.0
+        if kids:
+            bounds = [self._bounds(c) for c in kids]
+            shares = fair_shares([c.weight for c in kids], [min(m, hi) for m, hi in bounds],
+                                 [hi for _, hi in bounds], self.fair[q.name])
+            for c, f in zip(kids, shares):
+                self.fair[c.name] = f
+        for c in q.children:
+            if c.children:
+                self._fill(c)

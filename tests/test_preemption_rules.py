@@ -1,0 +1,123 @@
+"""The clock-free preemption rules (rm/core/queues/preemption.py), without a driver: the
+scheduler is driven by hand and ``decide`` is asked at chosen times."""
+
+import math
+
+import pytest
+
+from rayrm.rm.core.config import parse_config
+from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.queues.preemption import Preemption, PreemptionConfig
+from rayrm.rm.core.queues.scheduler import make_scheduler
+
+TASK = {"cpu": 1, "memory_mb": 1024}
+
+
+def doc(preemption=None, policy="tsf", queues=None):
+    """4 nodes <4 CPU, 4096 MB>: 16 tasks of <1, 1024>.  a1 (queue a, 40 tasks) at 0, b1
+    (queue b, 20 tasks) at 10."""
+    out = {"cluster": {"nodes": [{"name": "n{i}", "count": 4, "capacity": {"cpu": 4, "memory_mb": 4096}}]},
+           "queues": queues or [{"name": "a"}, {"name": "b"}], "policy": policy,
+           "workload": {"jobs": [
+               {"id": "a1", "queue": "a", "submit": 0, "tasks": 40, "demand": TASK, "duration": 1000},
+               {"id": "b1", "queue": "b", "submit": 10, "tasks": 20, "demand": TASK, "duration": 1000}]}}
+    if preemption is not None:
+        out["preemption"] = preemption
+    return out
+
+
+def started(cfg, policy="tsf"):
+    """The scheduler with a1 running 16 tasks and b1 pending, and the rules."""
+    s = make_scheduler(policy, cfg.dims, cfg.nodes, cfg.queues)
+    p = Preemption(cfg.preemption, cfg.queues)
+    s.submit(cfg.jobs[0].app)
+    assert len(s.schedule()) == 16
+    assert p.decide(0.0, s) == []
+    s.submit(cfg.jobs[1].app)
+    assert s.schedule() == []
+    return s, p
+
+
+def test_fair_share_starvation_takes_the_newest_containers_down_to_the_share():
+    cfg = parse_config(doc({"enabled": True, "fair_share_timeout": 60, "grace": 15}))
+    s, p = started(cfg)
+    # b is starved from 10: u_b = 0 < 0.5 · F_b, F_b = 0.5 (two active leaves, equal weights)
+    assert p.decide(10.0, s) == []
+    assert p.wake(10.0) == 70.0            # 10 + fair_share_timeout
+    assert p.decide(69.0, s) == []
+    victims = p.decide(70.0, s)
+    # k = ⌈(F_b − u_b) / s⌉ = ⌈0.5 / (1/16)⌉ = 8; a keeps 8/16 = F_a: the 8 newest, ids 16..9
+    assert [v.container for v in victims] == list(range(16, 8, -1))
+    assert {(v.source, v.starved, v.deadline) for v in victims} == {("root.a", "root.b", 85.0)}
+    assert p.fair == {"root": 1.0, "root.a": 0.5, "root.b": 0.5}
+    # warned once: asked again before the kill, nothing new
+    assert p.decide(71.0, s) == []
+    assert p.due(84.0) == [] and p.due(85.0) == list(range(9, 17))
+    # the kill at 85: the containers go, b gets them, the episode 10..85 ends
+    for v in victims:
+        s.release(v.container)
+        s.ask("a1", 1)
+    assert sum(1 for c in s.schedule() if c.app_id == "b1") == 8
+    assert p.decide(85.0, s) == []
+    assert p.episodes == [("root.b", 10.0, 85.0)]
+    assert p.warned == {}
+
+
+def test_min_share_starvation_preempts_up_to_the_min():
+    # b's min is 4 CPU = 1/4 of the cluster; only min-share preemption is on (fair: infinite)
+    cfg = parse_config(doc({"enabled": True, "min_share_timeout": 30, "grace": 5},
+                           queues=[{"name": "a"}, {"name": "b", "min": {"cpu": 4}}]))
+    s, p = started(cfg)
+    assert p.decide(10.0, s) == [] and p.wake(10.0) == 40.0
+    victims = p.decide(40.0, s)
+    # k = ⌈(1/4 − 0) / (1/16)⌉ = 4, deadline 40 + 5
+    assert [v.container for v in victims] == [16, 15, 14, 13]
+    assert {v.deadline for v in victims} == {45.0}
+
+
+def test_a_finished_victim_is_forgotten_and_not_replaced_while_covered():
+    cfg = parse_config(doc({"enabled": True, "fair_share_timeout": 60, "grace": 15}))
+    s, p = started(cfg)
+    p.decide(10.0, s)
+    victims = p.decide(70.0, s)
+    s.release(victims[0].container)        # container 16 finished before its deadline
+    # b takes the freed slot: u_b = 1/16; still starved (< 0.25); 7 victims still cover 7 of
+    # the k = ⌈(0.5 − 1/16) · 16⌉ = 7 tasks it needs: nothing new
+    assert [c.app_id for c in s.schedule()] == ["b1"]
+    assert p.decide(72.0, s) == []
+    assert len(p.warned) == 7
+
+
+def test_per_queue_timeouts_inherit_down_the_tree():
+    cfg = parse_config(doc({"enabled": True, "fair_share_timeout": 60},
+                           queues=[{"name": "a"}, {"name": "p", "preemption": {"fair_share_timeout": 20},
+                                                   "children": [{"name": "b"}]}]))
+    p = Preemption(cfg.preemption, cfg.queues)
+    assert p.settings["a"].fair_share_timeout == 60
+    assert p.settings["p.b"].fair_share_timeout == 20
+    assert p.settings["p.b"].min_share_timeout == math.inf
+
+
+@pytest.mark.parametrize("setting, message", [
+    ({"enabled": True, "grace": 0}, "preemption.grace: must be positive"),
+    ({"enabled": True, "min_share_timeout": -3}, "preemption.min_share_timeout: must be positive"),
+    ({"enabled": True, "fair_share_timeout": "soon"}, "preemption.fair_share_timeout: must be a number"),
+    ({"enabled": True, "fair_share_threshold": 1.5}, "preemption.fair_share_threshold: must be in [0, 1]"),
+    ({"enabled": "yes"}, "preemption.enabled: must be true or false"),
+    ({"enabled": True, "timeout": 3}, "preemption.timeout: unknown setting"),
+])
+def test_bad_settings_name_the_field(setting, message):
+    with pytest.raises(InputError) as e:
+        parse_config(doc(setting))
+    assert message in str(e.value).replace("'", "")
+
+
+def test_preemption_needs_a_queue_tree():
+    d = doc({"enabled": True, "fair_share_timeout": 60})
+    del d["queues"]
+    for j in d["workload"]["jobs"]:
+        del j["queue"]
+    with pytest.raises(InputError) as e:
+        parse_config(d)
+    assert "needs a queue tree" in str(e.value)
+    assert PreemptionConfig.parse(None).enabled is False
