@@ -45,15 +45,9 @@ def long_tasks(monkeypatch):
 
 
 def decide(c: Harness) -> None:
-    """The RM actor's monitor at ``c.now`` (rmactor/preemption.py): the rules' victims are
-    warned, the containers due are killed, each a journaled call."""
-    p = c.rm.preemptions
-    victims = p.decide(c.now, c.rm.scheduler)
-    if victims:
-        c.apply(Call.PREEMPT, victims)
-    due = p.due(c.now)
-    if due:
-        c.apply(Call.KILL_PREEMPTED, due)
+    """The RM actor's monitor at ``c.now`` (rmactor/preemption.py): preemption's journaled
+    call, the rules' new victims warned and the containers due killed."""
+    c.apply(Call.PREEMPT)
 
 
 def run(c: Harness, until: float) -> None:
@@ -105,7 +99,8 @@ def test_a_container_not_live_or_warned_twice_is_skipped():
     c = Harness(preemption=Fixed(2.0, [(1, 5.0)]))
     run(c, 2)
     # the same decision again, and one for a container that does not exist: nothing new
-    assert c.apply(Call.PREEMPT, [(1, "a", "root.a", "root.b", 9.0), (99, "a", "root.a", "root.b", 9.0)]) == []
+    c.rm.preemptions.rules.victims = [(1, 9.0), (99, 9.0)]
+    assert c.apply(Call.PREEMPT) == ([], [])
     assert len(kinds(c.rm, "preempt_warned")) == 1
     assert c.rm.preemptions.table[1].victim.deadline == 5.0
 
@@ -158,3 +153,52 @@ def test_the_nm_host_kills_a_container_once():
     hc.kill(nm, 7)                  # the RM sent it again (a restart): still one kill
     hc.kill(nm, 8)                  # not running here: nothing
     assert killed == ["ref-7"] and hc.stats["killed"] == 1
+
+
+# ----- the rules of rm/core in the RM's state -----------------------------------------
+
+def test_the_rules_decide_in_the_rm_and_a_restore_rebuilds_their_clocks(tmp_path):
+    """Queues a and b (equal weights) on the harness's 3 slots (n1: 2, n2: 1; one task is
+    1 cpu, a dominant share of 1/3).  a's 4 tasks take the 3 slots at t = 1; b registers 1
+    task at t = 3: its demand share 1/3 caps F_b = 1/3 (a gets the rest, F_a = 2/3), u_b =
+    0 < 0.5 × 1/3, so b is starved from its first decision, t = 3.  After
+    ``fair_share_timeout`` = 2 (t = 5) it asks back ⌈(1/3 − 0) / (1/3)⌉ = 1 container, and a
+    (3/3 held) stays at F_a = 2/3 without it: one victim, a's newest container (3, on n2),
+    killed at 5 + ``grace`` 2 = 7; the NM kills it at its next heartbeat (8), b's task runs
+    there from 9.  Snapshots taken between the warning and the kill and after are rebuilt
+    exactly from the one before plus its journal (``rayrm check --restores``)."""
+    from rayrm.rm.core.config import parse_config
+    from rayrm.rm.core.model import AppSpec, Resources
+    from rayrm.rm.core.queues.preemption import Preemption
+    from rayrm.rm.service.protocol import AllocateRequest, AppRegistration
+    from rayrm.rm.service.restores import check_restores
+
+    cfg = parse_config({"name": "q", "cluster": {"nodes": [{"name": "x", "capacity": {"cpu": 3}}]},
+                        "queues": [{"name": "a"}, {"name": "b"}],
+                        "preemption": {"enabled": True, "fair_share_timeout": 2, "grace": 2},
+                        "workload": {"jobs": [{"id": "j", "tasks": 1, "demand": {"cpu": 1}, "duration": 1}]}})
+    a = AppSpec("a", Resources.parse("cpu:1;memory_mb:512"), num_tasks=4, queue="a")
+    b = AppSpec("b", Resources.parse("cpu:1;memory_mb:512"), num_tasks=1, queue="b")
+    store = StateStore(tmp_path, keep=True)
+    c = Harness(store, apps=(a,), preemption=Preemption(cfg.preemption, cfg.queues), queues=cfg.queues)
+    run(c, 3)
+    c.call("am", Call.REGISTER_APPS, [AppRegistration(b)])
+    c.apps["b"], c.attempt["b"], c.unplaced["b"], c.finished["b"] = b, 1, [0], set()
+    c.call("am", Call.ALLOCATE, [AllocateRequest("b", 1, 1)])
+    decide(c)
+    run(c, 6)
+    (w,) = kinds(c.rm, "preempt_warned")
+    assert w[0] == 5.0 and w[3] == "a" and w[5] == 3 and w[6] == "n2" and "from root.a for root.b" in w[7]
+    store.snapshot(c.rm)                           # between the warning and the kill
+    run(c, 12)
+    (k,) = kinds(c.rm, "preempt_killed")
+    assert k[0] == 7.0 and k[5] == 3
+    assert c.rm.preemptions.counts()["preempted"] == 1
+    assert [(r[0], r[3], r[5]) for r in c.rm.log.tasks.values() if r[0] == "b"] == [("b", "n2", 9.0)]
+    store.snapshot(c.rm)
+    run(c, 60)
+    store.snapshot(c.rm)
+    checks = check_restores(tmp_path)
+    assert len(checks) >= 3 and all(x.same for x in checks), [x.differences for x in checks]
+    assert finishes(c) == {**{("a", t): 1 for t in range(4)}, ("b", 0): 1}
+    assert c.rm.preemptions.summary(c.now)["queues"]["root.a"]["preempted_containers"] == 1

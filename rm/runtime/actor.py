@@ -293,6 +293,7 @@ class ResourceManager:
             "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024,
             "recoveries": list(s.recoveries), "policy_error": self.policy_error, **self.journal.export(),
             "preemption": s.preemptions.counts() if s.preemptions.rules is not None else None,
+            "preemption_summary": s.preemptions.summary(time.time()) if s.preemptions.rules is not None else None,
             "channel": self._channel.stats()})
 
     async def stop(self) -> None:

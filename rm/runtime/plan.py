@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from rayrm.nodes.placement import place_nodes
 from rayrm.rm.core.config import ExperimentConfig
+from rayrm.rm.core.queues.preemption import Preemption
 
 
 @dataclass
@@ -58,6 +59,7 @@ def am_host_nodes(ray_nodes: list, count: int | None = None) -> list[str]:
 def preemption_rules(cfg: ExperimentConfig):
     """The preemption rules the replay's RM decides by (rm/core, the simulator's), or None
     when the config leaves preemption off: then the RM never preempts and its protocol is
-    the same as without.  (Until the rules of rm/core are merged, always None: the tests
-    inject a decision here.)"""
-    return None
+    the same as without."""
+    if not cfg.preemption.enabled:
+        return None
+    return Preemption(cfg.preemption, cfg.queues)

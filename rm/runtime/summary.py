@@ -55,6 +55,7 @@ def replay_figures(exported: dict, outcome: dict, host_stats: list, *, scale: fl
         "rm": rm_costs(exported),
     }
     if exported.get("preemption") is not None:
+        out["preemption"] = exported["preemption_summary"]         # as the simulator's
         out["preemption_protocol"] = preemption_protocol(exported["preemption"], outcome, host_stats)
     return out
 

@@ -16,21 +16,20 @@ deadline, ``decide``; the RM then
    its app's next ``AllocateResponse`` as a ``PreemptionMessage`` (a
    ``StrictPreemptionContract``: containers and their deadline).  The AM host logs it and
    goes on; YARN's AMs mostly ignore it too;
-2. **kills at the deadline** (``kill``, the journaled call ``kill_preempted``): a victim still
+2. **kills at the deadline** (``kill``, in the same call at a later tick): a victim still
    RUNNING goes on its node's ``cleanup`` (YARN's containersToCleanup in the NM's heartbeat
    answer); one its AM never started is given up as a lost node's would be
    (``Containers.lose``).  A victim that finished first is not killed: its finish counts
    (``spared``).  A killed container's COMPLETE status ends its attempt ``preempted``
    (``ended``) and the AM asks for the task again, a new attempt.
 
-Both steps are calls in the RM's table, journaled with what was decided (victims and their
-deadlines, the containers killed), so an RM restart between the warning and the kill neither
-loses nor doubles a kill: the restored ``table`` still holds every warned container and its
-deadline, and ``resend`` puts each kill already issued and not yet confirmed back on its
-node's cleanup list, which the NM host applies once per container (``HostContainers.kill``).
-The rules' own bookkeeping (how long a queue has starved) is the snapshot's: a restart may
-delay a decision by what the journal held since, never repeat one, since a container warned
-once is never warned again.
+Both steps happen in one call of the RM's table, its own at each monitor tick, journaled
+like every other, so the rules' bookkeeping (how long a queue has starved) and the warned
+containers with their deadlines are a function of the journal: an RM restart between the
+warning and the kill neither loses nor doubles a kill.  The restored ``table`` still holds
+every warned container and its deadline, and ``resend`` puts each kill already issued and
+not yet confirmed back on its node's cleanup list, which the NM host applies once per
+container (``HostContainers.kill``); a container warned once is never warned again.
 """
 
 from __future__ import annotations
@@ -254,8 +253,9 @@ class Preemptions:
 
     Contract: ``table`` holds exactly the warned containers that have not ended (it is the
     ``Containers``' ``preempting``, shared); ``preempted`` counts per app the containers that
-    ended preempted, ``by_queue`` per queue they were taken from, ``spared`` the warned ones
-    that finished before their deadline.  ``rules`` is the clock-free decision
+    ended preempted, ``by_queue`` per queue they were taken from and ``lost`` the trace seconds
+    they had run, ``warned`` the containers warned so far, ``spared`` the warned ones that
+    finished before their deadline.  ``rules`` is the clock-free decision
     (``decide(now, scheduler) -> victims``), None when preemption is off: then nothing here
     runs and the replay's protocol is unchanged.
     """
@@ -269,11 +269,13 @@ class Preemptions:
     table: dict[int, Warned] = field(default_factory=dict)
     preempted: dict[str, int] = field(default_factory=dict)
     by_queue: dict[str, int] = field(default_factory=dict)
+    lost: dict[str, float] = field(default_factory=dict)       # per queue, the task-seconds preempted work had run
+    warned: int = 0
     spared: int = 0
 
     def decide(self, now: float, scheduler) -> list[Victim]:
-        """The rules' victims at wall time ``now`` not already warned; changes nothing here
-        (the actor applies them as the journaled call ``preempt``)."""
+        """The rules' victims at wall time ``now`` not already warned (the rules' clocks move;
+        nothing here changes until ``warn``)."""
         if self.rules is None or self.records.clock is None:
             return []
         out = []
@@ -292,6 +294,7 @@ class Preemptions:
             if c is None or c.app != v.app or c.state in (COMPLETE, RELEASED) or v.container in self.table:
                 continue
             self.table[v.container] = Warned(v, c.node)
+            self.warned += 1
             app = self.apps[v.app]
             app.warnings.append((v.container, v.deadline))
             self.containers.tell(app)
@@ -339,6 +342,10 @@ class Preemptions:
             v = w.victim
             self.preempted[v.app] = self.preempted.get(v.app, 0) + 1
             self.by_queue[v.source] = self.by_queue.get(v.source, 0) + 1
+            c, records = self.containers.table[cid], self.records
+            if c.launched is not None and st.finish is not None:
+                ran = max(0.0, records.trace(st.finish) - records.trace(c.launched))
+                self.lost[v.source] = self.lost.get(v.source, 0.0) + ran
             return st._replace(exit=PREEMPTED, detail=f"preempted for {v.starved}")
         if exit_ == FINISHED:
             self.spared += 1
@@ -351,6 +358,25 @@ class Preemptions:
         for cid, w in self.table.items():
             if w.killed and table[cid].state == RUNNING:
                 self._cleanup(cid, w.node)
+
+    def summary(self, now: float) -> dict:
+        """summary.json ``preemption``, as the simulator writes it: the settings, containers
+        warned, preempted and spared, and per queue the containers preempted from it, the
+        task-seconds they had run and each starvation episode (start, restored; null: not
+        restored by the end, wall time ``now``)."""
+        rules, t = self.rules, self.records.trace(now)
+        rules.close(t)
+        queues: dict[str, dict] = {}
+        for q, n in self.by_queue.items():
+            queues.setdefault(q, {})["preempted_containers"] = n
+            queues[q]["lost_task_seconds"] = round(self.lost.get(q, 0.0), 6)
+        for q, start, restored in rules.episodes:
+            done = restored != float("inf")
+            queues.setdefault(q, {}).setdefault("starved", []).append(
+                {"start": round(start, 6), "restored": round(restored, 6) if done else None,
+                 "seconds": round(restored - start, 6) if done else None})
+        return {"settings": rules.config.to_dict(), "warned": self.warned, "preempted": sum(self.by_queue.values()),
+                "spared": self.spared, "queues": dict(sorted(queues.items()))}
 
     def counts(self) -> dict:
         """What the live RM shows: containers preempted per app and per queue, warned now, spared."""

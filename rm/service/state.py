@@ -37,11 +37,10 @@ journals it and a journal record is replayed.  What a lost or returning NM, AM o
 * RM restart — ``recovered``: after the state is rebuilt, every NM and AM is
   told RESYNC on its next call and registers again; ``rm_resynced`` is logged
   once all of them have.
-* Preemption (off unless a ``preemption`` rule set is given) — ``preempt``: the AMs of the
-  victims the rules chose are warned (a ``PreemptionMessage`` in their next allocate
-  answer); ``kill_preempted``: at the deadline their NMs kill them, and a killed
-  container's attempt ends ``preempted``.  The actor decides both (``Preemptions.decide``,
-  ``.due``) and journals what it decided.
+* Preemption (off unless a ``preemption`` rule set is given) — ``preempt``, the RM's own
+  call at each monitor tick: the rules decide, the AMs of their victims are warned (a
+  ``PreemptionMessage`` in their next allocate answer), and at the deadline the victims'
+  NMs kill them; a killed container's attempt ends ``preempted``.
 * Fencing: a call for a node another host runs, a status for a container the
   node does not run, a call from an attempt that is not the app's current one,
   a release of another app's container — each is refused and logged
@@ -63,7 +62,7 @@ from rayrm.rm.core.scheduler import OnlineScheduler
 from rayrm.rm.core.queues.scheduler import make_scheduler
 from rayrm.rm.runs.log import RunLog
 from rayrm.rm.service.apps import AppMasters
-from rayrm.rm.service.containers import Containers, Preemptions, Victim
+from rayrm.rm.service.containers import Containers, Preemptions
 from rayrm.rm.service.liveness import Heard
 from rayrm.rm.service.nodes import NodeManagers
 from rayrm.rm.service.protocol import (Allocation, AllocateRequest, AllocateResponse, AppMark, AppRegistered,
@@ -250,19 +249,18 @@ class ResourceManagerState:
         self._after(now)
         return out
 
-    def preempt(self, now: float, victims: list[Victim]) -> list[int]:
-        """The rules chose ``victims`` (``Preemptions.decide``): each one's AM is told, in its
-        next allocate answer, that the container is killed at its deadline; returns those warned."""
-        out = self.preemptions.warn(now, [Victim(*v) for v in victims])
+    def preempt(self, now: float) -> tuple[list[int], list[int]]:
+        """Preemption's turn (the RM's monitor, each tick): the rules decide at ``now``
+        (``Preemptions.decide``) and each new victim's AM is told, in its next allocate
+        answer, that the container is killed at its deadline; then the warned containers
+        whose deadline has come are killed by their NMs (``cleanup``).  The rules' clocks
+        (how long a queue has starved) change here and only here, so the state stays a
+        function of its calls; returns the containers warned and those killed."""
+        p = self.preemptions
+        warned = p.warn(now, p.decide(now, self.scheduler))
+        killed = p.kill(now, p.due(now))
         self._after(now)
-        return out
-
-    def kill_preempted(self, now: float, ids: list[int]) -> list[int]:
-        """The deadline of warned containers ``ids`` has come (``Preemptions.due``): their NMs
-        kill them (``cleanup``); returns those killed."""
-        out = self.preemptions.kill(now, ids)
-        self._after(now)
-        return out
+        return warned, killed
 
     @idempotent
     def fault(self, now: float, caller: str, request_id: int, spec: str, node: str = "",

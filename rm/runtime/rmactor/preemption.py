@@ -1,10 +1,11 @@
-"""What the RM's monitor decides about preemption (``Preemptions``, rm/service/containers.py): the victims
-the rules choose now, warned, and the warned containers whose deadline has passed, killed.
+"""Preemption's turn at the RM's monitor tick (``Preemptions``, rm/service/containers.py).
 
-The rules are clock-free (rm/core) and the simulator's too; this room asks them at the
-monitor's tick, on the RM's wall clock read as trace time, and yields the calls that apply
-what they decided, which the actor applies and journals in order (as ``Expiries``).  With
-preemption off (no rules) it yields nothing and costs one attribute read per tick.
+With preemption on, every tick applies the RM's own call ``preempt``: the clock-free rules
+of rm/core (the simulator's too) decide on the RM's wall clock read as trace time, the new
+victims are warned and those whose deadline has passed are killed.  The call is journaled
+every tick, since the rules' starvation clocks move at each decision and a restored RM
+must have the same clocks (``rayrm check --restores`` compares them field by field): a
+record of a few dozen bytes per tick.  With preemption off there is no call and no record.
 """
 
 from __future__ import annotations
@@ -16,13 +17,6 @@ from rayrm.rm.service.state import ResourceManagerState
 
 
 def preemption_due(state: ResourceManagerState, now: float) -> Iterator[tuple[Call, tuple]]:
-    """The preemption calls due at wall time ``now``: warnings first, then the kills due."""
-    p = state.preemptions
-    if p.rules is None:
-        return
-    victims = p.decide(now, state.scheduler)
-    if victims:
-        yield Call.PREEMPT, (victims,)
-    due = p.due(now)
-    if due:
-        yield Call.KILL_PREEMPTED, (due,)
+    """The preemption call due at wall time ``now``: one per tick when preemption is on."""
+    if state.preemptions.rules is not None and state.records.clock is not None:
+        yield Call.PREEMPT, ()
