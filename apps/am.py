@@ -16,8 +16,11 @@ Each logical AM runs one job of the trace (YARN's ApplicationMaster protocol):
    per NM host, the launches granted meanwhile batched into the next) for the task's
    duration on the replay's trace clock (``TraceClock.wall_seconds``) — the durations ``JobSpec.task_durations(seed)`` gives,
    the same as the simulator's — with the container token the RM issued;
-4. completed containers finish their task; a container lost or killed puts its
-   task back at the front of the queue as a new attempt;
+4. completed containers finish their task; a container lost, killed or preempted puts
+   its task back at the front of the queue as a new attempt.  A preemption message in an
+   allocate answer (YARN's ``PreemptionMessage``: containers the RM will kill at a
+   deadline) is recorded (``warned``) and otherwise ignored, as most of YARN's AMs do: the
+   container runs on until it finishes or its NM kills it;
 5. when every task has finished once, the AM unregisters (``finish_apps``).
 
 Attempts (YARN's RMAppAttempt, work-preserving AM restart).  ``kill_am`` crashes
@@ -132,6 +135,7 @@ class ApplicationMasterHost:
         self.clock: TraceClock | None = None          # the replay's, from ``run``
         self.crashes = 0
         self.delivery: list[float] = []      # wall seconds, allocation (NODE_UPDATE) -> this AM got it
+        self.warned: list[tuple[str, int, float, float]] = []   # preemption messages: app, container, deadline, got
         self.ray_node = ray.get_runtime_context().get_node_id()
         self._to_launch: dict[str, list[ContainerLaunch]] = defaultdict(list)
         self._launching: set[str] = set()                # NM hosts with a start_containers call out
@@ -236,6 +240,8 @@ class ApplicationMasterHost:
         for am, req, resp in pairs:
             if not self._current(am):
                 continue                             # crashed while the call was out
+            if resp.preemption is not None:
+                self.warned += [(am.app, cid, deadline, got) for cid, deadline in resp.preemption.containers]
             if resp.action != NORMAL:
                 am.releases.extend(req.releases)     # not processed: give them back next time
                 am.sent_ask = None                   # the RM did not take the ask: send it in full
@@ -376,7 +382,7 @@ class ApplicationMasterHost:
                          "duplicates": am.duplicates, "reason": am.reason}
                 for am in self.ams.values()}
         return {"apps": apps, "calls": self.rm.calls, "crashes": self.crashes, "delivery": list(self.delivery),
-                "link_lost": dict(self.rm.link.lost)}
+                "link_lost": dict(self.rm.link.lost), "warned": list(self.warned)}
 
     async def ready(self) -> bool:
         """Before t = 0: one call to every NM host and the RM, so no first call pays for a connection."""

@@ -15,6 +15,13 @@ run directory and says why, column ``ended``).
     python benchmarks/bench_chaos.py --seeds 2 --out /tmp/chaos      # two seeds, 200 nodes
     python benchmarks/bench_chaos.py --seeds 20 --paper              # the whole benchmark
     python benchmarks/bench_chaos.py --from-runs /tmp/chaos            # the tables of runs kept
+    python benchmarks/bench_chaos.py --seeds 3 --preemption             # with preemption on
+
+With ``--preemption`` the trace runs on a two-queue tree (``PREEMPTION_TREE``: every third job,
+by submit order, in ``b``, the rest in ``a``, equal weights) with YARN's preemption enabled
+(``PREEMPTION``), so the RM warns AMs and kills containers at their deadlines while the
+nemesis kills and cuts hosts and restarts the RM; the table adds the containers preempted
+(``preempt``) and the invariants are the same.
 
 Heavy: run it under the shared lock (``flock /tmp/rayrm-heavy.lock ...``).
 """
@@ -22,6 +29,7 @@ Heavy: run it under the shared lock (``flock /tmp/rayrm-heavy.lock ...``).
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import tempfile
 import time
@@ -47,6 +55,35 @@ def trace(base: Path, paper: bool) -> Path:
     return path
 
 
+#: the queues of ``--preemption``, and their preemption settings (trace seconds)
+PREEMPTION_TREE = [{"name": "a"}, {"name": "b"}]
+PREEMPTION = {"enabled": True, "min_share_timeout": 30, "fair_share_timeout": 60, "fair_share_threshold": 0.5,
+              "grace": 15}
+
+
+def with_preemption(config: Path) -> Path:
+    """``config`` on ``PREEMPTION_TREE`` with ``PREEMPTION`` on, written beside it once."""
+    import yaml  # noqa: PLC0415
+    path = config.with_name(config.stem + "-preempt.yaml")
+    if path.exists():
+        return path
+    doc = yaml.safe_load(config.read_text())
+    jobs_csv = config.parent / doc["workload"]["file"]
+    with open(jobs_csv, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    order = sorted(range(len(rows)), key=lambda i: (float(rows[i]["submit"]), rows[i]["id"]))
+    for k, i in enumerate(order):
+        rows[i]["queue"] = "b" if k % 3 == 2 else "a"
+    out_csv = jobs_csv.with_name(config.stem + "-preempt.jobs.csv")
+    with open(out_csv, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    doc.update(name=path.stem, queues=PREEMPTION_TREE, preemption=PREEMPTION, workload={"file": out_csv.name})
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
 def one(config: Path, seed: int, scale: float, out: Path) -> dict:
     """One replay of ``config`` under chaos ``seed``: its row of the table."""
     from rayrm.rm.runtime.driver import replay  # noqa: PLC0415
@@ -69,7 +106,8 @@ def row(out: Path, seed: int, wall: float | None = None) -> dict:
             "on_lost": check.started_on_lost + check.finished_on_lost,
             "worst": faults.get("worst_recovery"), "avail": faults.get("availability"),
             "wall": summary.get("wall_seconds", 0.0) if wall is None else wall,
-            "restores": restores(out), "ended": summary.get("interrupt_reason", "") or "done"}
+            "restores": restores(out), "ended": summary.get("interrupt_reason", "") or "done",
+            "preempt": summary.get("preemption_protocol", {}).get("preempted")}
 
 
 def restores(out: Path) -> str:
@@ -91,7 +129,7 @@ def from_runs(base: Path) -> None:
     (seeds run one at a time, e.g. one per turn of the shared lock), their fault costs
     (faults.json, summary.json ``faults``) worked out again by this code."""
     from rayrm.rm.runs.recovery import write_costs  # noqa: PLC0415
-    for stem in ("google-200", "paper"):
+    for stem in ("google-200", "paper", "google-200-preempt", "paper-preempt"):
         runs = sorted(base.glob(f"{stem}-chaos-*"), key=lambda p: int(p.name.rsplit("-", 1)[1]))
         runs = [p for p in runs if (p / "summary.json").exists()]
         for p in runs:
@@ -104,14 +142,15 @@ def from_runs(base: Path) -> None:
 
 def table(rows: list[dict]) -> str:
     head = (f"{'seed':>4} {'finished':>8} {'twice':>5} {'missing':>7} {'failed':>6} {'over':>4} {'constr':>6} "
-            f"{'onlost':>6} {'worst s':>7} {'avail':>6} {'wall s':>6} {'restores':>8}  faults / ended")
+            f"{'onlost':>6} {'worst s':>7} {'avail':>6} {'wall s':>6} {'restores':>8} {'preempt':>7}  faults / ended")
     lines = [head]
     for r in rows:
         worst = "-" if r["worst"] is None else f"{r['worst']:.1f}"
         avail = "-" if r["avail"] is None else f"{r['avail']:.3f}"
         lines.append(f"{r['seed']:>4} {r['finished']:>8} {r['twice']:>5} {r['missing']:>7} {r['failed']:>6} "
                      f"{r['over']:>4} {r['constraint']:>6} {r['on_lost']:>6} {worst:>7} {avail:>6} "
-                     f"{r['wall']:>6.0f} {r['restores']:>8}  {r['faults']} / {r['ended']}")
+                     f"{r['wall']:>6.0f} {r['restores']:>8} {'-' if r['preempt'] is None else r['preempt']:>7}  "
+                     f"{r['faults']} / {r['ended']}")
     return "\n".join(lines)
 
 
@@ -122,6 +161,8 @@ def main() -> None:
     ap.add_argument("--time-scale", type=float, default=0.02)
     ap.add_argument("--paper", action="store_true", help="also the paper-scale trace under 3 seeds")
     ap.add_argument("--out", help="keep traces and run directories under this directory")
+    ap.add_argument("--preemption", action="store_true", help="the traces on a two-queue tree with "
+                    "preemption on (PREEMPTION_TREE, PREEMPTION)")
     ap.add_argument("--from-runs", metavar="DIR", help="replay nothing: print the tables of the run "
                     "directories already under DIR (written by earlier --out runs)")
     args = ap.parse_args()
@@ -134,6 +175,8 @@ def main() -> None:
         if not seeds:
             continue
         config = trace(base, paper)
+        if args.preemption:
+            config = with_preemption(config)
         rows = []
         for seed in range(args.first_seed, args.first_seed + seeds):
             rows.append(one(config, seed, args.time_scale, base / f"{config.stem}-chaos-{seed}"))

@@ -71,9 +71,12 @@ class HostContainers:
         return out
 
     def kill(self, nm: NodeManagerState, cid: int) -> None:
-        """Kill container ``cid`` of ``nm`` if it runs (it ends KILLED)."""
+        """Kill container ``cid`` of ``nm`` if it runs (it ends KILLED), once: the RM may list
+        it again (a restarted RM sends the kills it issued again)."""
         entry = nm.containers.get(cid)
-        if entry is not None:
+        if entry is not None and cid not in nm.killed:
+            nm.killed.add(cid)
+            self.stats["killed"] = self.stats.get("killed", 0) + 1
             self.launcher.kill(entry[2])
 
     async def _watch(self, nm: NodeManagerState, launch: ContainerLaunch, launched: float, ref) -> None:
@@ -97,6 +100,7 @@ class HostContainers:
                exit_: str, detail: str) -> None:
         """A container ended: its COMPLETE status waits for the RM's ack, sent out of band."""
         nm.containers.pop(launch.container, None)
+        nm.killed.discard(launch.container)
         if not nm.alive:
             return
         nm.unacked[launch.container] = ContainerStatus(

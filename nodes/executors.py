@@ -44,6 +44,9 @@ from rayrm.rm.core.shares import tasks_fit
 EXECUTORS = ("auto", "task", "actor")
 PAYLOADS = ("sleep", "cpu")
 TASK_WORKERS_PER_CPU = 4
+#: the longest a ``sleep`` payload of the ``task`` executor sleeps at once (wall seconds): how
+#: late a kill (``ray.cancel``) may take effect
+KILL_CHECK = 0.05
 
 
 def payload(deadline: float, kind: str) -> tuple[float, float]:
@@ -55,7 +58,10 @@ def payload(deadline: float, kind: str) -> tuple[float, float]:
             for _ in range(1000):
                 x += 1
     else:
-        time.sleep(max(0.0, deadline - start))
+        # in short sleeps: Ray cancels a running task (the NM killing its container) by raising
+        # in its thread between bytecodes, which one long sleep would put off to its end
+        while (left := deadline - time.time()) > 0:
+            time.sleep(min(left, KILL_CHECK))
     return start, time.time()
 
 

@@ -98,7 +98,7 @@ class NodeManagerHost:
         self.keep_samples = keep_samples
         self.stats = {"sent": 0, "answered": 0, "batches": 0, "oob": 0, "backlog_max": 0,
                       "backlog_sum": 0, "resync": 0, "launched": 0, "refused_launch": 0,
-                      "restarted_nms": 0}
+                      "restarted_nms": 0, "killed": 0}
         self.containers = HostContainers(Launcher(executor, ray_node, container_actor), secret, self.stats,
                                          self._noted)
         self.rtt: list[float] = []

@@ -16,7 +16,7 @@ from rayrm.rm.service.protocol import RUNNING, ContainerLaunch, ContainerStatus,
 class NodeManagerState:
     """One logical NodeManager's state inside its host (nodes/host.py)."""
 
-    __slots__ = ("spec", "alive", "slot", "born", "new", "unacked", "containers", "refused")
+    __slots__ = ("spec", "alive", "slot", "born", "new", "unacked", "containers", "refused", "killed")
 
     def __init__(self, spec: NodeSpec, born: int = 0):
         self.spec = spec
@@ -27,6 +27,7 @@ class NodeManagerState:
         self.unacked: dict[int, ContainerStatus] = {}        # COMPLETE, not yet acknowledged
         self.containers: dict[int, tuple[ContainerLaunch, float, object]] = {}
         self.refused: list[tuple[int, str, str]] = []        # launches refused, not yet reported
+        self.killed: set[int] = set()                        # containers being killed (each once)
 
     def has_news(self) -> bool:
         """Whether it has something to report (statuses, refusals): it beats by name."""

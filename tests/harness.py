@@ -19,7 +19,7 @@ from collections import defaultdict
 from rayrm.rm.core.clock import TraceClock
 from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
 from rayrm.rm.service.calls import Call
-from rayrm.rm.service.protocol import (COMPLETE, FINISHED, RESYNC, RUNNING, AllocateRequest, AppRegistration, ContainerStatus, NodeHeartbeat, NodeRegistration)
+from rayrm.rm.service.protocol import (COMPLETE, FINISHED, KILLED, RESYNC, RUNNING, AllocateRequest, AppRegistration, ContainerStatus, NodeHeartbeat, NodeRegistration)
 from rayrm.rm.service.state import ResourceManagerState
 from rayrm.rm.service.store import StateStore, replay_records
 
@@ -41,11 +41,15 @@ class Harness:
     """
 
     def __init__(self, store: StateStore | None = None, apps=(APP,), max_attempts: int = 2,
-                 policy: str = "tsf", ask: bool = True, nodes=NODES):
+                 policy: str = "tsf", ask: bool = True, nodes=NODES, preemption=None, queues=None):
         self.store, self.nodes = store, list(nodes)
         self.rm = ResourceManagerState(dims=("cpu", "memory_mb"), nodes=self.nodes, policy=policy,
                                        policy_name=policy, max_attempts=max_attempts,
-                                       secret=SECRET)
+                                       secret=SECRET, preemption=preemption, queues=queues)
+        # with preemption the NM kills what its heartbeat answer lists (cleanup), and the
+        # AMs' preemption messages are kept: (time, app, container, deadline)
+        self.kills = preemption is not None
+        self.warnings: list[tuple[float, str, int, float]] = []
         if store is not None:
             store.snapshot(self.rm)
         self.now, self.rid = 0.0, defaultdict(int)       # caller -> its last request id
@@ -86,11 +90,12 @@ class Harness:
     def allocate(self, ask, releases=(), attempt=1, app="a", **kw):
         return self.call("am", Call.ALLOCATE, [AllocateRequest(app, attempt, ask, tuple(releases))], **kw)[0]
 
-    def restart(self) -> None:
-        """The RM dies and comes back from its snapshot and journal."""
+    def restart(self, trusted=()) -> None:
+        """The RM dies and comes back from its snapshot and journal (``trusted``: modules
+        the snapshot may name besides rayrm's, ``StateStore.load``)."""
         self.store.close()
         store = StateStore(self.store.dir)
-        state, records = store.load()
+        state, records = store.load(trusted)
         replay_records(state, records)
         self.rm, self.store = state, store
         self.apply(Call.RECOVERED, "test", 0.0)
@@ -122,11 +127,17 @@ class Harness:
         for r in answers:
             for cid in r.ack:
                 self.unacked.pop(cid, None)
+            for cid in r.cleanup if self.kills else ():
+                if cid in self.running:                  # an NM kills a container once
+                    app, task, node, t0 = self.running.pop(cid)
+                    self.unacked[cid] = ContainerStatus(cid, app, task, 0, node, COMPLETE, t0, t0, self.now, KILLED)
         reqs = [AllocateRequest(a, self.attempt[a], len(self.unplaced[a])) for a in self.apps]
         for resp in self.call("am", Call.ALLOCATE, reqs):
             if resp.action == RESYNC:
                 self.call("am", Call.REGISTER_APPS, [AppRegistration(self.apps[resp.app], self.attempt[resp.app])])
                 continue
+            if resp.preemption is not None:
+                self.warnings += [(self.now, resp.app, cid, t) for cid, t in resp.preemption.containers]
             for st in resp.completed:
                 if st.exit == FINISHED:
                     self.finished[st.app].add(st.task)

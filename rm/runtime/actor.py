@@ -53,6 +53,7 @@ from rayrm.rm.runtime.rmactor.expiries import Expiries
 from rayrm.rm.runtime.rmactor.journal import RMJournal
 from rayrm.rm.runtime.rmactor.launcher import AMLauncher
 from rayrm.rm.runtime.rmactor.metrics import RMMetrics
+from rayrm.rm.runtime.rmactor.preemption import preemption_due
 from rayrm.rm.runtime.ticker import Ticker
 from rayrm.rm.service.heap import quiet_gc
 from rayrm.rm.service.liveness import HOST_FACTOR, Liveness
@@ -106,7 +107,7 @@ class ResourceManager:
                  heartbeat_interval: float, nm_expiry: int, am_expiry: int = 10, max_attempts: int = 2,
                  state_dir: str | None = None, secret: bytes = b"", name: str = "",
                  seed: int | None = None, metrics: bool = True, host_silence: float = HOST_FACTOR,
-                 keep_state: bool = False, queues=None):
+                 keep_state: bool = False, queues=None, preemption=None):
         self.interval_wall = heartbeat_interval * time_scale
         expiry_wall = expiry(nm_expiry, self.interval_wall, MIN_EXPIRY_WALL)
         am_expiry_wall = expiry(am_expiry, self.interval_wall, MIN_EXPIRY_WALL)
@@ -131,7 +132,7 @@ class ResourceManager:
         else:
             self.state = ResourceManagerState(dims=dims, nodes=nodes, policy=policy, policy_name=policy_name,
                                               name=name, seed=seed, max_attempts=max_attempts, secret=secret,
-                                              queues=queues)
+                                              queues=queues, preemption=preemption)
             self.journal.begin(self.state)
         self._metrics = RMMetrics(policy_name, self.state) if metrics else None
         if restored is not None:
@@ -185,11 +186,11 @@ class ResourceManager:
         when it delivers something (a poll that delivers nothing changes nothing)."""
         now, out = self._apply(Call.ALLOCATE, (caller, request_id, requests, sent, mark))
         wait = mark.wait if mark is not None else 0.0
-        if wait > 0 and not any(r.allocated or r.completed or r.action != "normal" for r in out):
+        if wait > 0 and not any(r.allocated or r.completed or r.preemption or r.action != "normal" for r in out):
             await self.polls.hold(caller, now, wait, self._ticker)
             now = self._now()
             out = Call.POLL.apply(self.state, now, caller, request_id, requests, mark)
-            if any(r.allocated or r.completed for r in out):
+            if any(r.allocated or r.completed or r.preemption for r in out):
                 self._journal(Call.POLL, now, (caller, request_id, requests, mark))
         self._nudge()
         return out
@@ -249,6 +250,9 @@ class ResourceManager:
                 for call, args in self.expiries.due(self.state, now):
                     self._apply(call, args)
                 self.launcher.launch_due(self.state)
+            if now > self.state.clock.start:
+                for call, args in preemption_due(self.state, now):
+                    self._apply(call, args)
             self.journal.tick(now, self.state)
             if self._metrics is not None:
                 self._metrics.tick(now, self.state)
@@ -288,6 +292,8 @@ class ResourceManager:
             "calls": self.calls, "pace": self.pace.export(),
             "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024,
             "recoveries": list(s.recoveries), "policy_error": self.policy_error, **self.journal.export(),
+            "preemption": s.preemptions.counts() if s.preemptions.rules is not None else None,
+            "preemption_summary": s.preemptions.summary(time.time()) if s.preemptions.rules is not None else None,
             "channel": self._channel.stats()})
 
     async def stop(self) -> None:

@@ -51,7 +51,7 @@ from rayrm.rm.core.policies.plugins import policy_source
 from rayrm.nodes.placement import Homes, alive_ray_nodes, where_figures
 from rayrm.rm.runtime.pace import pace_warning
 from rayrm.rm.runtime.rmactor.journal import export_from_store
-from rayrm.rm.runtime.plan import Plan, am_host_nodes, plan_replay
+from rayrm.rm.runtime.plan import Plan, am_host_nodes, plan_replay, preemption_rules
 from rayrm.rm.runs.recovery import write_costs
 from rayrm.rm.runtime.session import Session, connect
 from rayrm.rm.runtime.shipping import rm_node, rm_runtime_env
@@ -293,7 +293,8 @@ def start_stage(run: ReplayRun, placed: Placement, session: Session) -> Actors:
         time_scale=run.scale, heartbeat_interval=cfg.run.heartbeat_interval, nm_expiry=cfg.run.nm_expiry,
         am_expiry=cfg.run.am_expiry, max_attempts=cfg.run.max_attempts,
         state_dir=str(state_dir), secret=secret, name=cfg.name, seed=run.seed,
-        host_silence=cfg.run.host_silence, keep_state=run.keep_state, queues=cfg.queues))
+        host_silence=cfg.run.host_silence, keep_state=run.keep_state, queues=cfg.queues,
+        preemption=preemption_rules(cfg)))
     hosts, host_of_node = _start_nm_hosts(run, plan, session, secret)
     jobs, ams, am_of_app, make_am_host = _start_am_hosts(run, placed.am_nodes, hosts, session)
     actors = Actors(rm, hosts, host_of_node, ams, am_of_app, jobs, state_dir, make_am_host=make_am_host)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from rayrm.nodes.placement import place_nodes
 from rayrm.rm.core.config import ExperimentConfig
+from rayrm.rm.core.queues.preemption import Preemption
 
 
 @dataclass
@@ -53,3 +54,12 @@ def am_host_nodes(ray_nodes: list, count: int | None = None) -> list[str]:
     with_cpus = [r.node_id for r in ray_nodes if r.cpus > 0] or [ray_nodes[0].node_id]
     n = len(with_cpus) if count is None else max(1, int(count))
     return [with_cpus[i % len(with_cpus)] for i in range(n)]
+
+
+def preemption_rules(cfg: ExperimentConfig):
+    """The preemption rules the replay's RM decides by (rm/core, the simulator's), or None
+    when the config leaves preemption off: then the RM never preempts and its protocol is
+    the same as without."""
+    if not cfg.preemption.enabled:
+        return None
+    return Preemption(cfg.preemption, cfg.queues)

@@ -32,7 +32,7 @@ def replay_figures(exported: dict, outcome: dict, host_stats: list, *, scale: fl
     rtt = [x for s in host_stats for x in s["rtt"]]
     lag = [x for s in host_stats for x in s["lag"]]
     a2r = exported["alloc_to_running"]
-    return {
+    out = {
         "scheduling_latency": {
             "allocation_to_running_ms": scaled(a2r, 1000.0),
             "allocation_to_launch_ms": scaled(exported["alloc_to_launch"], 1000.0),
@@ -54,6 +54,20 @@ def replay_figures(exported: dict, outcome: dict, host_stats: list, *, scale: fl
                              wall_seconds=wall_seconds),
         "rm": rm_costs(exported),
     }
+    if exported.get("preemption") is not None:
+        out["preemption"] = exported["preemption_summary"]         # as the simulator's
+        out["preemption_protocol"] = preemption_protocol(exported["preemption"], outcome, host_stats)
+    return out
+
+
+def preemption_protocol(counts: dict, outcome: dict, host_stats: list) -> dict:
+    """How the replay's preemptions went (summary.json ``preemption_protocol``): containers the
+    RM preempted (killed at their deadline) and spared (finished first), the preemption
+    messages the AMs received, and the kills the NM hosts carried out (each container once;
+    their count includes the other cleanups, of apps ended or attempts failed)."""
+    return {"preempted": counts["preempted"], "spared": counts["spared"], "warned_now": counts["warned"],
+            "by_queue": counts["queues"], "am_messages": len(outcome.get("warned", ())),
+            "nm_kills": sum(s.get("killed", 0) for s in host_stats)}
 
 
 def rm_costs(exported: dict) -> dict:

@@ -221,6 +221,7 @@ def merge_outcomes(outcomes: list[dict]) -> dict:
         merged["calls"] += o.get("calls", 0)
         merged["crashes"] += o.get("crashes", 0)
         merged["delivery"] += o.get("delivery", [])
+        merged.setdefault("warned", []).extend(o.get("warned", []))
     return merged
 
 

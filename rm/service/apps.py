@@ -46,7 +46,7 @@ from rayrm.rm.core.scheduler import OnlineScheduler
 from rayrm.rm.service.containers import Containers
 from rayrm.rm.service.liveness import Heard
 from rayrm.rm.service.protocol import (FENCED, NORMAL, RESYNC, RUNNING, SHUTDOWN, AllocateRequest, AllocateResponse,
-                                      AppMark, AppRegistered, AppRegistration, ContainerStatus)
+                                      AppMark, AppRegistered, AppRegistration, ContainerStatus, PreemptionMessage)
 from rayrm.rm.service.records import ACQUIRED, ALLOCATED, RELEASED, AppRecord, NodeRecord
 from rayrm.rm.service.runrecords import RunRecords
 
@@ -226,7 +226,7 @@ class AppMasters:
             # withdrawn meanwhile leaves it one short)
             if max(0, app.last_ask - len(app.undelivered)) != pending[app_id].pending:
                 self._set_ask(app, app.last_ask - len(app.undelivered))
-            if app.undelivered or app.completed:
+            if app.undelivered or app.completed or app.warnings:
                 out.append(self._deliver(app))
         return out
 
@@ -291,7 +291,7 @@ class AppMasters:
                 app = self.table.get(app_id)
                 if app is None or app.host != caller or not app.active:
                     continue                               # the next allocate says why
-                if app.undelivered or app.completed:
+                if app.undelivered or app.completed or app.warnings:
                     out.append(self._deliver(app))
         return out
 
@@ -303,7 +303,10 @@ class AppMasters:
             c = table[a.container]
             if c.state == ALLOCATED:
                 self.containers.set_state(c, ACQUIRED)
-        return AllocateResponse(app.spec.app_id, NORMAL, allocated, completed)
+        warned = None
+        if app.warnings:
+            warned, app.warnings = PreemptionMessage(tuple(app.warnings)), []
+        return AllocateResponse(app.spec.app_id, NORMAL, allocated, completed, warned)
 
     def _set_ask(self, app: AppRecord, wanted: int) -> None:
         state = self.scheduler.cluster.apps[app.spec.app_id]

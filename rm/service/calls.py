@@ -92,6 +92,7 @@ class Call(str, enum.Enum):
     EXPIRE_APPS = CallSpec(_S.expire_apps, By.RM)
     EXPIRE_ALLOCATIONS = CallSpec(_S.expire_allocations, By.RM)
     RECOVERED = CallSpec(_S.recovered, By.RM)
+    PREEMPT = CallSpec(_S.preempt, By.RM)     # preemption's tick: victims warned, the due killed
 
     def apply(self, state: ResourceManagerState, now: float, *args):
         """Apply the call to ``state`` at wall time ``now`` through its handler."""

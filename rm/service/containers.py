@@ -5,15 +5,41 @@ A container is ALLOCATED (placed, not yet given to its AM), ACQUIRED (delivered)
 back, or withdrawn before it ran).  What its node's loss does to it is
 ``fault_rules.fate_on_node_lost``; fencing of the statuses an NM reports is here too (an NM
 reports only containers the RM placed on it, for their own app).
+
+``Preemptions`` are the containers the RM takes back: it warns the AM, then the NM kills
+the container at the deadline.  YARN's way (the Fair Scheduler's FSPreemptionThread, the Capacity Scheduler's
+ProportionalCapacityPreemptionPolicy; docs/design.md, "Preemption in the replay"): the preemption rules
+(``rules``, clock-free, in ``rm/core``, the simulator's too) choose victims with a
+deadline, ``decide``; the RM then
+
+1. **tells the AM first** (``warn``, the journaled call ``preempt``): each victim goes into
+   its app's next ``AllocateResponse`` as a ``PreemptionMessage`` (a
+   ``StrictPreemptionContract``: containers and their deadline).  The AM host logs it and
+   goes on; YARN's AMs mostly ignore it too;
+2. **kills at the deadline** (``kill``, in the same call at a later tick): a victim still
+   RUNNING goes on its node's ``cleanup`` (YARN's containersToCleanup in the NM's heartbeat
+   answer); one its AM never started is given up as a lost node's would be
+   (``Containers.lose``).  A victim that finished first is not killed: its finish counts
+   (``spared``).  A killed container's COMPLETE status ends its attempt ``preempted``
+   (``ended``) and the AM asks for the task again, a new attempt.
+
+Both steps happen in one call of the RM's table, its own at each monitor tick, journaled
+like every other, so the rules' bookkeeping (how long a queue has starved) and the warned
+containers with their deadlines are a function of the journal: an RM restart between the
+warning and the kill neither loses nor doubles a kill.  The restored ``table`` still holds
+every warned container and its deadline, and ``resend`` puts each kill already issued and
+not yet confirmed back on its node's cleanup list, which the NM host applies once per
+container (``HostContainers.kill``); a container warned once is never warned again.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from rayrm.rm.core.fault_rules import Fate, LateStatus, fate_on_node_lost, late_status_detail, on_late_status
 from rayrm.rm.core.scheduler import OnlineScheduler
-from rayrm.rm.service.protocol import COMPLETE, FINISHED, LOST, RUNNING, ContainerStatus
+from rayrm.rm.service.protocol import COMPLETE, FINISHED, KILLED, LOST, PREEMPTED, RUNNING, ContainerStatus
 from rayrm.rm.service.records import ACQUIRED, ALLOCATED, RELEASED, AppRecord, ContainerRecord, NodeRecord
 from rayrm.rm.service.runrecords import RunRecords
 
@@ -41,6 +67,8 @@ class Containers:
     by_node: dict[str, set[int]] = field(default_factory=dict)
     running: int = 0
     ignored: set[int] = field(default_factory=set)   # late finishes logged (each once)
+    #: the RM's ``Preemptions`` when preemption is on: a warned container's end is its business
+    preemptions: object | None = field(default=None, repr=False)
 
     def add(self, rec: ContainerRecord) -> None:
         """A container just placed (ALLOCATED)."""
@@ -53,6 +81,8 @@ class Containers:
         self.running += (state == RUNNING) - (c.state == RUNNING)
         c.state = state
         if state in (COMPLETE, RELEASED):
+            if self.preemptions is not None:
+                self.preemptions.table.pop(c.container, None)
             for index, key in ((self.by_app, c.app), (self.by_node, c.node)):
                 ids = index.get(key)
                 if ids is not None:
@@ -128,8 +158,11 @@ class Containers:
         records.alloc_to_launch.append(st.launched - c.allocated)
 
     def complete(self, now: float, c: ContainerRecord, st: ContainerStatus) -> None:
-        """``c`` ended as ``st`` says (finished, failed, killed or lost): its attempt ends."""
+        """``c`` ended as ``st`` says (finished, failed, killed or lost): its attempt ends;
+        one the RM preempted ends as ``Preemptions.ended`` says."""
         records = self.records
+        if self.preemptions is not None and c.container in self.preemptions.table:
+            st = self.preemptions.ended(c.container, st)
         if c.container in self.scheduler.cluster.containers:
             self.scheduler.release(c.container)
             records.touched.add(c.app)
@@ -190,3 +223,162 @@ class Containers:
         if c.container in self.scheduler.cluster.containers:
             self.scheduler.release(c.container)
             self.records.touched.add(c.app)
+
+
+# ----- preemption ------------------------------------------------------------------------
+
+class Victim(NamedTuple):
+    """One container the rules take back: from queue ``source`` for queue ``starved``, killed
+    at trace time ``deadline`` unless it has finished (the journal's record of a decision)."""
+
+    container: int
+    app: str
+    source: str
+    starved: str
+    deadline: float
+
+
+@dataclass(slots=True)
+class Warned:
+    """A container warned and not yet ended; ``killed`` once its kill was issued."""
+
+    victim: Victim
+    node: str
+    killed: bool = False
+
+
+@dataclass(eq=False, slots=True)
+class Preemptions:
+    """The containers the RM is taking back (module docstring).
+
+    Contract: ``table`` holds exactly the warned containers that have not ended (it is the
+    ``Containers``' ``preempting``, shared); ``preempted`` counts per app the containers that
+    ended preempted, ``by_queue`` per queue they were taken from and ``lost`` the trace seconds
+    they had run, ``warned`` the containers warned so far, ``spared`` the warned ones that
+    finished before their deadline.  ``rules`` is the clock-free decision
+    (``decide(now, scheduler) -> victims``), None when preemption is off: then nothing here
+    runs and the replay's protocol is unchanged.
+    """
+
+    rules: object | None
+    containers: Containers = field(repr=False)
+    nodes: dict[str, NodeRecord] = field(repr=False)
+    notice: dict[str, set[str]] = field(repr=False)       # the ``NodeManagers``' (a host's NMs with news)
+    apps: dict[str, AppRecord] = field(repr=False)
+    records: RunRecords = field(repr=False)
+    table: dict[int, Warned] = field(default_factory=dict)
+    preempted: dict[str, int] = field(default_factory=dict)
+    by_queue: dict[str, int] = field(default_factory=dict)
+    lost: dict[str, float] = field(default_factory=dict)       # per queue, the task-seconds preempted work had run
+    warned: int = 0
+    spared: int = 0
+
+    def decide(self, now: float, scheduler) -> list[Victim]:
+        """The rules' victims at wall time ``now`` not already warned (the rules' clocks move;
+        nothing here changes until ``warn``)."""
+        if self.rules is None or self.records.clock is None:
+            return []
+        out = []
+        for v in self.rules.decide(self.records.trace(now), scheduler):
+            cid = int(v.container)
+            if cid not in self.table:
+                out.append(Victim(cid, str(v.app), str(v.source), str(v.starved), float(v.deadline)))
+        return out
+
+    def warn(self, now: float, victims: list[Victim]) -> list[int]:
+        """Tell each victim's AM (``PreemptionMessage`` in its next allocate answer); returns
+        the containers warned.  A container no longer live, or already warned, is skipped."""
+        out, table, records = [], self.containers.table, self.records
+        for v in victims:
+            c = table.get(v.container)
+            if c is None or c.app != v.app or c.state in (COMPLETE, RELEASED) or v.container in self.table:
+                continue
+            self.table[v.container] = Warned(v, c.node)
+            self.warned += 1
+            app = self.apps[v.app]
+            app.warnings.append((v.container, v.deadline))
+            self.containers.tell(app)
+            records.event(now, "preempt_warned", app=v.app, container=v.container, node=c.node,
+                          detail=f"from {v.source} for {v.starved}; killed at {v.deadline:.3f} unless finished")
+            out.append(v.container)
+        return out
+
+    def due(self, now: float) -> list[int]:
+        """The warned containers whose deadline has passed at wall time ``now``, not yet killed."""
+        t = self.records.trace(now)
+        return sorted(cid for cid, w in self.table.items() if not w.killed and w.victim.deadline <= t)
+
+    def kill(self, now: float, ids: list[int]) -> list[int]:
+        """The deadline of each of ``ids`` has come: its NM kills it (``cleanup``); one never
+        started is given up; returns the containers killed."""
+        out, table = [], self.containers.table
+        for cid in ids:
+            w = self.table.get(cid)
+            if w is None or w.killed:
+                continue
+            w.killed = True
+            c = table[cid]
+            self.records.event(now, "preempt_killed", app=c.app, task=c.task, container=cid, node=c.node,
+                               detail=f"from {w.victim.source} for {w.victim.starved}")
+            if c.state == RUNNING:
+                self._cleanup(cid, c.node)
+            else:
+                self.containers.lose(now, c, "preempted before it started")
+            out.append(cid)
+        return out
+
+    def _cleanup(self, cid: int, node: str) -> None:
+        rec = self.nodes.get(node)
+        if rec is not None and rec.alive and cid not in rec.cleanup:
+            rec.cleanup.append(cid)
+            self.notice.setdefault(rec.host, set()).add(node)      # as ``NodeManagers.notify``
+
+    def ended(self, cid: int, st: ContainerStatus) -> ContainerStatus:
+        """A warned container ended as ``st`` says: killed at its deadline it ended
+        ``preempted`` (counted); finished first, it is spared."""
+        w = self.table[cid]
+        exit_ = st.exit or FINISHED
+        if w.killed and exit_ == KILLED:
+            v = w.victim
+            self.preempted[v.app] = self.preempted.get(v.app, 0) + 1
+            self.by_queue[v.source] = self.by_queue.get(v.source, 0) + 1
+            c, records = self.containers.table[cid], self.records
+            if c.launched is not None and st.finish is not None:
+                ran = max(0.0, records.trace(st.finish) - records.trace(c.launched))
+                self.lost[v.source] = self.lost.get(v.source, 0.0) + ran
+            return st._replace(exit=PREEMPTED, detail=f"preempted for {v.starved}")
+        if exit_ == FINISHED:
+            self.spared += 1
+        return st
+
+    def resend(self) -> None:
+        """After an RM restart: every kill issued and not confirmed goes on its node's cleanup
+        again (the NM kills a container once, so a kill it already had is harmless)."""
+        table = self.containers.table
+        for cid, w in self.table.items():
+            if w.killed and table[cid].state == RUNNING:
+                self._cleanup(cid, w.node)
+
+    def summary(self, now: float) -> dict:
+        """summary.json ``preemption``, as the simulator writes it: the settings, containers
+        warned, preempted and spared, and per queue the containers preempted from it, the
+        task-seconds they had run and each starvation episode (start, restored; null: not
+        restored by the end, wall time ``now``)."""
+        rules, t = self.rules, self.records.trace(now)
+        rules.close(t)
+        queues: dict[str, dict] = {}
+        for q, n in self.by_queue.items():
+            queues.setdefault(q, {})["preempted_containers"] = n
+            queues[q]["lost_task_seconds"] = round(self.lost.get(q, 0.0), 6)
+        for q, start, restored in rules.episodes:
+            done = restored != float("inf")
+            queues.setdefault(q, {}).setdefault("starved", []).append(
+                {"start": round(start, 6), "restored": round(restored, 6) if done else None,
+                 "seconds": round(restored - start, 6) if done else None})
+        return {"settings": rules.config.to_dict(), "warned": self.warned, "preempted": sum(self.by_queue.values()),
+                "spared": self.spared, "queues": dict(sorted(queues.items()))}
+
+    def counts(self) -> dict:
+        """What the live RM shows: containers preempted per app and per queue, warned now, spared."""
+        return {"apps": dict(self.preempted), "queues": dict(self.by_queue), "warned": len(self.table),
+                "spared": self.spared, "preempted": sum(self.preempted.values())}

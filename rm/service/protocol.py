@@ -63,6 +63,8 @@ RM_NAME = "rayrm-rm"
 # Container states as the NM reports them (YARN ContainerState) and how a COMPLETE one ended.
 RUNNING, COMPLETE = "RUNNING", "COMPLETE"
 FINISHED, KILLED, LOST, FAILED = "finished", "killed", "lost", "failed"
+#: how a container the RM preempted ended: killed at its deadline (YARN's ContainerExitStatus.PREEMPTED)
+PREEMPTED = "preempted"
 
 
 @functools.lru_cache(maxsize=16)
@@ -178,7 +180,8 @@ class AppMark:
 
 
 class NodeHeartbeatResponse(NamedTuple):
-    """The RM's answer to one NM: what to kill (``cleanup``), what it recorded (``ack``)."""
+    """The RM's answer to one NM: what to kill (``cleanup``, YARN's containersToCleanup: a
+    container its app gave up or the RM preempted at its deadline), what it recorded (``ack``)."""
 
     node: str
     action: str = NORMAL
@@ -244,11 +247,24 @@ class Allocation(NamedTuple):
     token: str = ""
 
 
+class PreemptionMessage(NamedTuple):
+    """The RM will take these containers back (YARN's ``PreemptionMessage`` with a
+    ``StrictPreemptionContract``): each (container, deadline), the deadline in trace seconds,
+    after which its NM kills it unless it has finished.  The AM is told once per container;
+    what it does with the warning is its own affair (YARN's AMs mostly ignore it)."""
+
+    containers: tuple[tuple[int, float], ...]
+
+
 class AllocateResponse(NamedTuple):
+    """The RM's answer to one AM (YARN AllocateResponse); ``preemption``, when the RM is taking
+    containers of the app back (``PreemptionMessage``)."""
+
     app: str
     action: str = NORMAL
     allocated: tuple[Allocation, ...] = ()
     completed: tuple[ContainerStatus, ...] = ()
+    preemption: PreemptionMessage | None = None
 
 
 @dataclass(frozen=True)

@@ -72,6 +72,7 @@ class AppRecord:
     submit: float                        # trace time the RM accepted it
     undelivered: list[Allocation] = field(default_factory=list)
     completed: list[ContainerStatus] = field(default_factory=list)
+    warnings: list[tuple[int, float]] = field(default_factory=list)   # preempted (container, deadline), not yet told
     asked: dict[int, float] = field(default_factory=dict)   # task -> trace time of its latest ask
     last_ask: int = 0                    # the ask of its AM's latest full AllocateRequest
     finished_tasks: set[int] = field(default_factory=set)

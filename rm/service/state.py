@@ -16,6 +16,7 @@ docstring, wired together here and nowhere else:
     liveness    Heard (rm/service/liveness.py): what the RM heard from each host, and when
     resync      fault_rules.Resync: who a restarted RM waits for
     records     RunRecords (rm/service/runrecords.py): the run log, its clock, the counters
+    preemptions Preemptions (rm/service/containers.py): the containers the RM takes back
     scheduler   OnlineScheduler (rm/core/scheduler.py): the offer rule and its policy
 
 Its public methods are the protocol's calls, typed: each is the handler of one row of the
@@ -36,6 +37,10 @@ journals it and a journal record is replayed.  What a lost or returning NM, AM o
 * RM restart — ``recovered``: after the state is rebuilt, every NM and AM is
   told RESYNC on its next call and registers again; ``rm_resynced`` is logged
   once all of them have.
+* Preemption (off unless a ``preemption`` rule set is given) — ``preempt``, the RM's own
+  call at each monitor tick: the rules decide, the AMs of their victims are warned (a
+  ``PreemptionMessage`` in their next allocate answer), and at the deadline the victims'
+  NMs kill them; a killed container's attempt ends ``preempted``.
 * Fencing: a call for a node another host runs, a status for a container the
   node does not run, a call from an attempt that is not the app's current one,
   a release of another app's container — each is refused and logged
@@ -57,7 +62,7 @@ from rayrm.rm.core.scheduler import OnlineScheduler
 from rayrm.rm.core.queues.scheduler import make_scheduler
 from rayrm.rm.runs.log import RunLog
 from rayrm.rm.service.apps import AppMasters
-from rayrm.rm.service.containers import Containers
+from rayrm.rm.service.containers import Containers, Preemptions
 from rayrm.rm.service.liveness import Heard
 from rayrm.rm.service.nodes import NodeManagers
 from rayrm.rm.service.protocol import (Allocation, AllocateRequest, AllocateResponse, AppMark, AppRegistered,
@@ -72,11 +77,12 @@ class ResourceManagerState:
 
     ``responses`` keeps each caller's latest (request id, answer) for idempotence;
     ``recoveries`` one dict per RM restart (snapshot and journal sizes, restore time);
-    ``secret`` signs container tokens (empty: no tokens).
+    ``secret`` signs container tokens (empty: no tokens); ``preemption``: the preemption
+    rules (``decide(now, scheduler) -> victims``, rm/core), None for none.
     """
 
     __slots__ = ("scheduler", "records", "liveness", "resync", "containers", "nodes", "apps", "secret",
-                 "responses", "recoveries")
+                 "responses", "recoveries", "preemptions")
     scheduler: OnlineScheduler
     records: RunRecords
     liveness: Heard
@@ -87,10 +93,11 @@ class ResourceManagerState:
     secret: bytes
     responses: dict[str, tuple[int, object]]
     recoveries: list[dict]
+    preemptions: Preemptions
 
     def __init__(self, *, dims, nodes: list[NodeSpec], policy: Policy | str, policy_name: str,
                  name: str = "", seed: int | None = None, max_attempts: int = 2, secret: bytes = b"",
-                 queues: QueueTree | None = None):
+                 queues: QueueTree | None = None, preemption=None):
         self.scheduler = scheduler = make_scheduler(policy, dims, nodes, queues)
         self.records = records = RunRecords(RunLog(tuple(dims), mode="ray", policy=policy_name, name=name,
                                                    seed=seed))
@@ -103,6 +110,10 @@ class ResourceManagerState:
                                   self.liveness, self.resync)
         self.apps = AppMasters(apps, news, notice, self.nodes.table, self.containers, scheduler, records, self.liveness,
                                self.resync, int(max_attempts))
+        self.preemptions = Preemptions(preemption, self.containers, self.nodes.table, self.nodes.notice, apps,
+                                       records)
+        if preemption is not None:
+            self.containers.preemptions = self.preemptions
         self.secret = secret
         self.responses = {}
         self.recoveries = []
@@ -156,10 +167,10 @@ class ResourceManagerState:
         delivery.
         """
         cached = answered(self.responses, caller, request_id)
-        if cached is not NOT_ANSWERED and any(r.allocated or r.completed for r in cached):
+        if cached is not NOT_ANSWERED and any(r.allocated or r.completed or r.preemption for r in cached):
             return cached
         out = self.apps.poll(now, caller, requests, mark)
-        if cached is not NOT_ANSWERED and any(r.allocated or r.completed for r in out):
+        if cached is not NOT_ANSWERED and any(r.allocated or r.completed or r.preemption for r in out):
             # what the poll delivers is the request's answer: a retry whose first answer was
             # lost on the way gets these containers again, not a second, empty delivery
             self.responses[caller] = (request_id, out)
@@ -238,6 +249,19 @@ class ResourceManagerState:
         self._after(now)
         return out
 
+    def preempt(self, now: float) -> tuple[list[int], list[int]]:
+        """Preemption's turn (the RM's monitor, each tick): the rules decide at ``now``
+        (``Preemptions.decide``) and each new victim's AM is told, in its next allocate
+        answer, that the container is killed at its deadline; then the warned containers
+        whose deadline has come are killed by their NMs (``cleanup``).  The rules' clocks
+        (how long a queue has starved) change here and only here, so the state stays a
+        function of its calls; returns the containers warned and those killed."""
+        p = self.preemptions
+        warned = p.warn(now, p.decide(now, self.scheduler))
+        killed = p.kill(now, p.due(now))
+        self._after(now)
+        return warned, killed
+
     @idempotent
     def fault(self, now: float, caller: str, request_id: int, spec: str, node: str = "",
               app: str = "") -> None:
@@ -269,6 +293,7 @@ class ResourceManagerState:
             self.liveness.as_of_host(r, r.host, grace)
             if r.resync:
                 self.containers.tell(r, wake=False)       # RESYNC, at its host's next allocate
+        self.preemptions.resend()                        # kills issued and not yet confirmed
         self.nodes.notify(r.spec.name for r in nodes)    # RESYNC each, named or marked
         self.records.event(now, "rm_recovered", detail=text)
         self.records.resynced(self.resync, now)

@@ -129,7 +129,8 @@ class LiveSource:
         """Merge one RM snapshot into the view (also called directly by tests)."""
         t = float(snap["time"])
         nodes = self._nodes(snap, t)
-        fresh = [self._app(row, t) for row in snap["apps"]]     # the apps running or just ended
+        preempted = snap.get("preemption", {}).get("apps", {})
+        fresh = [self._app(row, t, preempted) for row in snap["apps"]]     # the apps running or just ended
         for a in fresh:
             self._apps[a.app] = a
         apps = tuple(self._apps.values())
@@ -174,7 +175,7 @@ class LiveSource:
                 seen[name] = NodeView(name, "NEW", cap, tuple(0.0 for _ in cap), 0, 0.0, dict(spec.attributes))
         return tuple(seen.values())
 
-    def _app(self, row: tuple, t: float) -> AppView:
+    def _app(self, row: tuple, t: float, preempted: dict) -> AppView:
         r = dict(zip(APP_FIELDS, row))
         seen = self._attempts.setdefault(r["app"], [])
         while 1 + len(seen) < r["attempts"]:         # a new attempt since the last poll
@@ -187,7 +188,8 @@ class LiveSource:
                        r["first_start"], r["finish"], max(1, r["attempts"]), r["task_share"], r["dominant_share"],
                        str(spec.constraint) if spec is not None else "", r["reason"] or "", r["eligible"],
                        tuple(seen), spec.queue if spec is not None else "default",
-                       spec.user if spec is not None else "default", r.get("share"))
+                       spec.user if spec is not None else "default", r.get("share"),
+                       preempted=preempted.get(r["app"], 0))
 
     def _pace(self, snap: dict) -> dict:
         """The pace so far, by the replay's rule (summary.json's ``kept_pace``): the share of

@@ -4,7 +4,7 @@
 returns plain tuples (cheap to build and to pickle): every node's free vector and
 liveness, every app still running, the apps that ended since the last snapshot (``memo``
 is the actor's record of those already sent, so an ended app crosses once) and the
-pace so far.  An app's shares are its running count times the shares of one task
+pace so far, and with preemption on its counts (``preemption``).  An app's shares are its running count times the shares of one task
 (``share_units``: task share 1/(h_i w_i), dominant share max_r d_ir/total_r, and the
 share the policy ranks by, ``Policy.share`` of one task or, for a policy that defines only
 ``unit``, the unit the scheduler asked it for), computed once per distinct (demand, h,
@@ -70,7 +70,11 @@ def rm_snapshot(state, now: float, memo: dict, pace=None) -> dict:
             sent_done.add(app_id)
     r = state.records
     start = r.clock.start if r.clock is not None else None
-    return {"time": r.trace(now), "wall": now, "start_wall": start, "nodes": nodes,
-            "apps": apps, "allocations": r.allocations, "finished": r.finished,
-            "epoch": state.resync.epoch, "lag": lag, "behind": behind, "ticks": memo.get("ticks", 0),
-            "ticks_behind": memo.get("over", 0)}
+    out = {"time": r.trace(now), "wall": now, "start_wall": start, "nodes": nodes,
+           "apps": apps, "allocations": r.allocations, "finished": r.finished,
+           "epoch": state.resync.epoch, "lag": lag, "behind": behind, "ticks": memo.get("ticks", 0),
+           "ticks_behind": memo.get("over", 0)}
+    if state.preemptions.rules is not None:
+        # containers preempted per app and queue so far, warned now, spared (``Preemptions.counts``)
+        out["preemption"] = state.preemptions.counts()
+    return out
