@@ -34,6 +34,9 @@ class OptionalBuildExt(build_ext):
     def _skip(self, e):
         if STRICT:
             raise e
+        if getattr(self, "_said", False):       # one line, not one per step that failed
+            return
+        self._said = True
         print(f"rayrm: the compiled core was not built ({e}); the Python core will run", file=sys.stderr)
 
 
