@@ -107,3 +107,23 @@ workload:
     - {id: u2, tasks: 100, demand: {cpu: 1, memory_mb: 3}, duration: 10, constraint: "node in (m2)"}
 policy: tsf
 """
+
+
+def small_two_node_cluster():
+    """The two-node ``ray.cluster_utils.Cluster`` that ``ray_start_args`` asks for the small
+    config (the head labelled disk=ssd, one CPU each, a small object store), joined by this
+    process; returns (cluster, the worker node).  The caller shuts both down."""
+    import ray  # noqa: PLC0415
+    from ray.cluster_utils import Cluster  # noqa: PLC0415
+
+    from rayrm.rm.runtime.native import ray_start_args  # noqa: PLC0415
+    from rayrm.rm.runtime.session import SYSTEM_CONFIG  # noqa: PLC0415
+    store = 80 * 1024 * 1024
+    head, worker = ray_start_args(small_config())
+    cluster = Cluster(initialize_head=True, head_node_args={
+        **head, "num_cpus": 1, "object_store_memory": store, "include_dashboard": False,
+        "_system_config": SYSTEM_CONFIG})
+    node = cluster.add_node(**worker | {"num_cpus": 1}, object_store_memory=store)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, namespace="rayrm", logging_level="ERROR")
+    return cluster, node

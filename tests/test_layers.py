@@ -373,6 +373,64 @@ def test_the_formula_check_finds_what_it_should(tmp_path):
     assert [m.split(": ", 1)[0] for m in found] == [f"rayrm.rm.x:{k}" for k in (11, 13, 15, 2, 5, 7, 9)]
 
 
+#: the queue tree's formulas -> the one module that defines them: a queue's fair share
+#: (water-filling, steady share) and its bounds (capacities followed down the tree)
+QUEUE_FORMULAS = {"fair_shares": "rayrm.rm.core.queues.fairshare",
+                  "weight_to_share_ratio": "rayrm.rm.core.queues.fairshare",
+                  "steady_shares": "rayrm.rm.core.queues.fairshare",
+                  "water_fill": "rayrm.rm.core.queues.fairshare",
+                  "resolve_bounds": "rayrm.rm.core.queues.tree", "tree_bounds": "rayrm.rm.core.queues.tree",
+                  "child_shares": "rayrm.rm.core.queues.tree", "_bounds": "rayrm.rm.core.queues.tree"}
+
+
+def _queue_formula_in(node) -> str | None:
+    """What queue formula an expression re-derives, if it looks like one."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+        right = node.right
+        if isinstance(right, ast.Constant) and right.value == 100 and _names(node.left) & {"capacity", "max_capacity"}:
+            return "takes a capacity percentage of the parent's share (tree.child_shares)"
+        if "weight" in _names(node.left) and (_names(right) & {"total", "sum"} or "weight" in _names(right)):
+            return "divides a weight by the siblings' (a fair share: fairshare.steady_shares)"
+    return None
+
+
+def queue_formula_violations(sources=None) -> dict[str, str]:
+    """Queue formulas defined (at module level) or re-derived outside their module."""
+    wrong = {}
+    for mod, path in sorted((sources or SOURCES).items()):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and QUEUE_FORMULAS.get(node.name, mod) != mod:
+                wrong[f"{mod}:{node.lineno}"] = (f"{mod}:{node.lineno}: defines {node.name} "
+                                                 f"(it lives in {QUEUE_FORMULAS[node.name]})")
+        if mod in set(QUEUE_FORMULAS.values()):
+            continue
+        for node in ast.walk(tree):
+            what = _queue_formula_in(node)
+            if what:
+                wrong[f"{mod}:{node.lineno}"] = f"{mod}:{node.lineno}: {what}"
+    return wrong
+
+
+def test_each_queue_formula_is_defined_once():
+    assert sorted_messages(queue_formula_violations()) == []
+
+
+def test_the_queue_formula_check_finds_what_it_should(tmp_path):
+    # the shapes the queue formulas had in the UI's and the run's readers before they were one
+    (tmp_path / "a.py").write_text(
+        "def water_fill(amount, weights, lows, highs):\n    return []\n"             # 1: a second water-filling
+        "def _bounds(tree, total):\n    return {}\n"                                 # 3: a second bounds walk
+        "def walk(c, share):\n"
+        "    return share * c.capacity / 100\n"                                      # 6: capacity of the parent's
+        "def steady(fair, q, c, total):\n"
+        "    return fair[q] * c.weight / total\n"                                    # 8: weights-only share
+        "def fine(q, used, limit):\n"
+        "    return used / limit, q.weight * 2\n")                                    # neither
+    found = sorted_messages(queue_formula_violations({"rayrm.rm.x": tmp_path / "a.py"}))
+    assert [m.split(": ", 1)[0] for m in found] == [f"rayrm.rm.x:{k}" for k in (1, 3, 6, 8)]
+
+
 #: functions whose first argument names an RM call when it is one's name
 NAMING = {"getattr", "hasattr", "setattr", "method", "call", "_call", "serve", "apply", "wire", "Call"}
 CALL_TABLE = Path("rm") / "service" / "calls.py"

@@ -77,13 +77,15 @@ def test_check_finds_a_queue_above_its_caps(caps_run, tmp_path):
 def test_queue_metrics_worked_by_hand(caps_run):
     """Over [0, 70]: a holds 3 of h = 10 for 60 s and 2 for 10 s: (60·0.3 + 10·0.2)/70 = 2/7;
     b runs two apps of 3 tasks at a time, 6 cpus for 20 s: 20·0.6/70 = 12/70.
-    Fair shares 1/2 each (equal weights).  b's min of 4 cpus: first demand at 0, 6 running
-    at 0 s: reached at once (0 s); a has no min."""
+    Steady fair shares: equal weights water-filled between each queue's min and max as
+    fractions of the 10 cpus, a in [0, 0.3] (max 30%), b in [0.4, 1] (min 4): a clamped at
+    0.3 leaves R = 0.7 for b, so 0.3 and 0.7; a's ratio (2/7) / 0.3 = 20/21.  b's min of
+    4 cpus: first demand at 0, 6 running at 0 s: reached at once (0 s); a has no min."""
     m = queue_metrics(RunDir(caps_run)).set_index("queue")
     assert m.at["root.a", "avg_share"] == pytest.approx(2 / 7)
     assert m.at["root.b", "avg_share"] == pytest.approx(12 / 70)
-    assert m.at["root.a", "fair_share"] == m.at["root.b", "fair_share"] == 0.5
-    assert m.at["root.a", "share_ratio"] == pytest.approx(4 / 7)
+    assert (m.at["root.a", "fair_share"], m.at["root.b", "fair_share"]) == pytest.approx((0.3, 0.7))
+    assert m.at["root.a", "share_ratio"] == pytest.approx(20 / 21)
     assert m.at["root.b", "min_delay"] == 0 and math.isnan(m.at["root.a", "min_delay"])
 
 

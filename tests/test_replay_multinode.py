@@ -17,27 +17,17 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from ray.cluster_utils import Cluster  # noqa: E402
-from samples import SMALL, small_config  # noqa: E402
+from samples import SMALL, small_config, small_two_node_cluster  # noqa: E402
 
 from rayrm.rm.runs.check import check_run  # noqa: E402
-from rayrm.rm.runtime.native import POOL_LABEL, ray_start_args  # noqa: E402
+from rayrm.rm.runtime.native import POOL_LABEL  # noqa: E402
 from rayrm.rm.runtime.driver import replay  # noqa: E402
-from rayrm.rm.runtime.session import SYSTEM_CONFIG  # noqa: E402
 from rayrm.rm.runs.reader import RunDir  # noqa: E402
-
-SMALL_STORE = 80 * 1024 * 1024
 
 
 @pytest.fixture(scope="module")
 def two_nodes():
-    head, worker = ray_start_args(small_config())
-    cluster = Cluster(initialize_head=True, head_node_args={
-        **head, "num_cpus": 1, "object_store_memory": SMALL_STORE, "include_dashboard": False,
-        "_system_config": SYSTEM_CONFIG})
-    cluster.add_node(**worker | {"num_cpus": 1}, object_store_memory=SMALL_STORE)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, namespace="rayrm", logging_level="ERROR")
+    cluster, _ = small_two_node_cluster()
     labels = {n["NodeID"]: n.get("Labels", {}) for n in ray.nodes() if n["Alive"]}
     ssd = [nid for nid, lab in labels.items() if lab.get("disk") == "ssd"]
     assert len(labels) == 2 and len(ssd) == 1

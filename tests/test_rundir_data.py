@@ -23,7 +23,7 @@ from harness import Harness
 
 from rayrm.rm.cli.main import main
 from rayrm.rm.core.policies.plugins import BUILTIN
-from rayrm.rm.runtime.driver import export_from_store
+from rayrm.rm.runtime.rmactor.journal import export_from_store
 from rayrm.rm.service.restores import check_restores
 from rayrm.rm.service.store import StateFileError, StateStore, read_snapshot, restricted_loads
 from rayrm.rm.ui.rundir import RunDirSource

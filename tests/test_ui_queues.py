@@ -34,7 +34,7 @@ from rayrm.rm.runtime.sweep import run_sweep
 from rayrm.rm.runtime.sweep_spec import cell_config, cell_identity, load_spec
 from rayrm.rm.sim.engine import simulate
 from rayrm.rm.ui.live import LiveSource
-from rayrm.rm.core.queues.owed import queue_views, water_fill
+from rayrm.rm.core.queues.owed import queue_views
 from rayrm.rm.ui.rundir import RunDirSource
 from rayrm.rm.ui.server import serve
 from rayrm.rm.ui.yarn import apps, scheduler
@@ -59,19 +59,6 @@ def tree_run(tmp_path_factory):
     server = serve(RunDirSource(out), port=0)
     yield out, server.url
     server.close()
-
-
-def test_water_fill_by_hand():
-    # 1 among weights 2:1 with the first capped at 0.5: 0.5 + 0.5 (ρ = 0.5).
-    assert water_fill(1.0, [2, 1], [0, 0], [0.5, 1]) == pytest.approx([0.5, 0.5])
-    # no caps: 2/3 and 1/3.
-    assert water_fill(1.0, [2, 1], [0, 0], [1, 1]) == pytest.approx([2 / 3, 1 / 3])
-    # a min of 0.6 for the lighter queue: 0.4 + 0.6 (ρ·2 = 0.4 at ρ = 0.2, ρ·1 < 0.6 lifted).
-    assert water_fill(1.0, [2, 1], [0, 0.6], [1, 1]) == pytest.approx([0.4, 0.6])
-    # demand caps below the amount: each gets its cap, 0.3 + 0.2 (Σ hi = 0.5 < 1).
-    assert water_fill(1.0, [1, 1], [0, 0], [0.3, 0.2]) == pytest.approx([0.3, 0.2])
-    # mins above the amount (0.8 + 0.8 > 1) are scaled down to it: 0.5 each.
-    assert water_fill(1.0, [1, 3], [0.8, 0.8], [1, 1]) == pytest.approx([0.5, 0.5])
 
 
 def test_shares_against_what_each_queue_is_owed(tree_run):

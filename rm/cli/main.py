@@ -3,7 +3,8 @@
 Each subcommand lives in ``rm/cli/<name>.py`` with ``add_arguments(parser)``
 and ``run(args) -> int``; those modules import heavy things (Ray, matplotlib)
 inside ``run`` so ``rayrm --help`` stays fast.  Errors a user can cause
-(``InputError``) become one line on stderr and exit status 2 — never a traceback.
+(``InputError``) become one line on stderr and exit status 2, a run that cannot go on for
+a reason outside its input (``RunError``) one line and exit 1 — never a traceback.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import importlib
 import os
 import sys
 
-from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.errors import InputError, RunError
 
 COMMANDS = [
     ("simulate", "replay a trace in the discrete-event simulator (virtual time)"),
@@ -63,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as e:
         print(f"rayrm {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except RunError as e:
+        print(f"rayrm {args.command}: error: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"rayrm {args.command}: interrupted", file=sys.stderr)
         return 130

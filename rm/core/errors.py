@@ -29,3 +29,8 @@ class InputError(ValueError):
         return InputError(self.reason, file=self.file or file,
                           row=self.row if self.row is not None else row,
                           field=self.field or field)
+
+
+class RunError(RuntimeError):
+    """A run that cannot go on for a reason outside its input (the Ray nodes it was placed
+    on left before it started).  The CLI prints it as one line and exits 1."""

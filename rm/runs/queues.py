@@ -11,7 +11,8 @@ leaf in jobs.csv's ``queue`` column.  From them and tasks.csv:
   the cluster nodes.csv lists.
 * ``queue_metrics`` — per queue, its time-averaged share S_Q = Σ_{i ∈ Q} w_i s_i (s_i the
   task share of shares.csv, so w_i s_i = n_i / h_i; docs/design.md, "Queues") against its
-  steady fair share F_Q = F_parent · W_Q / Σ_{siblings} W (F_root = 1), and the time from
+  steady fair share F_Q (``rayrm.rm.core.queues.fairshare.steady_shares``: F_parent · W_Q /
+  Σ_{siblings} W where no min or max bounds it; F_root = 1), and the time from
   its first demand (first submit in it) to its min share (usage >= min in a resource its
   min names), for queues with a min.
 * ``queue_history`` / ``run_queue_history`` — each queue's share of the cluster and what
@@ -29,8 +30,9 @@ import pandas as pd
 
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import DEFAULT_QUEUE, queue_path
+from rayrm.rm.core.queues.fairshare import steady_shares
 from rayrm.rm.core.queues.owed import Usage, tree_views
-from rayrm.rm.core.queues.tree import QueueSpec, QueueTree, parse_queues, resolve_bounds
+from rayrm.rm.core.queues.tree import QueueSpec, QueueTree, parse_queues, tree_bounds
 from rayrm.rm.runs.reader import RunDir
 
 REL_TOL = 1e-9
@@ -53,21 +55,6 @@ def _total(run: RunDir) -> dict[str, float]:
     return {d: float(run.nodes[d].sum()) for d in run.dims}
 
 
-def _bounds(tree: QueueTree, total: dict) -> dict[str, tuple[dict, dict]]:
-    """path -> (min, max) in absolute amounts, capacities and max_capacity followed down."""
-    out: dict[str, tuple[dict, dict]] = {}
-
-    def walk(q: QueueSpec, share: float, max_share: float) -> None:
-        for c in q.children:
-            cs = share * c.capacity / 100 if c.capacity is not None else share
-            cm = max_share * c.max_capacity / 100 if c.max_capacity is not None else max_share
-            out[c.path] = resolve_bounds(c, total, cs, cm)
-            walk(c, cs, cm)
-
-    walk(tree.root, 1.0, 1.0)
-    return out
-
-
 def _in(path: str, leaf: str) -> bool:
     return leaf == path or leaf.startswith(path + ".")
 
@@ -86,7 +73,7 @@ def check_queue_caps(run: RunDir, result) -> None:
     result.queues_checked = len(tree.queues()) - 1
     jobs, tasks, dims = run.jobs, run.tasks, run.dims
     leaf_of = _leaves(jobs)
-    bounds = _bounds(tree, _total(run))
+    bounds = tree_bounds(tree, _total(run))
     demand = jobs.set_index("app").reindex(columns=[f"demand.{d}" for d in dims], fill_value=0.0)
     started = tasks[tasks["start"].notna() & tasks["app"].isin(leaf_of.index)]
     app_leaf = leaf_of.reindex(started["app"]).to_numpy()
@@ -98,7 +85,7 @@ def check_queue_caps(run: RunDir, result) -> None:
         if not q.path:
             continue
         mine = np.array([_in(q.path, str(leaf)) for leaf in app_leaf], dtype=bool)
-        hi = bounds[q.path][1]
+        hi = bounds[q.path].hi
         if hi and mine.any():
             _sweep_max(q, started[mine], demand, dims, hi, result)
         if q.user_limit is not None and mine.any():
@@ -146,16 +133,6 @@ def _sweep_apps(q: QueueSpec, first: np.ndarray, until: np.ndarray, result) -> N
                                            f"running, max_apps {q.max_apps}")
 
 
-def fair_shares(tree: QueueTree) -> dict[str, float]:
-    """path -> F_Q, the steady fair share: F_root = 1, F_c = F_parent W_c / Σ_siblings W."""
-    out = {"": 1.0}
-    for q in tree.queues():
-        total = sum(c.weight for c in q.children)
-        for c in q.children:
-            out[c.path] = out[q.path] * c.weight / total
-    return out
-
-
 def queue_metrics(run: RunDir, t0: float | None = None, t1: float | None = None) -> pd.DataFrame:
     """One row per queue (module docstring): queue, weight, fair_share, avg_share,
     share_ratio (avg / fair), min_delay (s; NaN without a min or never reached)."""
@@ -171,8 +148,8 @@ def queue_metrics(run: RunDir, t0: float | None = None, t1: float | None = None)
     weight = jobs.set_index("app")["weight"]
     work = (shares["task_share"] * weight.reindex(shares.index)) if len(shares) else pd.Series(dtype=float)
     leaf_of = _leaves(jobs)
-    fair = fair_shares(tree)
-    bounds = _bounds(tree, _total(run))
+    fair = steady_shares(tree, _total(run))
+    bounds = tree_bounds(tree, _total(run))
     rows = []
     for q in tree.queues():
         if not q.path:
@@ -181,7 +158,7 @@ def queue_metrics(run: RunDir, t0: float | None = None, t1: float | None = None)
         avg = float(work.reindex(apps).fillna(0.0).sum()) if apps else 0.0
         rows.append({"queue": q.full_name, "weight": q.weight, "fair_share": fair[q.path], "avg_share": avg,
                      "share_ratio": avg / fair[q.path] if fair[q.path] else math.nan,
-                     "min_delay": _min_delay(run, apps, bounds[q.path][0])})
+                     "min_delay": _min_delay(run, apps, bounds[q.path].lo)})
     return pd.DataFrame(rows)
 
 

@@ -42,7 +42,7 @@ from pathlib import Path
 
 from rayrm.rm.core import fault_rules, recovery
 from rayrm.rm.core.config import MIN_EXPIRY_WALL, PAYLOADS, ExperimentConfig, load_config
-from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.errors import InputError, RunError
 from rayrm.rm.core.clock import TraceClock
 from rayrm.rm.core.chaos import ChaosSpec, draw_schedule, parse_chaos, shape_of
 from rayrm.rm.core.faults import Fault, am_host_of, check_cluster, check_times, config_faults, earliest_end
@@ -50,9 +50,10 @@ from rayrm.rm.core.policies import policy_for_run
 from rayrm.rm.core.policies.plugins import policy_source
 from rayrm.nodes.placement import Homes, alive_ray_nodes, where_figures
 from rayrm.rm.runtime.pace import pace_warning
+from rayrm.rm.runtime.rmactor.journal import export_from_store
 from rayrm.rm.runtime.plan import Plan, am_host_nodes, plan_replay
 from rayrm.rm.runs.recovery import write_costs
-from rayrm.rm.runtime.session import connect
+from rayrm.rm.runtime.session import Session, connect
 from rayrm.rm.runtime.shipping import rm_node, rm_runtime_env
 from rayrm.rm.runtime.summary import replay_figures, twin_comparison
 from rayrm.rm.runtime.supervisor import (AM_HOST_RESTARTS, NM_HOST_RESTARTS, FaultInjector, StopSignal, Supervisor,
@@ -60,10 +61,11 @@ from rayrm.rm.runtime.supervisor import (AM_HOST_RESTARTS, NM_HOST_RESTARTS, Fau
 from rayrm.rm.runtime.webui import start_live_ui
 from rayrm.rm.service.calls import Call
 from rayrm.rm.service.protocol import NAMESPACE, RM_NAME
-from rayrm.rm.service.store import StateStore, read_snapshot
 
 START_LEAD = 0.3          # wall seconds between the last preparation and t = 0
 INTERRUPT_EXPORT_WAIT = 3.0   # wall seconds an interrupted replay waits for the RM's run log
+SETUP_TRIES = 3               # plans of a replay whose Ray nodes leave before t = 0
+NODE_DEATH_WAIT = 5.0         # wall seconds for Ray to list a node dead after its actor
 
 
 def replay(config: ExperimentConfig | str | Path, policy: str | None = None, out: str | Path | None = None,
@@ -163,7 +165,7 @@ def _in_ray_session(run: ReplayRun, address: str | None, ui=None) -> dict:
     web = None
     try:
         web = start_live_ui(run.cfg, run.policy_name, run.scale, run.faults, ui) if ui is not None else None
-        session = _Session()
+        session = Session()
         try:
             return _run(run, session)
         finally:
@@ -177,44 +179,51 @@ def _in_ray_session(run: ReplayRun, address: str | None, ui=None) -> dict:
             ray.shutdown()
 
 
-def _run(run: ReplayRun, session: "_Session") -> dict:
+def _run(run: ReplayRun, session: Session) -> dict:
     """The stages, in order (module docstring)."""
-    placed = plan_stage(run)
-    actors = start_stage(run, placed, session)
+    placed, actors = _set_up(run, session)
     supervised = supervise_stage(run, placed, actors)
     exported, host_stats = collect_stage(run, actors, supervised)
     return summarize_stage(run, placed, supervised, exported, host_stats)
 
 
-class _Session:
-    """The actors of one replay, killed at the end whatever happens."""
+def _set_up(run: ReplayRun, session: Session) -> tuple["Placement", "Actors"]:
+    """The plan and start stages.  A Ray node lost before t = 0 fails the start (an actor
+    pinned to it is unschedulable, or dies): nothing has run yet, so the actors started
+    are killed and both stages run again on the nodes still alive, at most
+    ``SETUP_TRIES`` times; a failure with every planned node alive is not retried."""
+    import ray  # noqa: PLC0415
+    asked = list(run.faults)
+    for attempt in range(1, SETUP_TRIES + 1):
+        run.faults, run.drawn = list(asked), []        # the nemesis draws for the nodes now alive
+        placed = plan_stage(run)
+        try:
+            return placed, start_stage(run, placed, session)
+        except ray.exceptions.RayError as e:
+            session.close()
+            lost = _lost_nodes(placed.ray_nodes)
+            cause = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            if not lost:
+                raise RunError(f"the replay's actors could not start: {cause}") from None
+            gone = ", ".join(f"{r.node_id[:8]} ({r.address})" for r in lost)
+            if attempt == SETUP_TRIES:
+                raise RunError(f"Ray nodes kept leaving before t = 0 (last: {gone}); "
+                               f"gave up after {SETUP_TRIES} tries") from None
+            print(f"rayrm replay: Ray node {gone} left before t = 0; placing the replay again "
+                  f"on the nodes still alive", file=sys.stderr, flush=True)
+    raise AssertionError("unreachable")
 
-    def __init__(self):
-        self.actors: list = []
-        self.pinned: list = []
 
-    def add(self, actor):
-        self.actors.append(actor)
-        return actor
-
-    def pin(self, value):
-        """``ray.put(value)``, the reference held until the replay ends: a restartable actor
-        constructed from it (the RM, NM and AM hosts) can be restarted — Ray re-reads its
-        constructor arguments, and large ones live in the object store only while referenced."""
-        import ray  # noqa: PLC0415
-        ref = ray.put(value)
-        self.pinned.append(ref)
-        return ref
-
-    def close(self) -> None:
-        import ray  # noqa: PLC0415
-        for a in reversed(self.actors):
-            try:
-                ray.kill(a)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
-        self.actors.clear()
-        self.pinned.clear()
+def _lost_nodes(planned: list) -> list:
+    """The planned Ray nodes Ray no longer lists alive.  An actor's death can reach the
+    driver a moment before the node's: wait up to ``NODE_DEATH_WAIT`` wall seconds for it."""
+    deadline = time.monotonic() + NODE_DEATH_WAIT
+    while True:
+        alive = {r.node_id for r in alive_ray_nodes()}
+        lost = [r for r in planned if r.node_id not in alive]
+        if lost or time.monotonic() >= deadline:
+            return lost
+        time.sleep(0.2)
 
 
 @dataclass
@@ -262,7 +271,7 @@ class Actors:
     clock: TraceClock | None = None           # t = 0, set once every actor has started
 
 
-def start_stage(run: ReplayRun, placed: Placement, session: "_Session") -> Actors:
+def start_stage(run: ReplayRun, placed: Placement, session: Session) -> Actors:
     """Start the RM, the NM hosts (warmed up, registered) and the AM hosts; set t = 0."""
     import ray  # noqa: PLC0415
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as Affinity  # noqa: PLC0415
@@ -293,7 +302,7 @@ def start_stage(run: ReplayRun, placed: Placement, session: "_Session") -> Actor
     return actors
 
 
-def _start_nm_hosts(run: ReplayRun, plan: Plan, session: "_Session", secret: bytes) -> tuple[dict, dict]:
+def _start_nm_hosts(run: ReplayRun, plan: Plan, session: Session, secret: bytes) -> tuple[dict, dict]:
     """One NodeManager host per Ray node that got NMs, its workers pre-started and its NMs
     registered; returns the hosts and each NM's host."""
     import ray  # noqa: PLC0415
@@ -318,7 +327,7 @@ def _start_nm_hosts(run: ReplayRun, plan: Plan, session: "_Session", secret: byt
     return hosts, host_of_node
 
 
-def _start_am_hosts(run: ReplayRun, am_nodes: list[str], hosts: dict, session: "_Session") -> tuple:
+def _start_am_hosts(run: ReplayRun, am_nodes: list[str], hosts: dict, session: Session) -> tuple:
     """The ApplicationMaster hosts, spread over the Ray nodes like the NM hosts so that the
     RM is the only central actor, each with the jobs dealt to it round-robin in submit
     order (``am_host_of``, which the simulator's kill-am-host follows)."""
@@ -458,20 +467,6 @@ def summarize_stage(run: ReplayRun, placed: Placement, supervised: Supervised, e
         summary = log.write(run.out, wall_seconds=supervised.wall_seconds, **extra)
         return write_costs(run.out, summary) if run.faults else summary
     return log.summary(wall_seconds=supervised.wall_seconds, **extra)
-
-
-def export_from_store(state_dir: Path, wall_seconds: float, trusted=()) -> dict:
-    """What ``ResourceManager.export`` gives, from the RM's last snapshot on disk (the RM
-    did not answer an interrupted replay in time); measurements it alone held are empty.
-    ``trusted``: the policy's module, which the snapshot may name (``store.read_snapshot``)."""
-    _, state = read_snapshot(StateStore(state_dir).snapshot_path, trusted)
-    last = max((x for row in state.log.tasks.values() for x in row[5:7] if x is not None), default=0.0)
-    return {"log": state.log, "alloc_to_running": list(state.alloc_to_running),
-            "alloc_to_launch": list(state.alloc_to_launch),
-            "progress": state.progress(state.clock.start if state.clock is not None else 0.0) | {"time": last},
-            "calls": 0, "pace": {"interval_wall": 0.0, "samples": [], "beat_lags": []},
-            "cpu_seconds": 0.0, "peak_rss_mb": 0.0, "snapshots": [], "snapshot_blocked": [],
-            "recoveries": list(state.recoveries), "journal_bytes": 0}
 
 
 def _get_or_none(ref):

@@ -1,4 +1,5 @@
-"""The Ray session a replay runs in: connecting to (or starting) Ray with rayrm's settings.
+"""The Ray session a replay runs in: connecting to (or starting) Ray with rayrm's settings
+(``connect``), and the actors one replay started (``Session``), killed when it ends.
 
 Used by the replay driver and the ray-native baseline alike.  Ray itself is
 imported inside ``connect``: the CLI imports this module without paying for Ray.
@@ -63,3 +64,34 @@ def _check_reachable(address: str, timeout: float = 3.0) -> None:
     except OSError as e:
         raise InputError(f"no Ray cluster answers at {address} ({e.strerror or e}); "
                          f"start one with `ray start --head` or use --address auto") from None
+
+
+class Session:
+    """The actors of one replay, killed at the end whatever happens."""
+
+    def __init__(self):
+        self.actors: list = []
+        self.pinned: list = []
+
+    def add(self, actor):
+        self.actors.append(actor)
+        return actor
+
+    def pin(self, value):
+        """``ray.put(value)``, the reference held until the replay ends: a restartable actor
+        constructed from it (the RM, NM and AM hosts) can be restarted — Ray re-reads its
+        constructor arguments, and large ones live in the object store only while referenced."""
+        import ray  # noqa: PLC0415
+        ref = ray.put(value)
+        self.pinned.append(ref)
+        return ref
+
+    def close(self) -> None:
+        import ray  # noqa: PLC0415
+        for a in reversed(self.actors):
+            try:
+                ray.kill(a)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        self.actors.clear()
+        self.pinned.clear()

@@ -14,13 +14,24 @@ hi_i/w_i), so the shares are the limit Hadoop's search approaches, in real numbe
 
 The *instantaneous* fair share is computed over the active queues only — those with an app
 that runs or may run now; an inactive queue's is 0 (ComputeFairShares.computeShares,
-FSQueue.isActive).  The *steady* share would count every queue; rayrm does not use it.
+FSQueue.isActive).  The *steady* share (``steady_shares``) counts every queue, busy or not:
+what each would get were every queue busy (ComputeFairShares.computeSteadyShares), as a
+fraction of the cluster — root's is 1, each parent's divided among all its children with
+their weights and their min and max as fractions of the cluster.  With no min or max it
+is F_c = F_parent · W_c / Σ_siblings W.
+
+This is the one water-filling of rayrm: the Fair Scheduler's offer
+(``rayrm.rm.core.queues.yarn_fair``), the UI's and REST's owed and steady shares
+(``rayrm.rm.core.queues.owed``), the run's queue metrics and the tree's report all divide a
+parent's share with ``fair_shares``.
 """
 
 from __future__ import annotations
 
 import math
 from typing import Sequence
+
+from rayrm.rm.core.queues.tree import QueueTree, tree_bounds
 
 INF = math.inf
 
@@ -66,3 +77,16 @@ def fair_shares(weights: Sequence[float], lo: Sequence[float], hi: Sequence[floa
         return []
     r = weight_to_share_ratio(weights, lo, hi, total)
     return [clamp_share(r, w, a, b) if r < INF else min(max(a, 0.0), b) for w, a, b in zip(weights, lo, hi)]
+
+
+def steady_shares(tree: QueueTree, total: dict[str, float]) -> dict[str, float]:
+    """path -> each queue's steady fair share F_c, a fraction of a cluster of ``total``
+    (module docstring; root, path "", is 1)."""
+    bounds = tree_bounds(tree, total)
+    out = {"": 1.0}
+    for q in tree.queues():
+        kids = q.children
+        for c, f in zip(kids, fair_shares([c.weight for c in kids], [bounds[c.path].m for c in kids],
+                                          [bounds[c.path].big for c in kids], out[q.path])):
+            out[c.path] = f
+    return out

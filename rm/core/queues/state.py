@@ -41,7 +41,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from rayrm.rm.core.queues.tree import QueueSpec, QueueTree, resolve_bounds
+from rayrm.rm.core.queues.fairshare import steady_shares
+from rayrm.rm.core.queues.tree import QueueSpec, QueueTree, child_shares, resolve_bounds
 from rayrm.rm.core.shares import Holders, ShareKind, dominant_per_task
 
 if TYPE_CHECKING:
@@ -130,9 +131,7 @@ class QueueTreeState:
             q = QueueState(spec, policies.get(spec.policy, default) if spec.policy else default,
                            share, max_share)
             self.by_path[spec.path] = q
-            for c in spec.children:
-                cs = share * c.capacity / 100 if c.capacity is not None else share
-                cm = max_share * c.max_capacity / 100 if c.max_capacity is not None else max_share
+            for c, cs, cm in child_shares(spec, share, max_share):
                 q.children.append(build(c, cs, cm))
             return q
 
@@ -319,7 +318,7 @@ class QueueTreeState:
 
     def report(self) -> list[dict]:
         """Every queue below root now, parents first: its full name, weight, S_Q (the share
-        its parent's policy counts), steady fair share F_Q = F_parent W_Q / Σ_siblings W,
+        its parent's policy counts), steady fair share F_Q (``fairshare.steady_shares``),
         running apps, usage per resource (from the apps: kept incrementally only where a
         min or cap reads it), min and max.  For readers outside the offer (the UI, REST)."""
         dims = self.cluster.dims
@@ -332,13 +331,12 @@ class QueueTreeState:
                     u = usage[q.name]
                     for r in range(len(dims)):
                         u[r] += app.running * app.demand[r]
-        fair = {self.root.name: 1.0}
+        fair = steady_shares(self.tree, dict(zip(dims, self.cluster.total)))
         out = []
         for q in self.queues:
-            total = sum(c.weight for c in q.children)
             for c in q.children:
-                fair[c.name] = fair[q.name] * c.weight / total
-                out.append({"queue": c.name, "weight": c.weight, "share": self.share(c), "fair_share": fair[c.name],
+                out.append({"queue": c.name, "weight": c.weight, "share": self.share(c),
+                            "fair_share": fair[c.spec.path],
                             "running_apps": c.running_apps, "leaf": not c.children,
                             "usage": dict(zip(dims, usage[c.name])),
                             "min": dict(zip(dims, c.min)) if c.min is not None else None,

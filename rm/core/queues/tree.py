@@ -276,15 +276,25 @@ def _preemption(value: Any, where: str) -> tuple[tuple[str, float], ...]:
 def _check_bounds(q: QueueSpec, where: str, total: dict[str, float], share: float, max_share: float) -> None:
     """min <= max in every resource, against the cluster at the start (``share``: the queue's
     absolute capacity as a fraction of the cluster, ``max_share`` its max_capacity's)."""
-    for k, c in enumerate(q.children):
+    for k, (c, c_share, c_max) in enumerate(child_shares(q, share, max_share)):
         w = f"{where}[{k}]"
-        c_share = share * c.capacity / 100 if c.capacity is not None else share
-        c_max = max_share * c.max_capacity / 100 if c.max_capacity is not None else max_share
         lo, hi = resolve_bounds(c, total, c_share, c_max)
         for d in lo:
             if d in hi and lo[d] > hi[d] + 1e-9:
                 raise InputError(f"min {lo[d]:g} is above max {hi[d]:g}", field=f"{w}.min.{d}")
         _check_bounds(c, f"{w}.children", total, c_share, c_max)
+
+
+def child_shares(q: QueueSpec, share: float, max_share: float) -> list[tuple[QueueSpec, float, float]]:
+    """Each child c of ``q`` with its absolute capacity g_c and max capacity as fractions of
+    the cluster, from ``q``'s (``share``, ``max_share``), as the Capacity Scheduler's
+    "absolute capacity": g_c = g_q · capacity_c / 100, or g_q · W_c / Σ_siblings W for a child
+    that sets no capacity (its weight's part); max: max_share · max_capacity_c / 100, or
+    ``q``'s own when it sets none."""
+    weights = sum(c.weight for c in q.children)
+    return [(c, share * (c.capacity / 100 if c.capacity is not None else c.weight / weights),
+             max_share * c.max_capacity / 100 if c.max_capacity is not None else max_share)
+            for c in q.children]
 
 
 def resolve_bounds(q: QueueSpec, total: dict[str, float], share: float | None = None,
@@ -299,3 +309,31 @@ def resolve_bounds(q: QueueSpec, total: dict[str, float], share: float | None = 
     if not q.max and q.max_capacity is not None and max_share is not None:
         hi = {d: max_share * t for d, t in total.items()}
     return lo, hi
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """One queue's min and max for a cluster: absolute amounts per resource (a resource
+    absent from ``hi`` is unbounded), and as fractions of the cluster — ``m`` = max_r
+    min_r / T_r over the resources min names (0 if none), ``big`` = min_r max_r / T_r over
+    those max names (1 if none)."""
+
+    lo: dict
+    hi: dict
+    m: float
+    big: float
+
+
+def tree_bounds(tree: QueueTree, total: dict[str, float]) -> dict[str, Bounds]:
+    """path -> :class:`Bounds` of every queue (root: none), capacities followed down the tree."""
+    out: dict[str, Bounds] = {"": Bounds({}, {}, 0.0, 1.0)}
+
+    def walk(q: QueueSpec, share: float, max_share: float) -> None:
+        for c, cs, cm in child_shares(q, share, max_share):
+            lo, hi = resolve_bounds(c, total, cs, cm)
+            out[c.path] = Bounds(lo, hi, max((v / total[x] for x, v in lo.items() if total.get(x)), default=0.0),
+                                 min((v / total[x] for x, v in hi.items() if total.get(x)), default=1.0))
+            walk(c, cs, cm)
+
+    walk(tree.root, 1.0, 1.0)
+    return out

@@ -57,12 +57,9 @@ class YarnCapacityTreeState(KeyedTreeState):
         self.stamp = 0                      # counts changes to the tree's accounting
         self._verdicts: dict = {}           # leaf -> (stamp, its users' verdicts)
         super().__init__(tree, policies, default, cluster, index, naive)
-        self.guarantee: dict[QueueState, float] = {self.root: 1.0}
+        # g_Q, the absolute capacity (``tree.child_shares``), is each queue's share
+        self.guarantee: dict[QueueState, float] = {q: q.share for q in self.queues}
         for q in self.queues:
-            weights = sum(c.weight for c in q.children)
-            for c in q.children:
-                part = c.spec.capacity / 100 if c.spec.capacity is not None else c.weight / weights
-                self.guarantee[c] = self.guarantee[q] * part
             if not q.children and q is not self.root:
                 q.user_limit = 1.0          # the base class then keeps each user's usage
                 q.capped = True

@@ -12,11 +12,12 @@ the journal (``restore``).
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from rayrm.rm.service.calls import Call
 from rayrm.rm.service.channel import ChannelServer
 from rayrm.rm.service.state import ResourceManagerState
-from rayrm.rm.service.store import SNAPSHOT_SECONDS, StateStore, replay_records
+from rayrm.rm.service.store import SNAPSHOT_SECONDS, StateStore, read_snapshot, replay_records
 
 
 class RMJournal:
@@ -91,3 +92,17 @@ class RMJournal:
         if self.store is not None:
             self.store.close()
             self.store = None
+
+
+def export_from_store(state_dir: Path, wall_seconds: float, trusted=()) -> dict:
+    """What ``ResourceManager.export`` gives, from the RM's last snapshot on disk (the RM
+    did not answer an interrupted replay in time); measurements it alone held are empty.
+    ``trusted``: the policy's module, which the snapshot may name (``store.read_snapshot``)."""
+    _, state = read_snapshot(StateStore(state_dir).snapshot_path, trusted)
+    last = max((x for row in state.log.tasks.values() for x in row[5:7] if x is not None), default=0.0)
+    return {"log": state.log, "alloc_to_running": list(state.alloc_to_running),
+            "alloc_to_launch": list(state.alloc_to_launch),
+            "progress": state.progress(state.clock.start if state.clock is not None else 0.0) | {"time": last},
+            "calls": 0, "pace": {"interval_wall": 0.0, "samples": [], "beat_lags": []},
+            "cpu_seconds": 0.0, "peak_rss_mb": 0.0, "snapshots": [], "snapshot_blocked": [],
+            "recoveries": list(state.recoveries), "journal_bytes": 0}
