@@ -1,8 +1,8 @@
 """The compiled core against the Python reference (rayrm.rm.core.native).
 
 The event queue: the same pops, in the order (t, priority, push order), as a sort of the
-pushed events says.  The simulator: random clusters, constraints, demands, arrivals and
-node joins and leaves, simulated under each core — every file of the run directory but
+pushed events says.  The simulator: random clusters, constraints, demands, arrivals,
+node joins and leaves, faults and launch jitter, simulated under each core — every file of the run directory but
 the summary's wall time byte for byte the same, so every decision was.
 """
 
@@ -108,13 +108,19 @@ def random_config(rng: random.Random) -> dict:
              "demand": {"cpu": rng.choice([0.5, 1, 2]), "memory_mb": rng.choice([512, 1024, 3072])},
              "duration": rng.choice([4, {"mean": 6, "jitter": 0.3}, {"dist": "pareto", "alpha": 1.9, "mean": 5}]),
              "constraint": rng.choice(constraints)} for i in range(rng.randint(3, 9))]
-    return {"name": "equiv", "cluster": {"nodes": groups, "events": events}, "workload": {"jobs": jobs},
-            "run": {"seed": rng.randint(0, 99)}}
+    doc = {"name": "equiv", "cluster": {"nodes": groups, "events": events}, "workload": {"jobs": jobs},
+           "run": {"seed": rng.randint(0, 99)}}
+    if rng.random() < 0.4:          # faults: their steps are events of priority FAULT on the same heap
+        doc["faults"] = [f"kill-nm:{rng.choice(names)}@{rng.randint(1, 30)}",
+                         f"kill-am:{rng.choice(jobs)['id']}@{rng.randint(1, 30)}", f"kill-rm@{rng.randint(5, 35)}"]
+        doc["run"] |= {"nm_expiry": 4, "am_expiry": 3, "rm_restart": 2}
+    return doc
 
 
-def run_files(doc, policy, core, out, monkeypatch) -> dict:
+def run_files(doc, policy, core, out, monkeypatch, jitter=0.0) -> dict:
     monkeypatch.setenv("RAYRM_CORE", core)
-    simulate(parse_config(json.loads(json.dumps(doc))), policy=policy, out=out, progress=False)
+    simulate(parse_config(json.loads(json.dumps(doc))), policy=policy, out=out, progress=False,
+             launch_jitter=jitter)
     files = {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.is_file()}
     summary = json.loads(files.pop("summary.json"))
     summary.pop("wall_seconds", None)
@@ -122,13 +128,15 @@ def run_files(doc, policy, core, out, monkeypatch) -> dict:
 
 
 @needs_native
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.integers(0, 2**32 - 1), st.sampled_from(["tsf", "drf", "cdrf", "fifo", "drfh-bf", "pm-drf"]))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(0, 2**32 - 1), st.sampled_from(["tsf", "drf", "cdrf", "fifo", "slots", "drfh-bf", "pm-drf"]))
 def test_both_cores_make_the_same_run(tmp_path_factory, monkeypatch, seed, policy):
-    doc = random_config(random.Random(seed))
+    rng = random.Random(seed)
+    doc = random_config(rng)
+    jitter = rng.choice([0.0, 0.0, 0.8])     # jittered starts: completions at unround times
     base = tmp_path_factory.mktemp("equiv")
-    py = run_files(doc, policy, "python", base / "python", monkeypatch)
-    nat = run_files(doc, policy, "native", base / "native", monkeypatch)
+    py = run_files(doc, policy, "python", base / "python", monkeypatch, jitter)
+    nat = run_files(doc, policy, "native", base / "native", monkeypatch, jitter)
     assert py.keys() == nat.keys() and "tasks.csv" in py
     for name in py:
         assert py[name] == nat[name], name
