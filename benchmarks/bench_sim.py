@@ -15,6 +15,9 @@ start-up, config, simulation and run directory — timed from outside, with
 * the limit set for each policy (× floor: tsf 5; drf, cdrf, cmmf-*, fifo, slots, drfh-ff 7;
   drfh-bf, pm-drf 15).
 
+``--cores python,native``: each policy under each scheduling core (``RAYRM_CORE``,
+rayrm.rm.core.native) in the same run, one row per core, and native's speed-up over python.
+
 ``--fb2010 TSV``: SWIM's Facebook 2010 workload instead — ``rayrm trace import swim``,
 ``rayrm simulate --policy tsf`` and ``rayrm check`` of its run, each a timed process,
 against its limits (import and simulate within 15 minutes at ≤ 4 GB, check
@@ -22,6 +25,7 @@ within 5 minutes).
 
     python benchmarks/bench_sim.py [--nodes 1000 --jobs 4500 --tasks 180000 --seed 7]
                                    [--policies tsf,drf,...] [--format auto|csv|parquet] [--runs 3]
+                                   [--cores python,native]
     python benchmarks/bench_sim.py --fb2010 ../shared/data/swim/FB-2010_samples_24_times_1hr_0.tsv
 
 Run it under the shared lock: ``flock /tmp/rayrm-heavy.lock timeout 3600 python ...``.
@@ -47,12 +51,12 @@ RAYRM = [sys.executable, "-m", "rayrm.rm.cli.main"]
 FLOOR_RUNS = 3
 
 
-def run_process(args: list[str]) -> tuple[float, float, int, subprocess.CompletedProcess]:
+def run_process(args: list[str], env: dict | None = None) -> tuple[float, float, int, subprocess.CompletedProcess]:
     """Run a process to its end: (wall s, user+sys cpu s, peak RSS bytes, the process); wait4
     on this child alone, so the peak RSS is its own."""
     t0 = time.perf_counter()
     with tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, text=True)
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
         out = proc.stdout.read()
         _, status, usage = os.wait4(proc.pid, 0)
         proc.stdout.close()
@@ -105,27 +109,41 @@ def paper_scale(args, work: Path) -> int:
     path = Path(args.config) if args.config else make_trace(work, args.nodes, args.jobs, args.tasks, args.seed)
     print("timed: the whole `rayrm simulate CONFIG --policy P --out DIR --no-progress` process, "
           f"the least of {args.runs} per policy")
-    print(f"{'policy':<9} {'wall s':>7} {'cpu s':>7} {'floor s':>8} {'x floor':>8} {'limit':>6} "
+    cores = args.cores.split(",") if args.cores else [None]
+    print(f"{'policy':<9} {'core':<7} {'wall s':>7} {'cpu s':>7} {'floor s':>8} {'x floor':>8} {'limit':>6} "
           f"{'events/s':>11} {'peak RSS':>9} {'makespan':>10}")
     worst = 0
     for policy in args.policies.split(","):
         floor = min(heapq_floor(path) for _ in range(FLOOR_RUNS))    # next to each run: the machine is shared
-        out = work / "runs" / policy
-        best = None
-        for _ in range(args.runs):          # the least of a few processes, as for the floor
-            shutil.rmtree(out, ignore_errors=True)
-            timed = run_process(RAYRM + ["simulate", str(path), "--policy", policy, "--out", str(out),
-                                         "--no-progress", "--format", args.format])
-            check_ok(timed[3], f"simulate {policy}")
-            best = timed if best is None or timed[0] < best[0] else best
-        wall, cpu, rss, _ = best
-        summary = json.loads((out / "summary.json").read_text())
-        events = 2 * sum(summary["tasks"].values()) + sum(summary["jobs"].values())
-        ratio, limit = wall / floor, LIMITS.get(policy)
-        worst |= limit is not None and ratio > limit
-        print(f"{policy:<9} {wall:7.2f} {cpu:7.2f} {floor:8.2f} {ratio:8.1f} {limit or '-':>6} "
-              f"{events / wall:11,.0f} {rss / 2**20:7,.0f} MB {summary['makespan']:10.0f}", flush=True)
+        walls = {}
+        for core in cores:
+            out = work / "runs" / f"{policy}-{core or 'default'}"
+            wall, cpu, rss = walls[core] = least_of(args, path, policy, core, out)
+            summary = json.loads((out / "summary.json").read_text())
+            events = 2 * sum(summary["tasks"].values()) + sum(summary["jobs"].values())
+            ratio, limit = wall / floor, LIMITS.get(policy)
+            worst |= limit is not None and ratio > limit
+            print(f"{policy:<9} {core or '-':<7} {wall:7.2f} {cpu:7.2f} {floor:8.2f} {ratio:8.1f} {limit or '-':>6} "
+                  f"{events / wall:11,.0f} {rss / 2**20:7,.0f} MB {summary['makespan']:10.0f}", flush=True)
+        if "python" in walls and "native" in walls:
+            (pw, pc, _), (nw, nc, _) = walls["python"], walls["native"]
+            print(f"{policy:<9} native is {pw / nw:.2f}x python in wall time, {pc / nc:.2f}x in CPU time "
+                  "(CPU: less noise on a shared machine)", flush=True)
     return 1 if worst else 0
+
+
+def least_of(args, path: Path, policy: str, core: str | None, out: Path) -> tuple[float, float, int]:
+    """(wall s, cpu s, peak RSS) of the fastest of ``args.runs`` simulate processes under ``core``
+    (None: as RAYRM_CORE is set here)."""
+    env = dict(os.environ, RAYRM_CORE=core) if core else None
+    best = None
+    for _ in range(args.runs):          # the least of a few processes, as for the floor
+        shutil.rmtree(out, ignore_errors=True)
+        timed = run_process(RAYRM + ["simulate", str(path), "--policy", policy, "--out", str(out),
+                                     "--no-progress", "--format", args.format], env)
+        check_ok(timed[3], f"simulate {policy}" + (f" (RAYRM_CORE={core})" if core else ""))
+        best = timed if best is None or timed[0] < best[0] else best
+    return best[:3]
 
 
 def fb2010(args, work: Path) -> int:
@@ -179,6 +197,7 @@ def main(argv=None) -> int:
     ap.add_argument("--policies", default=",".join(LIMITS))
     ap.add_argument("--format", choices=("auto", "csv", "parquet"), default="auto")
     ap.add_argument("--runs", type=int, default=3, help="processes per policy; the least wall time counts")
+    ap.add_argument("--cores", help="comma-separated scheduling cores to time, each a row (python,native)")
     ap.add_argument("--fb2010", metavar="TSV", help="SWIM's FB-2010 workload: import, simulate tsf, check")
     ap.add_argument("--workdir", help="where traces and runs go (default: a temporary directory)")
     args = ap.parse_args(argv)

@@ -38,9 +38,7 @@ the cluster changes, since h_i changes with it).
 from __future__ import annotations
 
 import gc
-import heapq
 from array import array
-import itertools
 import sys
 import time as _time
 import zlib
@@ -57,6 +55,7 @@ from rayrm.rm.core.shares import share_units
 from rayrm.rm.runs.log import RunLog
 from rayrm.rm.core.queues.scheduler import make_scheduler
 from rayrm.rm.core.faults import config_faults
+from rayrm.rm.sim.events import event_heap
 from rayrm.rm.sim.faults import FaultModel
 from rayrm.rm.sim.preemption import SimPreemption
 
@@ -119,8 +118,7 @@ class Simulation:
                           out=out, fmt=fmt, total_tasks=self.total_tasks)
         if not config.queues.flat:
             self.log.queues = config.queues.to_list()
-        self.heap: list[tuple] = []
-        self._seq = itertools.count()
+        self.heap = event_heap()        # the selected core's (rayrm.rm.core.native)
         self.jobs: dict[str, _Job] = {}
         self.running: dict[int, tuple] = {}   # container id -> (job, task, attempt)
         self.now = 0.0
@@ -147,7 +145,7 @@ class Simulation:
             self.preemption = SimPreemption(self, config.preemption, config.queues, KILL, WAKE)
 
     def _push(self, t: float, priority: int, payload) -> None:
-        heapq.heappush(self.heap, (t, priority, next(self._seq), payload))
+        self.heap.push(t, priority, payload)
 
     def schedule_fault(self, t: float, event: tuple) -> None:
         """A step of a fault at ``t`` (priority FAULT), handed to ``FaultModel.handle`` then."""
@@ -181,21 +179,22 @@ class Simulation:
     @property
     def stopped_early(self) -> bool:
         """Did ``until`` stop the run with events still to come?"""
-        return self.until is not None and bool(self.heap) and self.heap[0][0] > self.until
+        return self.until is not None and bool(self.heap) and self.heap.first_time() > self.until
 
     def _loop(self, bar) -> None:
-        heap, pop = self.heap, heapq.heappop
+        heap = self.heap
+        pop, first_time = heap.pop, heap.first_time
         schedule, complete = self.scheduler.schedule, self.complete
         log = self.log
         running = self.running
         changed: dict[str, _Job] = {}
         shown = 0
         until = float("inf") if self.until is None else self.until
-        while heap and heap[0][0] <= until:
-            t = heap[0][0]
+        while heap and first_time() <= until:
+            t = first_time()
             self.now = t
-            while heap and heap[0][0] == t:
-                _, priority, _, payload = pop(heap)
+            while first_time() == t:
+                _, priority, payload = pop()
                 if priority == COMPLETE:
                     entry = running.pop(payload, None)
                     if entry is not None:      # else the container was lost with its node
@@ -261,7 +260,7 @@ class Simulation:
     def place(self, containers, t: float, changed: dict) -> None:
         """Containers the scheduler placed at ``t``: pick each one's task and its completion."""
         log_start, running, jobs = self.log.start, self.running, self.jobs
-        heap, push, seq = self.heap, heapq.heappush, self._seq
+        push = self.heap.push
         jitter = self.launch_jitter
         faults = self.faults if self.faults is not None and self.faults.intercepting else None
         for c in containers:
@@ -279,7 +278,7 @@ class Simulation:
             running[cid] = (job, task, attempt)
             start = t + jitter * self._jitter.random() if jitter else t
             log_start(job.app_id, task, attempt, c.node, submit, start, None, cid)
-            push(heap, (start + job.durations[task], COMPLETE, next(seq), cid))
+            push(start + job.durations[task], COMPLETE, cid)
 
     def _leave(self, event, t: float, changed: dict) -> None:
         if self.faults is not None and self.faults.leaves(event.node, t, changed):

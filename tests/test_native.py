@@ -1,0 +1,142 @@
+"""The compiled core against the Python reference (rayrm.rm.core.native).
+
+The event queue: the same pops, in the order (t, priority, push order), as a sort of the
+pushed events says.  The simulator: random clusters, constraints, demands, arrivals,
+node joins and leaves, faults and launch jitter, simulated under each core — every file of the run directory but
+the summary's wall time byte for byte the same, so every decision was.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rayrm.rm.core.config import parse_config
+from rayrm.rm.core.errors import InputError
+from rayrm.rm.core import native
+from rayrm.rm.sim.engine import simulate
+from rayrm.rm.sim.events import EventHeap, event_heap
+
+BUILT = native.native_module() is not None
+needs_native = pytest.mark.skipif(not BUILT, reason="the compiled core is not built")
+
+
+@needs_native
+def test_events_pop_by_time_then_priority_then_push_order():
+    # pushed: a (5, 4), b (5, 0), c (3, 2), d (5, 0), e (3, 2)
+    # c and e tie at t=3, priority 2: push order, c first; at t=5 priority 0 (b, d) before 4 (a)
+    for heap in (EventHeap(), event_heap("native")):
+        for t, p, x in [(5.0, 4, "a"), (5.0, 0, "b"), (3.0, 2, "c"), (5.0, 0, "d"), (3.0, 2, "e")]:
+            heap.push(t, p, x)
+        assert heap.first_time() == 3.0 and len(heap) == 5
+        assert [heap.pop()[2] for _ in range(5)] == ["c", "e", "b", "d", "a"]
+        assert heap.first_time() == float("inf") and not heap
+        with pytest.raises(IndexError):
+            heap.pop()
+
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.tuples(st.sampled_from([0.0, 1.0, 1.5, 2.0, 7.25]), st.integers(0, 4)),
+                          st.none()), max_size=300))
+def test_event_heaps_pop_the_same_sequence(ops):
+    """ops: a (t, priority) is a push (its payload the push's number), None a pop when not empty."""
+    py, nat = EventHeap(), event_heap("native")
+    pushed = []
+    for k, op in enumerate(ops):
+        if op is None:
+            if py:
+                got = py.pop()
+                assert nat.pop() == got
+                # the least pushed event still in, by (t, priority, push order)
+                least = min(pushed, key=lambda e: (e[0], e[1], e[2]))
+                pushed.remove(least)
+                assert got == (least[0], least[1], least[2])
+        else:
+            py.push(op[0], op[1], k)
+            nat.push(op[0], op[1], k)
+            pushed.append((op[0], op[1], k))
+        assert len(py) == len(nat) and py.first_time() == nat.first_time()
+
+
+@needs_native
+def test_native_heap_holds_its_payloads():
+    heap = event_heap("native")
+    for i in range(5000):           # grows past its first allocation (1,024 events)
+        heap.push(float(i % 7), 0, [i])
+    popped = [heap.pop()[2][0] for _ in range(2500)]
+    assert popped[:3] == [0, 7, 14]     # t=0 first, in push order: i = 0, 7, 14, ...
+    del heap                            # 2,500 payloads still inside are released here
+
+
+def test_core_selection(monkeypatch):
+    assert native.core_name({"RAYRM_CORE": "python"}) == "python"
+    assert native.core_name({}) == ("native" if BUILT else "python")
+    with pytest.raises(InputError, match="RAYRM_CORE must be"):
+        native.core_name({"RAYRM_CORE": "rust"})
+    monkeypatch.setattr(native, "native_module", lambda: None)
+    with pytest.raises(InputError, match="compiled core is not built"):
+        native.core_name({"RAYRM_CORE": "native"})
+    assert native.core_name({}) == "python"
+
+
+def random_config(rng: random.Random) -> dict:
+    """A cluster of 2-4 node shapes on racks, 3-9 jobs with constraints, demands and arrivals,
+    nodes leaving (for a while or for good) and joining."""
+    groups, names = [], []
+    for g in range(rng.randint(2, 4)):
+        count = rng.randint(1, 4)
+        groups.append({"name": f"g{g}n{{i}}", "count": count,
+                       "capacity": {"cpu": rng.choice([2, 4, 8]), "memory_mb": rng.choice([2048, 4096, 8192])},
+                       "attributes": {"rack": f"r{g % 2}", "gpu": rng.choice(["yes", "no"])}})
+        names += [f"g{g}n{i}" for i in range(1, count + 1)]
+    events = []
+    for k in range(rng.randint(0, 4)):
+        t = rng.randint(1, 40)
+        if rng.random() < 0.5:
+            events.append({"time": t, "leave": rng.choice(names)})
+        else:
+            events.append({"time": t, "join": {"name": f"x{k}", "capacity": {"cpu": 4, "memory_mb": 4096},
+                                               "attributes": {"rack": "r1", "gpu": "no"}}})
+    events.sort(key=lambda e: e["time"])
+    constraints = ["", "rack == r0", "gpu == yes", "rack in (r0, r1)", "gpu != yes"]
+    jobs = [{"id": f"j{i}", "submit": rng.choice([0, 0, 3, 5, 12, 30]), "tasks": rng.randint(1, 25),
+             "demand": {"cpu": rng.choice([0.5, 1, 2]), "memory_mb": rng.choice([512, 1024, 3072])},
+             "duration": rng.choice([4, {"mean": 6, "jitter": 0.3}, {"dist": "pareto", "alpha": 1.9, "mean": 5}]),
+             "constraint": rng.choice(constraints)} for i in range(rng.randint(3, 9))]
+    doc = {"name": "equiv", "cluster": {"nodes": groups, "events": events}, "workload": {"jobs": jobs},
+           "run": {"seed": rng.randint(0, 99)}}
+    if rng.random() < 0.4:          # faults: their steps are events of priority FAULT on the same heap
+        doc["faults"] = [f"kill-nm:{rng.choice(names)}@{rng.randint(1, 30)}",
+                         f"kill-am:{rng.choice(jobs)['id']}@{rng.randint(1, 30)}", f"kill-rm@{rng.randint(5, 35)}"]
+        doc["run"] |= {"nm_expiry": 4, "am_expiry": 3, "rm_restart": 2}
+    return doc
+
+
+def run_files(doc, policy, core, out, monkeypatch, jitter=0.0) -> dict:
+    monkeypatch.setenv("RAYRM_CORE", core)
+    simulate(parse_config(json.loads(json.dumps(doc))), policy=policy, out=out, progress=False,
+             launch_jitter=jitter)
+    files = {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.is_file()}
+    summary = json.loads(files.pop("summary.json"))
+    summary.pop("wall_seconds", None)
+    return files | {"summary.json": json.dumps(summary, sort_keys=True).encode()}
+
+
+@needs_native
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(0, 2**32 - 1), st.sampled_from(["tsf", "drf", "cdrf", "fifo", "slots", "drfh-bf", "pm-drf"]))
+def test_both_cores_make_the_same_run(tmp_path_factory, monkeypatch, seed, policy):
+    rng = random.Random(seed)
+    doc = random_config(rng)
+    jitter = rng.choice([0.0, 0.0, 0.8])     # jittered starts: completions at unround times
+    base = tmp_path_factory.mktemp("equiv")
+    py = run_files(doc, policy, "python", base / "python", monkeypatch, jitter)
+    nat = run_files(doc, policy, "native", base / "native", monkeypatch, jitter)
+    assert py.keys() == nat.keys() and "tasks.csv" in py
+    for name in py:
+        assert py[name] == nat[name], name
