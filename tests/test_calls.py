@@ -33,9 +33,9 @@ def test_who_may_make_each_call():
     assert [c.value for c in HOST_CALLS.values() if not c.spec.numbered] == ["lose_node"]
     # the driver: lose_node too (an NM host gone for good), and the faults and the clock
     assert {c.value for c in DRIVER_CALLS} == {"lose_node", "lose_host", "lose_am_host", "fault", "start_clock"}
-    # the RM itself: its monitor's expiries, its restart and the long poll's second half
+    # the RM itself: its monitor's expiries and preemption tick, its restart and the long poll's second half
     assert {c.value for c in Call if c.spec.by == By.RM} == {"poll", "expire_nodes", "expire_apps",
-                                                             "expire_allocations", "recovered"}
+                                                             "expire_allocations", "recovered", "preempt"}
     # every application is journaled but a poll's, journaled only when it delivers
     assert [c for c in Call if not c.spec.journaled] == [Call.POLL]
 
