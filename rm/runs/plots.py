@@ -85,12 +85,18 @@ def _queues(run, label, out, images, most: int = 12) -> None:
         color = f"C{k % 10}"
         ax.step(t, share, where="post", color=color, label=q)
         ax.step(t, owed, where="post", color=color, linestyle="--", linewidth=0.9)
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("share of the cluster")
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=7, ncol=3, loc="upper right")
-    ax.set_title(f"{label}: each queue's share (solid) and what it is owed (dashed)", fontsize=9)
+    _over_time(ax, "share of the cluster", "upper right",
+               f"{label}: each queue's share (solid) and what it is owed (dashed)")
     _save(fig, out, f"queues_{_slug(label)}.png", f"Queue shares against what each is owed, {label}", images)
+
+
+def _over_time(ax, ylabel: str, legend_at: str, title: str) -> None:
+    """The frame of a per-queue chart over trace time: axes from 0, a legend, a title."""
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7, ncol=3, loc=legend_at)
+    ax.set_title(title, fontsize=9)
 
 
 def _preemptions(run, label, out, images) -> None:
@@ -101,11 +107,7 @@ def _preemptions(run, label, out, images) -> None:
     fig, ax = plt.subplots(figsize=(8, 3.2))
     for k, (q, t) in enumerate(sorted(times.items())):
         ax.step(np.concatenate([[0.0], t]), np.arange(len(t) + 1), where="post", color=f"C{k % 10}", label=q)
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("containers preempted")
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=7, ncol=3, loc="upper left")
-    ax.set_title(f"{label}: containers preempted from each queue", fontsize=9)
+    _over_time(ax, "containers preempted", "upper left", f"{label}: containers preempted from each queue")
     _save(fig, out, f"preemptions_{_slug(label)}.png", f"Preemptions per queue over time, {label}", images)
 
 
