@@ -145,3 +145,31 @@ def test_victims_come_from_the_queue_furthest_above_and_never_below_its_share():
     a_ids = sorted(cid for cid, c in s.cluster.containers.items() if c.app_id == "a1")
     assert [v.source for v in victims] == ["root.a"] * 4
     assert sorted(v.container for v in victims) == a_ids[-4:]       # a's newest four
+
+
+def test_a_victim_warned_and_still_running_counts_as_gone_from_its_queue():
+    # One node <3 CPU, 3072 MB>: 3 tasks of <1, 1024>, each 1/3 of the cluster.  a1 (4 tasks)
+    # holds the 3 slots from 0; b1 (2 tasks) arrives at 1.  Demand shares δ_a = 1 (capped),
+    # δ_b = 2/3, equal weights: F_a = F_b = 1/2.  u_b = 0 < 0.5 · 1/2: b starved from 1.
+    cfg = parse_config({"cluster": {"nodes": [{"name": "n", "capacity": {"cpu": 3, "memory_mb": 3072}}]},
+                        "queues": [{"name": "a"}, {"name": "b"}],
+                        "preemption": {"enabled": True, "fair_share_timeout": 2, "grace": 2},
+                        "workload": {"jobs": [
+                            {"id": "a1", "queue": "a", "submit": 0, "tasks": 4, "demand": TASK, "duration": 100},
+                            {"id": "b1", "queue": "b", "submit": 1, "tasks": 2, "demand": TASK, "duration": 100}]}})
+    s = make_scheduler("tsf", cfg.dims, cfg.nodes, cfg.queues)
+    p = Preemption(cfg.preemption, cfg.queues)
+    s.submit(cfg.jobs[0].app)
+    assert [c.container_id for c in s.schedule()] == [1, 2, 3]
+    s.submit(cfg.jobs[1].app)
+    assert s.schedule() == [] and p.decide(1.0, s) == []
+    # t = 3 (1 + timeout 2): k = ⌈(1/2 − 0) / (1/3)⌉ = 2.  a without container 3 holds
+    # 2/3 ≥ 1/2, without 2 more 1/3 < 1/2: one victim, the newest, deadline 3 + 2 = 5
+    assert [(v.container, v.deadline) for v in p.decide(3.0, s)] == [(3, 5.0)]
+    assert p.wake(3.0) == 5.0               # the next search waits the grace
+    # t = 5: the victim is due but still running (the replay's NM reports its kill later).
+    # b still needs k = 2 − 1 covered = 1 task, but a already stands at 3/3 − 1/3 = 2/3
+    # once container 3 goes: another victim would leave it 1/3 < F_a = 1/2.  None.
+    assert p.due(5.0) == [3]
+    assert p.decide(5.0, s) == []
+    assert list(p.warned) == [3]

@@ -32,7 +32,8 @@ already covered by victims warned for it and still running.  Each task's victims
 found node by node (YARN's FSPreemptionThread): on each node the app may use, the
 running containers of *other* leaves above their fair share, the leaf furthest above
 (u − F) first and newest first (highest container id) within it, each taken only if its leaf — and every ancestor of it that is not an
-ancestor of L — stays at or above its own fair share without it, until the node's free
+ancestor of L — stays at or above its own fair share without it and without the victims
+already warned from it and still running, until the node's free
 resources plus the victims' fit one task; the node needing the fewest victims wins (ties:
 the newest victims, then the lowest node index; ``rayrm.rm.core.queues.victims``).
 A victim is warned now and killed at now + ``grace`` unless it

@@ -4,7 +4,9 @@ For one task of demand d of the starved leaf L's app: on each node m the app may
 walk the running containers of other leaves that are above their fair share — the leaf
 furthest above (u_q − F_q at the decision) first, newest first (highest container id)
 within a leaf — and take each one whose leaf, and every ancestor of it that
-is not an ancestor of L, keeps u_q ≥ F_q without it (dominant shares of the cluster),
+is not an ancestor of L, keeps u_q ≥ F_q without it (dominant shares of the cluster; U_q
+already less the containers warned earlier and still running, as YARN's
+canContainerBePreempted subtracts resourcesToBePreempted),
 until free_m + Σ victims' demand ≥ d in every resource.  Of the nodes where that
 succeeds, the one with the fewest victims wins, then the one whose oldest victim is newest
 (so equal nodes give their newest containers first), then the lowest index (YARN's
@@ -30,7 +32,8 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
         mine.add(q.spec.path)
         q = tree._parent(q)
     fair = {p: stats.fair.get(tree.by_path[p].name, 0.0) for p in stats.usage}
-    over = {p: stats.frac(u) - fair[p] for p, u in stats.usage.items()}
+    usage = _usage_without(stats, warned)
+    over = {p: stats.frac(u) - fair[p] for p, u in usage.items()}
     # each app of a leaf above its share (not L) -> (its leaf, the queues it must keep at F)
     # (only apps one of whose containers could go alone: most searches end here, cheaply)
     sources = {}
@@ -41,7 +44,7 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
             continue
         chain = [x.spec.path for x in member.path if x.spec.path not in mine]
         d = apps[app_id].demand
-        if all(stats.frac([u - x for u, x in zip(stats.usage[p], d)]) >= fair[p] - EPS for p in chain):
+        if all(stats.frac([u - x for u, x in zip(usage[p], d)]) >= fair[p] - EPS for p in chain):
             sources[app_id] = (source, chain)
     if not sources:
         return
@@ -59,7 +62,6 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
             by_node[node.index] = items
     for items in by_node.values():      # the leaf furthest above its share first, newest first in it
         items.sort(key=lambda x: (-over[x[2]], -x[0]))
-    usage = {p: list(u) for p, u in stats.usage.items()}
     free = {}
     for _ in range(k):
         best = None
@@ -86,6 +88,27 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
                 for r, d in enumerate(item[1].demand):
                     u[r] -= d
         yield [(cid, owner.app_id, source) for cid, owner, source, _ in chosen]
+
+
+def _usage_without(stats, warned) -> dict[str, list[float]]:
+    """Each queue's usage U_q less its warned containers still running: they are going,
+    so a queue is judged by what it keeps (YARN's FSAppAttempt.canContainerBePreempted:
+    usage minus resourcesToBePreempted)."""
+    usage = {p: list(u) for p, u in stats.usage.items()}
+    if not warned:
+        return usage
+    tree, cluster = stats.tree, stats.cluster
+    for cid in warned:
+        c = cluster.containers.get(cid)
+        member = tree.members.get(c.app_id) if c is not None else None
+        if member is None:
+            continue
+        d = cluster.apps[c.app_id].demand
+        for q in member.path:
+            u = usage[q.spec.path]
+            for r, x in enumerate(d):
+                u[r] -= x
+    return usage
 
 
 def _on_node(items, demand, room, usage, fair, stats) -> tuple[list, list] | None:
