@@ -44,7 +44,7 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
             continue
         chain = [x.spec.path for x in member.path if x.spec.path not in mine]
         d = apps[app_id].demand
-        if all(stats.frac([u - x for u, x in zip(usage[p], d)]) >= fair[p] - EPS for p in chain):
+        if _takeable(stats, usage, fair, chain, d):
             sources[app_id] = (source, chain)
     if not sources:
         return
@@ -88,6 +88,19 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
                 for r, d in enumerate(item[1].demand):
                     u[r] -= d
         yield [(cid, owner.app_id, source) for cid, owner, source, _ in chosen]
+        # usage only falls from here on, so an app none of whose containers can go alone now
+        # never can in this search (u − d ≥ F is monotone in u): drop its containers
+        gone = {a for a, (_, chain) in sources.items() if not _takeable(stats, usage, fair, chain, apps[a].demand)}
+        if gone:
+            for a in gone:
+                del sources[a]
+            for m2, items in by_node.items():
+                by_node[m2] = [x for x in items if x[1].app_id not in gone]
+
+
+def _takeable(stats, usage, fair, chain, demand) -> bool:
+    """Does every queue of ``chain`` keep u_q ≥ F_q without one container of ``demand``?"""
+    return all(stats.frac([u - x for u, x in zip(usage[p], demand)]) >= fair[p] - EPS for p in chain)
 
 
 def _usage_without(stats, warned) -> dict[str, list[float]]:
