@@ -184,6 +184,7 @@ class Preemption:
             return []
         self._last, self._skipped = now, False
         self._forget_ended(scheduler.cluster.containers)
+        tree.track_usage()
         stats = _LeafStats(tree)
         stats.withhold(v.app for v, _ in self.warned.values())
         self.fair = stats.fair
@@ -302,33 +303,47 @@ class _LeafStats:
         self.total = tuple(cluster.total)
         self._inverse = tuple(1.0 / t if t > 0 else 0.0 for t in self.total)
         k = len(self.total)
-        self.usage: dict[str, list[float]] = {q.spec.path: [0.0] * k for q in tree.queues}
+        self.usage: dict[str, list[float]] = {tree.root.spec.path: [0.0] * k}
         self.kept = self.usage                   # usage less the victims warned (withhold)
-        self.demand: dict[str, list[float]] = {q.spec.path: [0.0] * k for q in tree.queues}
+        self.demand: dict[str, list[float]] = {}
         self.head: dict[str, Any] = {}           # leaf -> the placeable app it serves first
         self.pending: dict[str, int] = {}        # leaf -> its placeable pending tasks
-        apps = cluster.apps
         usage, demand = self.usage, self.demand
-        for app_id, member in tree.members.items():
-            app = apps[app_id]
-            d, n, p = app.demand, app.running, app.pending
-            leaf = member.path[0].spec.path
-            u, w = usage[leaf], demand[leaf]
+        root = tree.root
+        # U_q as the tree keeps it (track_usage), root's the sum of its children's; then
+        # U_q + P_q, adding the pending tasks of the apps with some (the pending index's)
+        for q in tree.queues:
+            if q is not root:
+                usage[q.spec.path] = q.usage[:k]
+        top = usage[root.spec.path]
+        for c in root.children:
+            for r, x in enumerate(usage[c.spec.path]):
+                top[r] += x
+        demand.update((path, list(u)) for path, u in usage.items())
+        index, members = tree.index, tree.members
+        waiting = index.pending_mask
+        while waiting:
+            bit = waiting & -waiting
+            waiting ^= bit
+            app = index.item(bit)
+            member = members.get(app.app_id)
+            p = app.pending
+            if member is None or p <= 0:
+                continue
+            d = app.demand
+            for q in member.path:
+                w = demand[q.spec.path]
+                for r in range(k):
+                    w[r] += p * d[r]
+            w = demand[root.spec.path]
             for r in range(k):
-                u[r] += n * d[r]
-                w[r] += (n + p) * d[r]
-            if p > 0 and app.eligible_count > 0:
+                w[r] += p * d[r]
+            if app.eligible_count > 0:
+                leaf = member.path[0].spec.path
                 self.pending[leaf] = self.pending.get(leaf, 0) + p
                 best = self.head.get(leaf)
                 if best is None or app.entry < best.entry:
                     self.head[leaf] = app
-        for q in reversed(tree.queues):     # parents after their children: a parent's sums theirs
-            if q.children:
-                u, w = usage[q.spec.path], demand[q.spec.path]
-                for c in q.children:
-                    for r, (x, y) in enumerate(zip(usage[c.spec.path], demand[c.spec.path])):
-                        u[r] += x
-                        w[r] += y
         self._dominant: dict[str, float] = {}
         self._demand_share: dict[str, float] = {}
         self.fair: dict[str, float] = {"root": 1.0}
