@@ -129,3 +129,20 @@ def test_the_page_lists_each_queues_preemption(cut_at_80):
     # (share 1), owed 1/2 (b's demand gives each 1/2); 8 of its containers warned
     assert shown["rows"] == [["root.a", "1.000", "0.500", "16", "0", "8"],
                              ["root.b", "0.000", "0.500", "0", "0", "0"]]
+
+
+def test_the_rm_snapshot_counts_each_apps_containers_warned_now(monkeypatch):
+    # tests/test_preemption_protocol.py's protocol harness: container 1 (app a) is warned at
+    # t = 2 with deadline 5, killed at 5, its end reported at 7
+    import harness
+    from test_preemption_protocol import Fixed, run
+
+    from rayrm.rm.ui.snapshot import rm_snapshot
+
+    monkeypatch.setattr(harness, "DURATION", 10.0)
+    c = harness.Harness(preemption=Fixed(2.0, [(1, 5.0)]))
+    run(c, 3)
+    assert rm_snapshot(c.rm, c.now, {})["preemption"]["warned_apps"] == {"a": 1}
+    run(c, 7)
+    counts = rm_snapshot(c.rm, c.now, {})["preemption"]
+    assert (counts["warned_apps"], counts["apps"]) == ({}, {"a": 1})
