@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
 
 from rayrm.rm.core.config import parse_config
+from rayrm.rm.service.calls import Call
 from rayrm.rm.sim.engine import simulate
 from rayrm.rm.ui.live import LiveSource
 from rayrm.rm.ui.rundir import RunDirSource
@@ -131,16 +133,36 @@ def test_the_page_lists_each_queues_preemption(cut_at_80):
                              ["root.b", "0.000", "0.500", "0", "0", "0"]]
 
 
+class OneVictim:
+    """Rules that warn container 1 of app a (deadline ``deadline``) at the first decision at or
+    after ``at``, and nothing else (the API of rm/core's rules: ``decide(now, scheduler)``)."""
+
+    def __init__(self, at: float, deadline: float):
+        self.at, self.deadline, self.done = at, deadline, False
+
+    def decide(self, now, scheduler):
+        if now < self.at or self.done:
+            return []
+        self.done = True
+        return [SimpleNamespace(container=1, app="a", source="root.a", starved="root.b", deadline=self.deadline)]
+
+
+def run(c, until: float) -> None:
+    """Heartbeats to ``until``, the RM's preemption call after each (as the RM actor's monitor)."""
+    while c.now < until:
+        c.step()
+        c.apply(Call.PREEMPT)
+
+
 def test_the_rm_snapshot_counts_each_apps_containers_warned_now(monkeypatch):
-    # tests/test_preemption_protocol.py's protocol harness: container 1 (app a) is warned at
+    # tests/harness.py's protocol harness with 10 s tasks: container 1 (app a) is warned at
     # t = 2 with deadline 5, killed at 5, its end reported at 7
     import harness
-    from test_preemption_protocol import Fixed, run
 
     from rayrm.rm.ui.snapshot import rm_snapshot
 
     monkeypatch.setattr(harness, "DURATION", 10.0)
-    c = harness.Harness(preemption=Fixed(2.0, [(1, 5.0)]))
+    c = harness.Harness(preemption=OneVictim(2.0, 5.0))
     run(c, 3)
     assert rm_snapshot(c.rm, c.now, {})["preemption"]["warned_apps"] == {"a": 1}
     run(c, 7)
