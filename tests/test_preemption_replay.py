@@ -75,6 +75,13 @@ def test_the_rm_preempts_for_a_starved_queue_and_every_task_finishes_once(local_
     summary = replay(parse_config(TWO_QUEUES), out=tmp_path, progress=False)
     preempted_once(tmp_path, summary)
     assert json.loads((tmp_path / "summary.json").read_text())["preemption"] == summary["preemption"]
+    # the replay's run directory in YARN's scheduler view: a gave 4 containers of <1 cpu, 512 MB>
+    # (2048 MB, 4 vcores); none is warned after the run
+    from rayrm.rm.ui.rundir import RunDirSource
+    from rayrm.rm.ui.yarn import scheduler
+    a, b = scheduler(RunDirSource(tmp_path).view())["scheduler"]["schedulerInfo"]["rootQueue"]["childQueues"]["queue"]
+    assert (a["aggregateContainersPreempted"], a["preemptedResourceMB"], a["preemptedResourceVCores"]) == (4, 2048, 4)
+    assert (a["containersWarned"], b["aggregateContainersPreempted"], a["preemptable"]) == (0, 0, True)
 
 
 def test_an_rm_restart_between_warning_and_kill_neither_loses_nor_doubles_a_kill(local_ray, tmp_path):

@@ -4,6 +4,7 @@ Hadoop SLS's own test resources, jobs' queues and users, and bad input as one li
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
@@ -277,6 +278,10 @@ def test_cli_imports_hadoop_sls_files_with_queues_and_users(tmp_path, capsys):
     doc = yaml.safe_load((tmp_path / "sls.yaml").read_text())
     assert [(q["name"], q["weight"], "policy" in q) for q in doc["queues"]] == \
         [("sls_queue_1", 0.25, False), ("sls_queue_2", 0.25, False), ("sls_queue_3", 0.5, False)]
+    # fair-scheduler.xml's yarn.scheduler.fair.preemption true, no waitTimeBeforeKill (15000 ms);
+    # the allocation file's minSharePreemptionTimeout 2 on each queue
+    assert doc["preemption"] == {"enabled": True, "grace": 15.0}
+    assert [q["preemption"] for q in doc["queues"]] == [{"min_share_timeout": 2.0}] * 3
     rows = list(csv.DictReader(open(tmp_path / "sls.jobs.csv")))
     by_id = {r["id"]: r for r in rows}
     assert (by_id["job_1"]["queue"], by_id["job_1"]["user"], by_id["job_1"]["weight"]) == ("sls_queue_1", "default", "1")
@@ -287,6 +292,31 @@ def test_cli_imports_hadoop_sls_files_with_queues_and_users(tmp_path, capsys):
     assert code == 0, err
     jobs = list(csv.DictReader(open(tmp_path / "run" / "jobs.csv")))
     assert len(jobs) == len(rows) and all(j["status"] == "finished" for j in jobs)
+    settings = json.loads((tmp_path / "run" / "summary.json").read_text())["preemption"]["settings"]
+    # the root's settings as the run read them (the threshold YARN's default, 0.5; timeouts unset: never)
+    assert settings == {"enabled": True, "grace": 15.0, "fair_share_threshold": 0.5}
+
+
+@pytest.mark.parametrize("allocation, site, message", [
+    ("<fairSharePreemptionThreshold>1.5</fairSharePreemptionThreshold>", {},
+     "field 'queue root.a fairSharePreemptionThreshold': must be at most 1, got '1.5'"),
+    ("<minSharePreemptionTimeout>-3</minSharePreemptionTimeout>", {},
+     "field 'queue root.a minSharePreemptionTimeout': must be a positive number, got '-3'"),
+    ("<fairSharePreemptionTimeout>soon</fairSharePreemptionTimeout>", {},
+     "field 'queue root.a fairSharePreemptionTimeout'"),
+    ("", {"yarn.scheduler.fair.waitTimeBeforeKill": "0"}, "field 'yarn.scheduler.fair.waitTimeBeforeKill'"),
+])
+def test_cli_bad_preemption_values_are_one_line_exit_2(tmp_path, capsys, allocation, site, message):
+    alloc = write(tmp_path, "alloc.xml", f'<allocations><queue name="a">{allocation}</queue>'
+                                         '<queue name="b"/></allocations>')
+    props = {"yarn.scheduler.fair.allocation.file": "alloc.xml", "yarn.scheduler.fair.preemption": "true", **site}
+    body = "".join(f"<property><name>{k}</name><value>{v}</value></property>" for k, v in props.items())
+    named = write(tmp_path, "fair-site.xml", f"<configuration>{body}</configuration>")
+    code, lines = run_cli(capsys, "trace", "import", "sls", str(HADOOP / "inputsls.json"), "--queue-file", named,
+                          "-o", str(tmp_path / "x.yaml"))
+    assert code == 2 and len(lines) == 1, lines
+    assert message in lines[0] and ("alloc.xml" in lines[0] or "fair-site.xml" in lines[0])
+    assert not (tmp_path / "x.yaml").exists()
 
 
 def test_cli_bad_queue_file_is_one_line_exit_2(tmp_path, capsys):
