@@ -21,7 +21,7 @@ from rayrm.rm.core import native
 from rayrm.rm.sim.engine import simulate
 from rayrm.rm.sim.events import EventHeap, event_heap
 
-BUILT = native.native_module() is not None
+BUILT = native.native_built()
 needs_native = pytest.mark.skipif(not BUILT, reason="the compiled core is not built")
 
 
@@ -78,7 +78,9 @@ def test_core_selection(monkeypatch):
     assert native.core_name({}) == ("native" if BUILT else "python")
     with pytest.raises(InputError, match="RAYRM_CORE must be"):
         native.core_name({"RAYRM_CORE": "rust"})
-    monkeypatch.setattr(native, "native_module", lambda: None)
+    with pytest.raises(ValueError, match="not a module of the native core"):
+        native.native_module("_nosuch")
+    monkeypatch.setattr(native, "native_built", lambda: False)
     with pytest.raises(InputError, match="compiled core is not built"):
         native.core_name({"RAYRM_CORE": "native"})
     assert native.core_name({}) == "python"
