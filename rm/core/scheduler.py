@@ -38,6 +38,7 @@ import numpy as np
 
 from rayrm.rm.core.cluster import AppState, ClusterState, NodeState
 from rayrm.rm.core.model import DEFAULT_QUEUE, EPS, AppSpec, Container, NodeSpec
+from rayrm.rm.core.native import compiled, core_name
 from rayrm.rm.core.pending import PendingIndex
 from rayrm.rm.core.policies import Policy, PolicyError, make_policy
 from rayrm.rm.core.policies.base import policy_label
@@ -78,6 +79,8 @@ class OnlineScheduler:
         self._round_nodes: list[int] = []
         self.placements = 0
         self._flat = True                  # no queue tree (rayrm.rm.core.queues.scheduler)
+        # which core walks the offers (rayrm.rm.core.native): the same decisions either way
+        self._native = core_name() == "native" and len(self.cluster.total) + len(p.virtual_dims) <= 64
         for spec in nodes:
             self.cluster.add_node(spec)
             self._dirty.add(self.cluster.node_index[spec.name])
@@ -229,16 +232,8 @@ class OnlineScheduler:
                     continue
                 # Most of these nodes are full: test the fit here before paying for an offer
                 # (which would walk the same apps and place nothing).
-                free = node.free
-                for entry in cand:
-                    a = entry[3]
-                    if a.eligible[m]:
-                        for r, d in enumerate(a.demand):
-                            if d > free[r] + EPS:
-                                break
-                        else:
-                            break
-                else:
+                if not (compiled("_offer").any_fits(cand, m, node.free) if self._native
+                        else _any_fits(cand, m, node.free)):
                     continue
                 self._offer(node, cand, placed)
                 if not cand:
@@ -261,6 +256,9 @@ class OnlineScheduler:
         """
         if self._per_node:
             self._offer_per_node(node, order, placed)
+            return
+        if self._native:
+            compiled("_offer").offer(self, node, order, placed, proof)
             return
         m = node.index
         free = node.free
@@ -450,6 +448,19 @@ class OnlineScheduler:
         self._order = sorted(a.entry for a in self.cluster.apps.values() if a.pending > 0)
         for entry in self._order:
             self._index.set_pending(entry[3].app_id, True)
+
+
+def _any_fits(cand: list, m: int, free: list) -> bool:
+    """Does an app of ``cand`` (sorted entries) that may use node m fit ``free``?"""
+    for entry in cand:
+        a = entry[3]
+        if a.eligible[m]:
+            for r, d in enumerate(a.demand):
+                if d > free[r] + EPS:
+                    break
+            else:
+                return True
+    return False
 
 
 def _reposition(order: list, i: int, entry: tuple) -> None:

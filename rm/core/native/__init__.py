@@ -12,6 +12,7 @@ compiled one only runs them faster.  docs/design.md, "Native core", lists what i
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 
@@ -19,7 +20,7 @@ from rayrm.rm.core.errors import InputError
 
 CORES = ("python", "native")
 #: the compiled modules (setup.py builds one extension per name); the core needs them all
-NATIVE_MODULES = ("_eventheap",)
+NATIVE_MODULES = ("_eventheap", "_offer")
 _PACKAGE = "rayrm.rm.core.native"
 
 
@@ -30,6 +31,13 @@ def native_module(name: str = "_eventheap"):
         raise ValueError(f"{name!r} is not a module of the native core ({', '.join(NATIVE_MODULES)})")
     if not native_built():
         return None
+    return importlib.import_module(f"{_PACKAGE}.{name}")
+
+
+@functools.cache
+def compiled(name: str):
+    """The compiled module ``name``, imported once (the hot path's lookup); the caller has
+    selected the native core (``core_name``), so it is built."""
     return importlib.import_module(f"{_PACKAGE}.{name}")
 
 
