@@ -81,6 +81,8 @@ class OnlineScheduler:
         self._flat = True                  # no queue tree (rayrm.rm.core.queues.scheduler)
         # which core walks the offers (rayrm.rm.core.native): the same decisions either way
         self._native = core_name() == "native" and len(self.cluster.total) + len(p.virtual_dims) <= 64
+        # the compiled core may compute key = n u itself when _set_key is this class's
+        self._inline_key = self._unit_key and type(self)._set_key is OnlineScheduler._set_key
         for spec in nodes:
             self.cluster.add_node(spec)
             self._dirty.add(self.cluster.node_index[spec.name])
@@ -157,6 +159,8 @@ class OnlineScheduler:
 
     def release(self, container_id: int) -> Container:
         """A container ended; its node is offered again at the next ``schedule``."""
+        if self._native:
+            return compiled("_offer").release(self, container_id)
         cluster = self.cluster
         container = cluster.containers[container_id]
         node = cluster.holders[container_id][1]
@@ -365,6 +369,8 @@ class OnlineScheduler:
             fitting = [a for a in fitting if a.pending > 0 and cluster.fits(a, node)]
 
     def _place(self, app: AppState, node: NodeState, order: list) -> Container:
+        if self._native:
+            return compiled("_offer").place(self, app, node, order)
         container = self.cluster.allocate(app, node)
         main = self._order
         if order is not main:

@@ -1,15 +1,17 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""The compiled offer: ``OnlineScheduler._offer`` and the fresh-app fit test of
-``OnlineScheduler.schedule`` (rm/core/scheduler.py, the Python reference) with the walk's fit
-tests in C doubles.
+"""The compiled offer: ``OnlineScheduler._offer``, the fresh-app fit test of
+``OnlineScheduler.schedule``, ``_place`` and ``release`` with the accounting of
+``ClusterState.allocate`` and ``release`` (rm/core/scheduler.py and cluster.py, the Python
+reference), the walk's fit tests in C doubles.
 
 Same operations in the same order as the reference: an app fits node m when it may use m
 (``eligible[m]``) and d_r <= F_r + EPS for every dimension r, tested as ``d > F_r + EPS`` in
 doubles, dimension by dimension — Python's floats are C doubles, so every comparison gives
 the reference's answer.  What is not a fit test (the vector index, a best-fit policy's node,
-placing a container, serving apps asked for since a proof) is the scheduler's own Python
-method, called as the reference calls it, so a subclass (the queue tree) or a policy
-overriding one is obeyed.
+placing a container through a subclass, serving apps asked for since a proof) is the
+scheduler's own Python method, called as the reference calls it, so a subclass (the queue
+tree) or a policy overriding one is obeyed.  Free vectors are updated with Python's own
+arithmetic on their items (an int capacity stays an int), only compared in doubles.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
@@ -17,9 +19,9 @@ from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.ref cimport PyObject
 
-from bisect import bisect_left
+from bisect import bisect_left, insort
 
-from rayrm.rm.core.model import EPS as _EPS
+from rayrm.rm.core.model import EPS as _EPS, Container
 
 cdef double EPS = _EPS
 #: the widest vector walked in C; a wider one (never met: real plus virtual dimensions)
@@ -113,3 +115,126 @@ def any_fits(list cand, Py_ssize_t m, list free):
         if fits(<object> PyTuple_GET_ITEM(<tuple> PyList_GET_ITEM(cand, j), 3), m, F, w):
             return True
     return False
+
+
+def place(sched, app, node, list order):
+    """``OnlineScheduler._place``: one task of ``app`` on ``node`` (``ClusterState.allocate``),
+    its key anew (``_set_key``, inline when ``sched._inline_key``: key = n u, inf for NaN as
+    ``served_key``), its entry moved in the order or dropped with its last pending task."""
+    cdef list main = sched._order
+    cdef Py_ssize_t i
+    cluster = sched.cluster
+    # ClusterState.allocate, unless this cluster's was replaced (a test's checking wrapper)
+    container = (cluster.allocate(app, node) if "allocate" in cluster.__dict__
+                 else allocate(cluster, app, node))
+    if order is not main:
+        del order[bisect_left(order, app.entry)]
+    i = bisect_left(main, app.entry)
+    app.pending -= 1
+    set_key(sched, app)
+    if app.pending > 0:
+        reposition(main, i, app.entry)
+        if order is not main:
+            insort(order, app.entry)
+    else:
+        del main[i]
+        sched._index.set_pending(app.app_id, False)
+    return container
+
+
+def release(sched, container_id):
+    """``OnlineScheduler.release``: the container's resources back to its node
+    (``ClusterState.release``), its node's proof kept on the first release since the last
+    ``schedule()``, its app rekeyed (``_rekey``), the node dirty when alive."""
+    cluster = sched.cluster
+    if "release" in cluster.__dict__:       # replaced on this cluster: the reference path
+        return release_by(sched, cluster, container_id)
+    cdef dict holders = cluster.holders
+    cdef Py_ssize_t i
+    container = cluster.containers.pop(container_id)
+    app, node = holders.pop(container_id)
+    m = node.index
+    if m not in sched._dirty:
+        sched._proof[m] = tuple(node.free)
+    cdef set held = node.containers
+    held.discard(container_id)
+    cdef list free = node.free
+    cdef tuple cap = node.capacity, demand = app.demand
+    for i in range(PyTuple_GET_SIZE(demand)):
+        # snap back to capacity on the last release so drift never accumulates
+        free[i] = cap[i] if not held else free[i] + <object> PyTuple_GET_ITEM(demand, i)
+    if cluster._free_matrix is not None:
+        cluster._free_stale.add(m)
+    app.running -= 1
+    if cluster.count_per_node:
+        k = app.on_node[m] - 1
+        if k:
+            app.on_node[m] = k
+        else:
+            del app.on_node[m]
+    if app.pending > 0:                 # in the order: move it to its new place
+        main = sched._order
+        i = bisect_left(main, app.entry)
+        set_key(sched, app)
+        reposition(main, i, app.entry)
+    else:
+        set_key(sched, app)
+    if node.alive:
+        sched._dirty.add(m)
+    return container
+
+
+cdef object allocate(cluster, app, node):
+    """``ClusterState.allocate``: free -= d, a new container, the running counts."""
+    cdef list free = node.free
+    cdef tuple demand = app.demand
+    cdef Py_ssize_t i
+    for i in range(PyTuple_GET_SIZE(demand)):
+        free[i] = free[i] - <object> PyTuple_GET_ITEM(demand, i)
+    cid = next(cluster._next_container)
+    c = Container(cid, app.app_id, -1, node.name)
+    cluster.containers[cid] = c
+    cluster.holders[cid] = (app, node)
+    node.containers.add(cid)
+    app.running += 1
+    m = node.index
+    if cluster.count_per_node:
+        app.on_node[m] = app.on_node.get(m, 0) + 1
+    if cluster._free_matrix is not None:
+        cluster._free_stale.add(m)
+    return c
+
+
+cdef inline void set_key(sched, app) except *:
+    cdef double key
+    if sched._inline_key and type(app.unit) is float:
+        key = <double> app.running * <double> app.unit
+        k = key if key == key else float("inf")
+        app.key = k
+        app.entry = (k, app.submit, app.app_id, app)
+    else:
+        sched._set_key(app)
+
+
+cdef inline void reposition(list order, Py_ssize_t i, tuple entry) except *:
+    """``scheduler._reposition``: ``entry`` in place of the entry at i, or re-inserted when
+    it is no longer between its neighbours."""
+    if (i + 1 < PyList_GET_SIZE(order) and order[i + 1] < entry) or (i > 0 and entry < order[i - 1]):
+        del order[i]
+        insort(order, entry)
+    else:
+        order[i] = entry
+
+
+cdef object release_by(sched, cluster, container_id):
+    """``OnlineScheduler.release`` through the cluster's own ``release``."""
+    node = cluster.holders[container_id][1]
+    container = cluster.containers[container_id]
+    m = node.index
+    if m not in sched._dirty:
+        sched._proof[m] = tuple(node.free)
+    app, node = cluster.release(container_id)
+    sched._rekey(app)
+    if node.alive:
+        sched._dirty.add(m)
+    return container
