@@ -16,6 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rayrm.rm.core.config import parse_config
+from rayrm.rm.core.constraints import Constraint
+from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
+from rayrm.rm.core.policies.builtin import BUILTIN
+from rayrm.rm.core.queues.scheduler import TreeScheduler
+from rayrm.rm.core.queues.tree import parse_queues
+from rayrm.rm.core.scheduler import OnlineScheduler
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core import native
 from rayrm.rm.sim.engine import simulate
@@ -142,3 +148,113 @@ def test_both_cores_make_the_same_run(tmp_path_factory, monkeypatch, seed, polic
     assert py.keys() == nat.keys() and "tasks.csv" in py
     for name in py:
         assert py[name] == nat[name], name
+
+
+# ----- the scheduler, step by step ---------------------------------------------------
+
+R, C = Resources.parse, Constraint.parse
+FLAT_POLICIES = [p for p in BUILTIN if not p.startswith("yarn-")]
+
+
+def random_nodes(rng: random.Random, first: int, count: int) -> list[NodeSpec]:
+    out = []
+    for i in range(first, first + count):
+        cap = R(f"cpu:{rng.choice([1, 2, 4, 8])};mem:{rng.choice([2, 4, 8, 16])}")
+        out.append(NodeSpec(f"n{i}", cap, {"rack": rng.choice("ab"), "cores": cap["cpu"]}))
+    return out
+
+
+def random_app(rng: random.Random, k: int, queues: tuple = ()) -> AppSpec:
+    constraints = ["", "rack == a", "rack != a", "cores >= 4", "rack in (a, b) and cores < 8"]
+    return AppSpec(f"j{k}", R(f"cpu:{rng.choice([0.5, 1, 2])};mem:{rng.choice([0.5, 1, 3])}"),
+                   rng.randint(1, 30), weight=rng.choice([1, 1, 2]), submit=float(k // 2),
+                   constraint=C(rng.choice(constraints)), **({"queue": rng.choice(queues)} if queues else {}))
+
+
+def scheduler_state(s) -> tuple:
+    """Everything a decision leaves behind: the order, keys, counts and free vectors."""
+    return ([(e[0], e[1], e[2]) for e in s._order],
+            sorted((a.app_id, a.running, a.pending, a.key) for a in s.cluster.apps.values()),
+            [(n.name, n.alive, tuple(n.free)) for n in s.cluster.nodes])
+
+
+def drive_both(rng: random.Random, make, queues: tuple = ()) -> int:
+    """Random events (arrivals, more asks, cancels, releases, joins, leaves, finished apps)
+    applied to a Python-core and a native-core scheduler; after every ``schedule()`` both
+    placed the same containers and hold the same state.  Returns how many were placed."""
+    cores = (make("python"), make("native"))
+    assert [s._native for s in cores] == [False, True]      # each core walks its own offers
+    running: list[int] = []
+    k, joined, placed = 0, 100, 0
+    for step in range(250):
+        op = rng.random()
+        live = list(cores[0].cluster.apps)
+        if op < 0.15 or not live:
+            spec = random_app(rng, k, queues)
+            k += 1
+            answers = [s.submit(spec) for s in cores]
+            assert answers[0][1] == answers[1][1]
+        elif op < 0.25:
+            app_id, n = rng.choice(live), rng.randint(1, 5)
+            for s in cores:
+                s.ask(app_id, n)
+        elif op < 0.3:
+            app_id, n = rng.choice(live), rng.randint(1, 5)
+            for s in cores:
+                s.cancel(app_id, n)
+        elif op < 0.33:
+            app_id = rng.choice(live)
+            gone = [[c.container_id for c in s.finish_app(app_id)] for s in cores]
+            assert gone[0] == gone[1]
+            running = [c for c in running if c not in gone[0]]
+        elif op < 0.36:
+            specs = random_nodes(rng, joined, rng.randint(1, 2))
+            joined += len(specs)
+            for s in cores:
+                s.add_nodes(specs)
+        elif op < 0.39:
+            alive = [n.name for n in cores[0].cluster.nodes if n.alive]
+            if len(alive) > 1:
+                name, departed = rng.choice(alive), rng.random() < 0.5
+                lost = [[c.container_id for c in s.remove_nodes([name], departed)] for s in cores]
+                assert lost[0] == lost[1]
+                running = [c for c in running if c not in lost[0]]
+        elif running:
+            cid = running.pop(rng.randrange(len(running)))
+            assert cores[0].release(cid) == cores[1].release(cid)
+        got = [s.schedule() for s in cores]
+        assert got[0] == got[1], step
+        assert scheduler_state(cores[0]) == scheduler_state(cores[1]), step
+        running += [c.container_id for c in got[0]]
+        placed += len(got[0])
+    return placed
+
+
+def make_under(monkeypatch, build):
+    def make(core):
+        monkeypatch.setenv("RAYRM_CORE", core)
+        return build()
+    return make
+
+
+@needs_native
+@pytest.mark.parametrize("policy", FLAT_POLICIES)
+@pytest.mark.parametrize("seed", range(6))
+def test_both_cores_schedule_the_same_step_by_step(monkeypatch, policy, seed):
+    rng = random.Random(seed)
+    nodes = random_nodes(rng, 0, rng.randint(3, 12))
+    placed = drive_both(rng, make_under(monkeypatch, lambda: OnlineScheduler(policy, ("cpu", "mem"), nodes)))
+    assert placed > 20, "the run places enough tasks to compare something"
+
+
+@needs_native
+@pytest.mark.parametrize("policy", ["tsf", "drf", "yarn-fair", "yarn-capacity"])
+@pytest.mark.parametrize("seed", range(4))
+def test_both_cores_schedule_a_queue_tree_the_same(monkeypatch, policy, seed):
+    rng = random.Random(100 + seed)
+    nodes = random_nodes(rng, 0, rng.randint(4, 12))
+    dims = ("cpu", "mem")
+    total = {d: sum(n.capacity[d] for n in nodes) for d in dims}
+    queues = [{"name": "a", "weight": 2}, {"name": "b", "weight": 1}]
+    make = make_under(monkeypatch, lambda: TreeScheduler(policy, dims, nodes, parse_queues(queues, dims, total)))
+    assert drive_both(rng, make, ("a", "b")) > 20
