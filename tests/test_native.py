@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from rayrm.rm.core.config import parse_config
 from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
+from rayrm.rm.core.pending import PendingIndex
 from rayrm.rm.core.policies.builtin import BUILTIN
 from rayrm.rm.core.queues.scheduler import TreeScheduler
 from rayrm.rm.core.queues.tree import parse_queues
@@ -258,3 +259,39 @@ def test_both_cores_schedule_a_queue_tree_the_same(monkeypatch, policy, seed):
     queues = [{"name": "a", "weight": 2}, {"name": "b", "weight": 1}]
     make = make_under(monkeypatch, lambda: TreeScheduler(policy, dims, nodes, parse_queues(queues, dims, total)))
     assert drive_both(rng, make, ("a", "b")) > 20
+
+
+@needs_native
+@pytest.mark.parametrize("seed", range(5))
+def test_both_pending_indexes_hold_the_same_bits(seed):
+    """Apps arrive (some on every node), change eligibility as nodes join, leave and are
+    compacted away: the compiled bit writes leave the same rows and the same answers."""
+    rng = random.Random(seed)
+    n_nodes = rng.randint(5, 40)
+    indexes = [PendingIndex(2, n_nodes, native) for native in (False, True)]
+    live: list[str] = []
+
+    def eligible(n):
+        return bytes(rng.random() < 0.7 for _ in range(n))
+
+    for k in range(4000):              # past 1,024 dead slots: compactions too
+        op = rng.random()
+        if op < 0.45 or not live:
+            app_id, demand, elig = f"a{k}", (rng.choice([0.5, 1.0, 2.0]), rng.choice([1.0, 3.0])), eligible(n_nodes)
+            for ix in indexes:
+                ix.add(app_id, demand, elig)
+                ix.set_pending(app_id, True)
+            live.append(app_id)
+        elif op < 0.55:
+            app_id, elig = rng.choice(live), eligible(n_nodes + (rng.random() < 0.2))
+            n_nodes = max(n_nodes, len(elig))
+            for ix in indexes:
+                ix.set_eligible(app_id, elig)
+        else:
+            app_id = live.pop(rng.randrange(len(live)))
+            for ix in indexes:
+                ix.remove(app_id)
+        m, free = rng.randrange(n_nodes), [rng.choice([0.5, 1.0, 2.0, 4.0]), rng.choice([1.0, 2.0, 4.0])]
+        assert sorted(indexes[0].fitting(m, free)) == sorted(indexes[1].fitting(m, free)), k
+    assert indexes[0].generation == indexes[1].generation > 0
+    assert (indexes[0]._bits == indexes[1]._bits).all()

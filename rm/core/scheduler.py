@@ -86,7 +86,7 @@ class OnlineScheduler:
         for spec in nodes:
             self.cluster.add_node(spec)
             self._dirty.add(self.cluster.node_index[spec.name])
-        self._index = PendingIndex(len(dims) + len(p.virtual_dims), len(self.cluster.nodes))
+        self._index = PendingIndex(len(dims) + len(p.virtual_dims), len(self.cluster.nodes), self._native)
 
     # ----- events --------------------------------------------------------------
 
