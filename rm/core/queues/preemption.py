@@ -31,8 +31,9 @@ share of one task of the app L serves first), at most its pending tasks, less th
 already covered by victims warned for it and still running.  Each task's victims are
 found node by node (YARN's FSPreemptionThread): on each node the app may use, the
 running containers of *other* leaves above their fair share, the leaf furthest above
-(u − F) first and newest first (highest container id) within it, each taken only if its leaf — and every ancestor of it that is not an
-ancestor of L — stays at or above its own fair share without it, until the node's free
+(u − F) first and newest first (highest container id) within it, each taken only if its
+leaf — and every ancestor of it that is not an ancestor of L — stays at or above its own
+fair share without it and without the victims already warned, until the node's free
 resources plus the victims' fit one task; the node needing the fewest victims wins (ties:
 the newest victims, then the lowest node index; ``rayrm.rm.core.queues.victims``).
 A victim is warned now and killed at now + ``grace`` unless it
@@ -184,6 +185,7 @@ class Preemption:
         self._last, self._skipped = now, False
         self._forget_ended(scheduler.cluster.containers)
         stats = _LeafStats(tree)
+        stats.withhold(v.app for v, _ in self.warned.values())
         self.fair = stats.fair
         out: list[Victim] = []
         for path, cfg in self.settings.items():
@@ -301,6 +303,7 @@ class _LeafStats:
         self._inverse = tuple(1.0 / t if t > 0 else 0.0 for t in self.total)
         k = len(self.total)
         self.usage: dict[str, list[float]] = {q.spec.path: [0.0] * k for q in tree.queues}
+        self.kept = self.usage                   # usage less the victims warned (withhold)
         self.demand: dict[str, list[float]] = {q.spec.path: [0.0] * k for q in tree.queues}
         self.head: dict[str, Any] = {}           # leaf -> the placeable app it serves first
         self.pending: dict[str, int] = {}        # leaf -> its placeable pending tasks
@@ -330,6 +333,20 @@ class _LeafStats:
         self._demand_share: dict[str, float] = {}
         self.fair: dict[str, float] = {"root": 1.0}
         self._fill(tree.root)
+
+    def withhold(self, victims) -> None:
+        """``kept``: each queue's usage less the containers already warned and still running
+        (one app id per victim), which the victim search must not count twice: a source
+        stays at or above its share *after* every kill due (YARN's FSAppAttempt subtracts
+        its resourcesToBePreempted before canContainerBePreempted)."""
+        self.kept = {p: list(u) for p, u in self.usage.items()}
+        apps, members = self.cluster.apps, self.tree.members
+        for app_id in victims:
+            d = apps[app_id].demand
+            for q in members[app_id].path:
+                u = self.kept[q.spec.path]
+                for r, x in enumerate(d):
+                    u[r] -= x
 
     def frac(self, vec) -> float:
         """max_r v_r / T_r over the resources the cluster has."""

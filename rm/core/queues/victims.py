@@ -4,7 +4,8 @@ For one task of demand d of the starved leaf L's app: on each node m the app may
 walk the running containers of other leaves that are above their fair share — the leaf
 furthest above (u_q − F_q at the decision) first, newest first (highest container id)
 within a leaf — and take each one whose leaf, and every ancestor of it that
-is not an ancestor of L, keeps u_q ≥ F_q without it (dominant shares of the cluster),
+is not an ancestor of L, keeps u_q ≥ F_q without it and without the containers already
+warned (dominant shares of the cluster),
 until free_m + Σ victims' demand ≥ d in every resource.  Of the nodes where that
 succeeds, the one with the fewest victims wins, then the one whose oldest victim is newest
 (so equal nodes give their newest containers first), then the lowest index (YARN's
@@ -29,8 +30,9 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
     while q is not tree.root:
         mine.add(q.spec.path)
         q = tree._parent(q)
-    fair = {p: stats.fair.get(tree.by_path[p].name, 0.0) for p in stats.usage}
-    over = {p: stats.frac(u) - fair[p] for p, u in stats.usage.items()}
+    kept = stats.kept           # usage less the victims already warned: they are going
+    fair = {p: stats.fair.get(tree.by_path[p].name, 0.0) for p in kept}
+    over = {p: stats.frac(u) - fair[p] for p, u in kept.items()}
     # each app of a leaf above its share (not L) -> (its leaf, the queues it must keep at F)
     # (only apps one of whose containers could go alone: most searches end here, cheaply)
     sources = {}
@@ -41,7 +43,7 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
             continue
         chain = [x.spec.path for x in member.path if x.spec.path not in mine]
         d = apps[app_id].demand
-        if all(stats.frac([u - x for u, x in zip(stats.usage[p], d)]) >= fair[p] - EPS for p in chain):
+        if all(stats.frac([u - x for u, x in zip(kept[p], d)]) >= fair[p] - EPS for p in chain):
             sources[app_id] = (source, chain)
     if not sources:
         return
@@ -59,7 +61,7 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
             by_node[node.index] = items
     for items in by_node.values():      # the leaf furthest above its share first, newest first in it
         items.sort(key=lambda x: (-over[x[2]], -x[0]))
-    usage = {p: list(u) for p, u in stats.usage.items()}
+    usage = {p: list(u) for p, u in kept.items()}
     free = {}
     for _ in range(k):
         best = None
