@@ -179,7 +179,7 @@ def scheduler_state(s) -> tuple:
             [(n.name, n.alive, tuple(n.free)) for n in s.cluster.nodes])
 
 
-def drive_both(rng: random.Random, make, queues: tuple = ()) -> int:
+def drive_both(rng: random.Random, make, queues: tuple = (), arrivals: float = 0.15) -> int:
     """Random events (arrivals, more asks, cancels, releases, joins, leaves, finished apps)
     applied to a Python-core and a native-core scheduler; after every ``schedule()`` both
     placed the same containers and hold the same state.  Returns how many were placed."""
@@ -190,30 +190,30 @@ def drive_both(rng: random.Random, make, queues: tuple = ()) -> int:
     for step in range(250):
         op = rng.random()
         live = list(cores[0].cluster.apps)
-        if op < 0.15 or not live:
+        if op < arrivals or not live:
             spec = random_app(rng, k, queues)
             k += 1
             answers = [s.submit(spec) for s in cores]
             assert answers[0][1] == answers[1][1]
-        elif op < 0.25:
+        elif op < arrivals + 0.1:
             app_id, n = rng.choice(live), rng.randint(1, 5)
             for s in cores:
                 s.ask(app_id, n)
-        elif op < 0.3:
+        elif op < arrivals + 0.15:
             app_id, n = rng.choice(live), rng.randint(1, 5)
             for s in cores:
                 s.cancel(app_id, n)
-        elif op < 0.33:
+        elif op < arrivals + 0.18:
             app_id = rng.choice(live)
             gone = [[c.container_id for c in s.finish_app(app_id)] for s in cores]
             assert gone[0] == gone[1]
             running = [c for c in running if c not in gone[0]]
-        elif op < 0.36:
+        elif op < arrivals + 0.21:
             specs = random_nodes(rng, joined, rng.randint(1, 2))
             joined += len(specs)
             for s in cores:
                 s.add_nodes(specs)
-        elif op < 0.39:
+        elif op < arrivals + 0.24:
             alive = [n.name for n in cores[0].cluster.nodes if n.alive]
             if len(alive) > 1:
                 name, departed = rng.choice(alive), rng.random() < 0.5
@@ -246,6 +246,26 @@ def test_both_cores_schedule_the_same_step_by_step(monkeypatch, policy, seed):
     nodes = random_nodes(rng, 0, rng.randint(3, 12))
     placed = drive_both(rng, make_under(monkeypatch, lambda: OnlineScheduler(policy, ("cpu", "mem"), nodes)))
     assert placed > 20, "the run places enough tasks to compare something"
+
+
+@needs_native
+@pytest.mark.parametrize("policy", ["tsf", "drf", "cdrf", "fifo"])
+@pytest.mark.parametrize("seed", range(4))
+def test_both_cores_agree_when_the_vector_index_names_the_app(monkeypatch, policy, seed):
+    """More than VECTOR_FROM (48) apps pending, most of them unable to use most nodes: the
+    offer walk gives up after WALK_STEPS misses and asks the index (``_first_fitting``)."""
+    rng = random.Random(200 + seed)
+    nodes = random_nodes(rng, 0, 6)
+    asked = []
+
+    def build():
+        s = OnlineScheduler(policy, ("cpu", "mem"), nodes)
+        first = s._first_fitting
+        s._first_fitting = lambda m, free: asked.append(s._native) or first(m, free)
+        return s
+
+    assert drive_both(rng, make_under(monkeypatch, build), arrivals=0.5) > 20
+    assert asked.count(True) == asked.count(False) > 0
 
 
 @needs_native

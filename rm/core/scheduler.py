@@ -304,6 +304,8 @@ class OnlineScheduler:
 
     def _first_fitting(self, m: int, free) -> AppState | None:
         """The pending app with the least entry that may use node m and fits ``free``."""
+        if self._native:
+            return compiled("_offer").first_fitting(self._index, m, free)
         apps = self._index.fitting(m, free)
         return min([a.entry for a in apps])[3] if apps else None
 

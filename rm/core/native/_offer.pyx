@@ -192,7 +192,8 @@ cdef object allocate(cluster, app, node):
     for i in range(PyTuple_GET_SIZE(demand)):
         free[i] = free[i] - <object> PyTuple_GET_ITEM(demand, i)
     cid = next(cluster._next_container)
-    c = Container(cid, app.app_id, -1, node.name)
+    # Container(cid, app_id, -1, node) without the named tuple's Python-level __new__
+    c = tuple.__new__(Container, (cid, app.app_id, -1, node.name))
     cluster.containers[cid] = c
     cluster.holders[cid] = (app, node)
     node.containers.add(cid)
@@ -238,3 +239,29 @@ cdef object release_by(sched, cluster, container_id):
     if node.alive:
         sched._dirty.add(m)
     return container
+
+
+def first_fitting(index, Py_ssize_t m, list free):
+    """``OnlineScheduler._first_fitting``: the least entry among the pending apps that may
+    use node m and fit ``free`` (``PendingIndex.fits_mask``), its app, or None; the bitset is
+    read one byte at a time instead of one lowest bit at a time."""
+    cand = index.fits_mask(m, free)
+    if not cand:
+        return None
+    cdef bytes raw = cand.to_bytes((cand.bit_length() + 7) // 8, "little")
+    cdef const unsigned char *p = raw
+    cdef Py_ssize_t nbytes = len(raw), j, b
+    cdef list items = index._items
+    cdef unsigned char byte
+    best = None
+    for j in range(nbytes):
+        byte = p[j]
+        b = 0
+        while byte:
+            if byte & 1:
+                entry = (<object> PyList_GET_ITEM(items, 8 * j + b)).entry
+                if best is None or entry < best:
+                    best = entry
+            byte >>= 1
+            b += 1
+    return best[3]
