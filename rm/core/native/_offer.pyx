@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """The compiled offer: ``OnlineScheduler._offer``, the fresh-app fit test of
-``OnlineScheduler.schedule``, ``_place`` and ``release`` with the accounting of
+``OnlineScheduler.schedule``, ``_first_fitting``, ``_place`` and ``release`` with the accounting of
 ``ClusterState.allocate`` and ``release`` (rm/core/scheduler.py and cluster.py, the Python
 reference), the walk's fit tests in C doubles.
 
