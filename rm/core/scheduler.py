@@ -53,6 +53,9 @@ WALK_STEPS = 8
 class OnlineScheduler:
     """Cluster accounting plus a policy, with incremental policy order."""
 
+    # the Python core unless __init__ selected the compiled one (rayrm.rm.core.native)
+    _native = _inline_key = False
+
     def __init__(self, policy: Policy | str, dims: Iterable[str], nodes: Iterable[NodeSpec] = ()):
         self.policy = make_policy(policy) if isinstance(policy, str) else policy
         nodes = list(nodes)
@@ -80,7 +83,8 @@ class OnlineScheduler:
         self.placements = 0
         self._flat = True                  # no queue tree (rayrm.rm.core.queues.scheduler)
         # which core walks the offers (rayrm.rm.core.native): the same decisions either way
-        self._native = core_name() == "native" and len(self.cluster.total) + len(p.virtual_dims) <= 64
+        width = len(dims) + len(p.virtual_dims)
+        self._native = core_name() == "native" and width <= compiled("_offer").MAX_WIDTH
         # the compiled core may compute key = n u itself when _set_key is this class's
         self._inline_key = self._unit_key and type(self)._set_key is OnlineScheduler._set_key
         for spec in nodes:
