@@ -234,14 +234,17 @@ class OnlineScheduler:
                 mask = mask | np.frombuffer(a.eligible, dtype=np.uint8)
             indexes = np.flatnonzero(mask).tolist()
             cand = sorted(a.entry for a in fresh_apps)
+            if self._native:
+                compiled("_offer").offer_fresh(self, indexes, dirty, cand, placed)
+                self.placements += len(placed)
+                return placed
             for m in indexes:
                 node = nodes[m]
                 if m in dirty or not node.alive:
                     continue
                 # Most of these nodes are full: test the fit here before paying for an offer
                 # (which would walk the same apps and place nothing).
-                if not (compiled("_offer").any_fits(cand, m, node.free) if self._native
-                        else _any_fits(cand, m, node.free)):
+                if not _any_fits(cand, m, node.free):
                     continue
                 self._offer(node, cand, placed)
                 if not cand:

@@ -106,7 +106,7 @@ def offer(sched, node, list order, list placed, proof=None):
                 return
 
 
-def any_fits(list cand, Py_ssize_t m, list free):
+cdef bint any_fits(list cand, Py_ssize_t m, list free) except -1:
     """Does an app of ``cand`` (sorted entries) that may use node m fit ``free``?"""
     cdef double F[MAX_DIMS]
     cdef Py_ssize_t w = PyList_GET_SIZE(free), j
@@ -115,6 +115,23 @@ def any_fits(list cand, Py_ssize_t m, list free):
         if fits(<object> PyTuple_GET_ITEM(<tuple> PyList_GET_ITEM(cand, j), 3), m, F, w):
             return True
     return False
+
+
+def offer_fresh(sched, list indexes, set dirty, list cand, list placed):
+    """The end of ``OnlineScheduler.schedule``: the nodes not offered yet (not ``dirty``) that
+    an app asked for since the last ``schedule()`` may use, in node order, offered to those
+    apps (``cand``, sorted entries) when one of them fits — most are full, and the fit test
+    is cheaper than an offer that would walk the same apps and place nothing."""
+    cdef list nodes = sched.cluster.nodes
+    for m in indexes:
+        node = <object> PyList_GET_ITEM(nodes, <Py_ssize_t> m)
+        if m in dirty or not node.alive:
+            continue
+        if not any_fits(cand, m, node.free):
+            continue
+        sched._offer(node, cand, placed)
+        if not cand:
+            break
 
 
 def place(sched, app, node, list order):
