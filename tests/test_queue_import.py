@@ -69,6 +69,52 @@ def test_hadoop_sls_fair_scheduler_follows_its_allocation_file():
                            {"name": "sls_queue_3", "weight": 0.5, **common}]
     assert (yarn.kind, yarn.policy) == ("fair", None)
     assert report.notes() == {"queue-file settings rayrm does not model (ignored): user, userMaxAppsDefault": 1}
+    # its yarn.scheduler.fair.preemption is true and it sets no waitTimeBeforeKill: YARN's
+    # 15000 ms -> grace 15 s
+    assert yarn.preemption == {"enabled": True, "grace": 15}
+    # the allocation file alone does not switch it on (the switch is a yarn-site property)
+    assert read_yarn_queues(HADOOP / "fair-scheduler-allocation.xml").preemption is None
+
+
+def site(tmp_path, props: dict, capacity: bool) -> str:
+    """A <configuration> with ``props``: SLS's capacity-scheduler.xml's queues, or one naming
+    SLS's allocation file."""
+    if capacity:
+        props = {"yarn.scheduler.capacity.root.queues": "a,b", "yarn.scheduler.capacity.root.a.capacity": "40",
+                 "yarn.scheduler.capacity.root.b.capacity": "60", **props}
+    else:
+        props = {"yarn.scheduler.fair.allocation.file": str(HADOOP / "fair-scheduler-allocation.xml"), **props}
+    body = "".join(f"<property><name>{k}</name><value>{v}</value></property>" for k, v in props.items())
+    return write(tmp_path, "site.xml", f"<configuration>{body}</configuration>")
+
+
+def test_yarn_site_switches_preemption_on(tmp_path):
+    fair = read_yarn_queues(site(tmp_path, {"yarn.scheduler.fair.preemption": "true",
+                                            "yarn.scheduler.fair.waitTimeBeforeKill": "10000"}, False))
+    assert fair.preemption == {"enabled": True, "grace": 10}                 # 10000 ms
+    assert read_yarn_queues(site(tmp_path, {"yarn.scheduler.fair.preemption": "false"}, False)).preemption is None
+    # the Capacity Scheduler's monitor with its default policy (ProportionalCapacityPreemptionPolicy):
+    # a queue below its ideal assignment at a round (monitoring_interval 2000 ms -> 2 s, threshold 1)
+    # loses containers after max_wait_before_kill (default 15000 ms -> 15 s)
+    on = {"yarn.resourcemanager.scheduler.monitor.enable": "true",
+          "yarn.resourcemanager.monitor.capacity.preemption.monitoring_interval": "2000"}
+    cap = read_yarn_queues(site(tmp_path, on, True))
+    assert cap.kind == "capacity"
+    assert cap.preemption == {"enabled": True, "grace": 15, "fair_share_timeout": 2, "fair_share_threshold": 1.0}
+    other = {**on, "yarn.resourcemanager.scheduler.monitor.policies": "org.example.SomeOtherMonitor"}
+    assert read_yarn_queues(site(tmp_path, other, True)).preemption is None
+
+
+@pytest.mark.parametrize("props, message", [
+    ({"yarn.scheduler.fair.preemption": "yes"}, "yarn.scheduler.fair.preemption: must be true or false"),
+    ({"yarn.scheduler.fair.preemption": "true", "yarn.scheduler.fair.waitTimeBeforeKill": "-5"},
+     "yarn.scheduler.fair.waitTimeBeforeKill: must be a positive number"),
+])
+def test_bad_site_preemption_names_file_and_property(tmp_path, props, message):
+    path = site(tmp_path, props, False)
+    with pytest.raises(InputError) as e:
+        read_yarn_queues(path)
+    assert message in str(e.value).replace("'", "") and "site.xml" in str(e.value)
 
 
 def test_hadoop_sls_capacity_scheduler():

@@ -16,6 +16,7 @@ task is counted as placed on its node.
 
 from __future__ import annotations
 
+import math
 from typing import Iterator
 
 from rayrm.rm.core.model import EPS
@@ -61,6 +62,7 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
             by_node[node.index] = items
     for items in by_node.values():      # the leaf furthest above its share first, newest first in it
         items.sort(key=lambda x: (-over[x[2]], -x[0]))
+    top = {m: _top(items) for m, items in by_node.items()}
     usage = {p: list(u) for p, u in kept.items()}
     free = {}
     for _ in range(k):
@@ -70,6 +72,8 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
             if not node.alive or not app.eligible[m]:
                 continue
             room = free.get(m) or list(node.free)
+            if best is not None and (_fewest(app.demand, room, top[m][1]), -top[m][0]) >= best[3]:
+                continue                # this node cannot rank before the best one (_top)
             chosen = _on_node(by_node[m], app.demand, room, usage, fair, stats)
             if chosen is not None:
                 rank = (len(chosen[0]), -min((x[0] for x in chosen[0]), default=0))
@@ -87,7 +91,37 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
                 u = usage[p]
                 for r, d in enumerate(item[1].demand):
                     u[r] -= d
+        top[m] = _top(by_node[m])
         yield [(cid, owner.app_id, source) for cid, owner, source, _ in chosen]
+
+
+def _top(items) -> tuple[int, list[float]]:
+    """A node's bounds on the rank it can reach: its newest takeable container, and per
+    resource the most one of them holds.  A node needs at least ``_fewest`` victims, and
+    the oldest of them is no newer than that container; so when (that count, −that id) is
+    not below the best rank found, the node is skipped without changing the choice."""
+    if not items:
+        return 0, []
+    most = [0.0] * len(items[0][1].demand)
+    for _, owner, _, _ in items:
+        for r, x in enumerate(owner.demand):
+            if x > most[r]:
+                most[r] = x
+    return max(item[0] for item in items), most
+
+
+def _fewest(demand, room, most) -> float:
+    """A lower bound on the victims that make ``room`` fit ``demand`` when none holds
+    more than ``most`` of any resource (inf: none can)."""
+    n = 0
+    for r, (d, f) in enumerate(zip(demand, room)):
+        short = d - f - EPS
+        if short > 0:
+            x = most[r] if r < len(most) else 0.0
+            if x <= 0:
+                return math.inf
+            n = max(n, math.ceil(short / x - 1e-9))
+    return n
 
 
 def _on_node(items, demand, room, usage, fair, stats) -> tuple[list, list] | None:
