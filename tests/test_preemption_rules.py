@@ -88,6 +88,56 @@ def test_a_finished_victim_is_forgotten_and_not_replaced_while_covered():
     assert len(p.warned) == 7
 
 
+def test_a_search_counts_the_victims_already_warned_as_gone():
+    """One node of 3 slots: a holds all 3, b (2 tasks) starves from 10.  Equal weights and
+    both demands above 1/2 give F_a = F_b = 1/2.  At 70 b asks back k = ⌈(1/2 − 0) / (1/3)⌉
+    = 2 containers, but a, at 3/3, may lose only one and stay at or above F_a (3/3 − 1/3 =
+    2/3; one more would leave 1/3 < 1/2): one victim, a's newest (3), due at 70 + 15.  At 85,
+    searching again before that kill, b still lacks k = 2 − 1 (the covered task) = 1 task,
+    and a's usage *after* the kill due is 2/3: taking another would leave it at 1/3, so
+    nothing more is taken."""
+    d = doc({"enabled": True, "fair_share_timeout": 60, "grace": 15})
+    d["cluster"] = {"nodes": [{"name": "n", "capacity": {"cpu": 3, "memory_mb": 3072}}]}
+    d["workload"]["jobs"][0]["tasks"], d["workload"]["jobs"][1]["tasks"] = 4, 2
+    cfg = parse_config(d)
+    s = make_scheduler("tsf", cfg.dims, cfg.nodes, cfg.queues)
+    p = Preemption(cfg.preemption, cfg.queues)
+    s.submit(cfg.jobs[0].app)
+    assert [c.container_id for c in s.schedule()] == [1, 2, 3]
+    s.submit(cfg.jobs[1].app)
+    assert s.schedule() == [] and p.decide(10.0, s) == []
+    assert [v.container for v in p.decide(70.0, s)] == [3]
+    assert p.fair == {"root": 1.0, "root.a": 0.5, "root.b": 0.5}
+    assert p.decide(85.0, s) == [] and p.due(85.0) == [3]
+
+
+def test_under_yarn_capacity_a_queue_is_measured_on_memory():
+    """One node <4 CPU, 4096 MB>; capacity queues a and b, 50% each (min 50%), yarn-capacity.
+    a runs 4 tasks of <1, 256>: all the CPU but 1024 MB, a memory share of 1/4 (its dominant
+    share would be 1).  b asks 2 tasks of <1, 1024> and finds no CPU.  On memory, as the
+    Capacity Scheduler's DefaultResourceCalculator reads queues: a's demand share 1/4 caps
+    F_a = 1/4, b's 2048/4096 caps F_b = 1/2; u_b = 0 < 0.5 × 1/2, so b starves, but a at
+    exactly F_a can give nothing (1/4 − 1/16 < 1/4): no victim.  Read on dominant shares a
+    (F_a = 1/2, u_a = 1) would lose containers it is not over its capacity by."""
+    task = {"cpu": 1, "memory_mb": 256}
+    d = doc({"enabled": True, "fair_share_timeout": 10}, policy="yarn-capacity",
+            queues=[{"name": "a", "capacity": 50}, {"name": "b", "capacity": 50}])
+    d["cluster"] = {"nodes": [{"name": "n", "capacity": {"cpu": 4, "memory_mb": 4096}}]}
+    d["workload"]["jobs"] = [
+        {"id": "a1", "queue": "a", "submit": 0, "tasks": 4, "demand": task, "duration": 100},
+        {"id": "b1", "queue": "b", "submit": 0, "tasks": 2, "demand": {"cpu": 1, "memory_mb": 1024}, "duration": 100}]
+    cfg = parse_config(d)
+    s = make_scheduler("yarn-capacity", cfg.dims, cfg.nodes, cfg.queues)
+    p = Preemption(cfg.preemption, cfg.queues)
+    s.submit(cfg.jobs[0].app)
+    assert len(s.schedule()) == 4
+    s.submit(cfg.jobs[1].app)
+    assert s.schedule() == [] and p.decide(0.0, s) == []
+    assert p.decide(10.0, s) == []
+    assert p.fair == {"root": 1.0, "root.a": 0.25, "root.b": 0.5}
+    assert p.episodes == [] and "b" in p.starved_since
+
+
 def test_per_queue_timeouts_inherit_down_the_tree():
     cfg = parse_config(doc({"enabled": True, "fair_share_timeout": 60},
                            queues=[{"name": "a"}, {"name": "p", "preemption": {"fair_share_timeout": 20},
@@ -145,31 +195,3 @@ def test_victims_come_from_the_queue_furthest_above_and_never_below_its_share():
     a_ids = sorted(cid for cid, c in s.cluster.containers.items() if c.app_id == "a1")
     assert [v.source for v in victims] == ["root.a"] * 4
     assert sorted(v.container for v in victims) == a_ids[-4:]       # a's newest four
-
-
-def test_a_victim_warned_and_still_running_counts_as_gone_from_its_queue():
-    # One node <3 CPU, 3072 MB>: 3 tasks of <1, 1024>, each 1/3 of the cluster.  a1 (4 tasks)
-    # holds the 3 slots from 0; b1 (2 tasks) arrives at 1.  Demand shares δ_a = 1 (capped),
-    # δ_b = 2/3, equal weights: F_a = F_b = 1/2.  u_b = 0 < 0.5 · 1/2: b starved from 1.
-    cfg = parse_config({"cluster": {"nodes": [{"name": "n", "capacity": {"cpu": 3, "memory_mb": 3072}}]},
-                        "queues": [{"name": "a"}, {"name": "b"}],
-                        "preemption": {"enabled": True, "fair_share_timeout": 2, "grace": 2},
-                        "workload": {"jobs": [
-                            {"id": "a1", "queue": "a", "submit": 0, "tasks": 4, "demand": TASK, "duration": 100},
-                            {"id": "b1", "queue": "b", "submit": 1, "tasks": 2, "demand": TASK, "duration": 100}]}})
-    s = make_scheduler("tsf", cfg.dims, cfg.nodes, cfg.queues)
-    p = Preemption(cfg.preemption, cfg.queues)
-    s.submit(cfg.jobs[0].app)
-    assert [c.container_id for c in s.schedule()] == [1, 2, 3]
-    s.submit(cfg.jobs[1].app)
-    assert s.schedule() == [] and p.decide(1.0, s) == []
-    # t = 3 (1 + timeout 2): k = ⌈(1/2 − 0) / (1/3)⌉ = 2.  a without container 3 holds
-    # 2/3 ≥ 1/2, without 2 more 1/3 < 1/2: one victim, the newest, deadline 3 + 2 = 5
-    assert [(v.container, v.deadline) for v in p.decide(3.0, s)] == [(3, 5.0)]
-    assert p.wake(3.0) == 5.0               # the next search waits the grace
-    # t = 5: the victim is due but still running (the replay's NM reports its kill later).
-    # b still needs k = 2 − 1 covered = 1 task, but a already stands at 3/3 − 1/3 = 2/3
-    # once container 3 goes: another victim would leave it 1/3 < F_a = 1/2.  None.
-    assert p.due(5.0) == [3]
-    assert p.decide(5.0, s) == []
-    assert list(p.warned) == [3]
