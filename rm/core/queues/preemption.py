@@ -293,6 +293,10 @@ def _path(full: str) -> str:
 
 #: fair_shares' answers by their inputs: with every leaf backlogged they repeat (a pure function)
 _FAIR_CACHE: dict[tuple, list[float]] = {}
+#: id(tree) -> (tree, (cluster total, 1/T_r measured), {path: (m_q, M_q)}, {his: F by full name}):
+#: what a tree's shares depend on besides demand, and its answers (the tree is held, so the id
+#: stays its own)
+_TREES: dict[int, tuple] = {}
 
 
 class _LeafStats:
@@ -350,8 +354,38 @@ class _LeafStats:
                     self.head[leaf] = app
         self._dominant: dict[str, float] = {}
         self._demand_share: dict[str, float] = {}
-        self.fair: dict[str, float] = {"root": 1.0}
-        self._fill(tree.root)
+        self._static, answers = self._statics(tree)
+        # F is a pure function of the tree, the cluster and each queue's hi_q = min(M_q, δ_q)
+        # (None: inactive): while the leaves stay backlogged it repeats between evaluations
+        demand_share = self.demand_share
+        his = tuple(min(big, d) if (d := demand_share(path)) > 0 else None
+                    for path, (_, big) in self._static.items())
+        fair = answers.get(his)
+        if fair is None:
+            self.fair = {"root": 1.0}
+            self._fill(tree.root)
+            if len(answers) > 4096:
+                answers.clear()
+            answers[his] = dict(self.fair)
+        else:
+            self.fair = dict(fair)
+
+    def _statics(self, tree) -> tuple[dict, dict]:
+        """Per queue path (m, M): its min and max as fractions of the cluster (``_bounds``),
+        fixed for a tree on a cluster of this total; and the tree's cached answers."""
+        measure = (self.total, self._inverse)
+        entry = _TREES.get(id(tree))
+        if entry is None or entry[0] is not tree or entry[1] != measure:
+            if len(_TREES) > 8:
+                _TREES.clear()
+            static = {}
+            for q in tree.queues:
+                m = self.frac(q.min) if q.min is not None else 0.0
+                big = min((x / t for x, t in zip(q.max, self.total) if t > 0 and x < INF), default=1.0) \
+                    if q.max is not None else 1.0
+                static[q.spec.path] = (m, big)
+            entry = _TREES[id(tree)] = (tree, measure, static, {})
+        return entry[2], entry[3]
 
     def withhold(self, victims) -> None:
         """``kept``: each queue's usage less the containers already warned and still running
@@ -399,9 +433,7 @@ class _LeafStats:
     def _bounds(self, q) -> tuple[float, float]:
         """(m_c, hi_c): min as a fraction of the cluster, and min(M_c, δ_c)."""
         path = q.spec.path
-        m = self.frac(q.min) if q.min is not None else 0.0
-        big = min((x / t for x, t in zip(q.max, self.total) if t > 0 and x < INF), default=1.0) \
-            if q.max is not None else 1.0
+        m, big = self._static[path]
         return m, min(big, self.demand_share(path))
 
     def _fill(self, q) -> None:
