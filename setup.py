@@ -13,7 +13,8 @@ from setuptools.command.build_ext import build_ext
 
 STRICT = os.environ.get("RAYRM_NATIVE_STRICT") == "1"
 FLAGS = ["-O2", "-Wall", "-Werror"] if STRICT else ["-O2"]
-SOURCES = {"rayrm.rm.core.native._eventheap": "rm/core/native/_eventheap.pyx"}
+SOURCES = {"rayrm.rm.core.native._eventheap": "rm/core/native/_eventheap.pyx",
+           "rayrm.rm.core.native._runlog": "rm/core/native/_runlog.pyx"}
 
 
 class OptionalBuildExt(build_ext):

@@ -19,14 +19,17 @@ from rayrm.rm.core.errors import InputError
 CORES = ("python", "native")
 #: the compiled module and what it must define
 NATIVE_MODULE = "rayrm.rm.core.native._eventheap"
+#: every compiled module: the native core runs only when all of them were built
+NATIVE_MODULES = (NATIVE_MODULE, "rayrm.rm.core.native._runlog")
 
 
-def native_module():
-    """The compiled module, or None when the extension was not built."""
+def native_module(name: str = NATIVE_MODULE):
+    """The compiled module ``name``, or None when the extensions were not (all) built."""
     try:
-        return importlib.import_module(NATIVE_MODULE)
+        modules = {m: importlib.import_module(m) for m in NATIVE_MODULES}
     except ImportError:
         return None
+    return modules[name]
 
 
 def core_name(env: dict | None = None) -> str:
