@@ -20,9 +20,9 @@ recovery (trace s), availability, wall time, restores (``-``: no RM state kept) 
 faults; then every fault's detection and recovery in wall seconds and what detected it.
 ``--ray-detection`` replays nothing: it times how long Ray takes to declare a worker dead
 after its link is cut and after its processes are killed, under the ``--health`` settings.
-Needs root and iproute2; heavy: run it under the shared lock.
+Needs root and iproute2; heavy: run it alone on the machine.
 
-    flock /work/heavy.lock python benchmarks/bench_netfaults.py --seeds 5 --out /tmp/netfaults
+    python benchmarks/bench_netfaults.py --seeds 5 --out /tmp/netfaults
     python benchmarks/bench_netfaults.py --ray-detection --health 3000:10000:5
 """
 

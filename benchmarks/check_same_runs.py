@@ -152,7 +152,7 @@ def _summary(path: Path) -> str:
     if isinstance(source, dict) and source.get("kind") == "built-in" and "file" in source:
         # a built-in policy is named by the rayrm that ran it: where the tree is checked
         # out and the bytes of its module are provenance, not behaviour
-        source["file"] = source["file"].rsplit("/rayrm/", 1)[-1]
+        source["file"] = "rm/" + source["file"].rsplit("/rm/", 1)[-1]
         source.pop("source_sha256", None)
     return json.dumps(doc, indent=1, sort_keys=True)
 

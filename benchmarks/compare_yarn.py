@@ -12,13 +12,21 @@ Each seed is simulated (exact, no jitter) under:
 * ``tsf`` and ``drf`` on the Fair tree with the leaves' policies dropped (H-TSF / H-DRF
   all the way down: ``--drop-queue-policies``),
 * ``yarn-fair`` on the Fair tree as written (leaves ``fair``: memory),
-* ``tsf`` and ``yarn-capacity`` on the Capacity tree.
+* ``tsf`` and ``yarn-capacity`` on the Capacity tree,
+* and each of those but ``drf`` again with preemption on (``+ preemption``): on the Fair tree
+  through SLS's ``fair-scheduler.xml`` (``yarn.scheduler.fair.preemption`` true, the
+  allocation file's ``minSharePreemptionTimeout`` 2 s per queue, grace YARN's 15 s
+  ``waitTimeBeforeKill``); on the Capacity tree as YARN's monitor with its defaults would
+  (``yarn.resourcemanager.scheduler.monitor.enable`` true: a round every 3 s, threshold 1,
+  grace 15 s ``max_wait_before_kill``; ``traces.importers.queue_files.site_preemption``).
 
 It prints, per scheduler and tree, means over the seeds (± the 95% Student-t half-width):
 makespan, job completion time (finish − submit; mean and p50 over all jobs, and the mean
 per queue), and each queue's share of the cluster (its dominant share, max_r U_r / T_r)
 against what it is owed (YARN's water-filling among the queues with demand), each averaged
-over [0, makespan] (``rayrm.rm.runs.queues.run_queue_history``, the UI's queue chart).
+over [0, makespan] (``rayrm.rm.runs.queues.run_queue_history``, the UI's queue chart), and
+the containers preempted and the task-seconds they had run (``rayrm.rm.runs.queues.preemptions``,
+the ``rayrm report`` table).
 
     python benchmarks/compare_yarn.py [--seeds 1-5] [--out DIR] [--markdown]
 """
@@ -42,10 +50,19 @@ NM = ["--nm-resource", "memory_mb=16384,cpu=16", "--synth-time-unit", "s"]
 #: (label, policy, tree config): the tree config is one of TREES' keys
 RUNS = [("tsf (fair tree)", "tsf", "fair-tsf"), ("drf (fair tree)", "drf", "fair-tsf"),
         ("yarn-fair", "yarn-fair", "fair"), ("tsf (capacity tree)", "tsf", "cap"),
-        ("yarn-capacity", "yarn-capacity", "cap")]
+        ("yarn-capacity", "yarn-capacity", "cap"),
+        ("tsf (fair tree) + preemption", "tsf", "fair-tsf-pre"), ("yarn-fair + preemption", "yarn-fair", "fair-pre"),
+        ("tsf (capacity tree) + preemption", "tsf", "cap-pre"),
+        ("yarn-capacity + preemption", "yarn-capacity", "cap-pre")]
 TREES = {"fair": ["--queue-file", str(HADOOP / "fair-scheduler-allocation.xml")],
          "fair-tsf": ["--queue-file", str(HADOOP / "fair-scheduler-allocation.xml"), "--drop-queue-policies"],
-         "cap": ["--queue-file", str(HADOOP / "capacity-scheduler.xml")]}
+         "cap": ["--queue-file", str(HADOOP / "capacity-scheduler.xml")],
+         "fair-pre": ["--queue-file", str(HADOOP / "fair-scheduler.xml")],
+         "fair-tsf-pre": ["--queue-file", str(HADOOP / "fair-scheduler.xml"), "--drop-queue-policies"],
+         "cap-pre": ["--queue-file", str(HADOOP / "capacity-scheduler.xml")]}
+#: the Capacity Scheduler's yarn-site switch, the rest its defaults: SLS's capacity-scheduler.xml
+#: does not switch the monitor on, so the preemption runs add it
+CAPACITY_SITE = {"yarn.resourcemanager.scheduler.monitor.enable": "true"}
 QUEUES = ("sls_queue_1", "sls_queue_2", "sls_queue_3")
 
 
@@ -62,7 +79,7 @@ def run(cmd: list[str]) -> None:
 
 def figures(run_dir: Path) -> dict:
     """One run's figures (module docstring)."""
-    from rayrm.rm.runs.queues import run_queue_history  # noqa: PLC0415
+    from rayrm.rm.runs.queues import preemptions, run_queue_history  # noqa: PLC0415
     from rayrm.rm.runs.reader import RunDir  # noqa: PLC0415
     rd = RunDir(run_dir)
     jobs = rd.jobs
@@ -72,6 +89,9 @@ def figures(run_dir: Path) -> dict:
     queue = jobs["queue"].astype(str).str.rpartition(".")[2].to_numpy()
     for q in QUEUES:
         out[f"{q} jct"] = float(np.mean(jct[queue == q]))
+    pre = preemptions(rd)
+    out["preempted"] = float(pre["preempted"].sum())
+    out["lost task-s"] = float(pre["lost_task_seconds"].sum())
     history = run_queue_history(rd)
     for q in QUEUES:
         share, owed = time_averages(history[f"root.{q}"], out["makespan"])
@@ -94,6 +114,15 @@ def mean_ci(values: list[float]) -> tuple[float, float]:
     return float(a.mean()), float(stats.t.ppf(0.975, len(a) - 1) * a.std(ddof=1) / np.sqrt(len(a)))
 
 
+def with_capacity_preemption(config: Path) -> None:
+    """Add to an imported config the ``preemption:`` YARN's yarn-site ``CAPACITY_SITE`` gives."""
+    import yaml  # noqa: PLC0415
+    from rayrm.traces.importers.queue_files import site_preemption  # noqa: PLC0415
+    doc = yaml.safe_load(config.read_text())
+    doc["preemption"] = site_preemption(CAPACITY_SITE, "capacity", "yarn-site.xml")
+    config.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="1-5")
@@ -109,6 +138,8 @@ def main(argv=None) -> int:
             config.parent.mkdir(parents=True, exist_ok=True)
             run(RAYRM + ["trace", "import", "sls", str(SPEC), *NM, *extra, "--synth-seed", str(seed),
                          "-o", str(config)])
+            if tree == "cap-pre":
+                with_capacity_preemption(config)
         for label, policy, tree in RUNS:
             run_dir = out / f"seed{seed}" / f"{policy}-{tree}"
             run(RAYRM + ["simulate", str(out / f"seed{seed}" / f"{tree}.yaml"), "--policy", policy,
@@ -116,7 +147,8 @@ def main(argv=None) -> int:
             results[label].append(figures(run_dir))
     columns = list(next(iter(results.values()))[0])
     print(f"compare_yarn: {len(seeds)} seeds ({args.seeds}), run directories in {out}")
-    for part, cols in (("jobs", columns[:3 + len(QUEUES)]), ("queues", columns[3 + len(QUEUES):])):
+    jobs_cols = 3 + len(QUEUES) + 2
+    for part, cols in (("jobs", columns[:jobs_cols]), ("queues", columns[jobs_cols:])):
         head = ["scheduler"] + cols
         rows = []
         for label, runs in results.items():

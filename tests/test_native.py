@@ -16,12 +16,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rayrm.rm.core.config import parse_config
+from rayrm.rm.core.constraints import Constraint
+from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
+from rayrm.rm.core.pending import PendingIndex
+from rayrm.rm.core.policies.builtin import BUILTIN
+from rayrm.rm.core.queues.scheduler import TreeScheduler
+from rayrm.rm.core.queues.tree import parse_queues
+from rayrm.rm.core.scheduler import OnlineScheduler
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core import native
 from rayrm.rm.sim.engine import simulate
 from rayrm.rm.sim.events import EventHeap, event_heap
 
-BUILT = native.native_module() is not None
+BUILT = native.native_built()
 needs_native = pytest.mark.skipif(not BUILT, reason="the compiled core is not built")
 
 
@@ -78,7 +85,9 @@ def test_core_selection(monkeypatch):
     assert native.core_name({}) == ("native" if BUILT else "python")
     with pytest.raises(InputError, match="RAYRM_CORE must be"):
         native.core_name({"RAYRM_CORE": "rust"})
-    monkeypatch.setattr(native, "native_module", lambda: None)
+    with pytest.raises(ValueError, match="not a module of the native core"):
+        native.native_module("_nosuch")
+    monkeypatch.setattr(native, "native_built", lambda: False)
     with pytest.raises(InputError, match="compiled core is not built"):
         native.core_name({"RAYRM_CORE": "native"})
     assert native.core_name({}) == "python"
@@ -140,3 +149,169 @@ def test_both_cores_make_the_same_run(tmp_path_factory, monkeypatch, seed, polic
     assert py.keys() == nat.keys() and "tasks.csv" in py
     for name in py:
         assert py[name] == nat[name], name
+
+
+# ----- the scheduler, step by step ---------------------------------------------------
+
+R, C = Resources.parse, Constraint.parse
+FLAT_POLICIES = [p for p in BUILTIN if not p.startswith("yarn-")]
+
+
+def random_nodes(rng: random.Random, first: int, count: int) -> list[NodeSpec]:
+    out = []
+    for i in range(first, first + count):
+        cap = R(f"cpu:{rng.choice([1, 2, 4, 8])};mem:{rng.choice([2, 4, 8, 16])}")
+        out.append(NodeSpec(f"n{i}", cap, {"rack": rng.choice("ab"), "cores": cap["cpu"]}))
+    return out
+
+
+def random_app(rng: random.Random, k: int, queues: tuple = ()) -> AppSpec:
+    constraints = ["", "rack == a", "rack != a", "cores >= 4", "rack in (a, b) and cores < 8"]
+    return AppSpec(f"j{k}", R(f"cpu:{rng.choice([0.5, 1, 2])};mem:{rng.choice([0.5, 1, 3])}"),
+                   rng.randint(1, 30), weight=rng.choice([1, 1, 2]), submit=float(k // 2),
+                   constraint=C(rng.choice(constraints)), **({"queue": rng.choice(queues)} if queues else {}))
+
+
+def scheduler_state(s) -> tuple:
+    """Everything a decision leaves behind: the order, keys, counts and free vectors."""
+    return ([(e[0], e[1], e[2]) for e in s._order],
+            sorted((a.app_id, a.running, a.pending, a.key) for a in s.cluster.apps.values()),
+            [(n.name, n.alive, tuple(n.free)) for n in s.cluster.nodes])
+
+
+def drive_both(rng: random.Random, make, queues: tuple = (), arrivals: float = 0.15) -> int:
+    """Random events (arrivals, more asks, cancels, releases, joins, leaves, finished apps)
+    applied to a Python-core and a native-core scheduler; after every ``schedule()`` both
+    placed the same containers and hold the same state.  Returns how many were placed."""
+    cores = (make("python"), make("native"))
+    assert [s._native for s in cores] == [False, True]      # each core walks its own offers
+    running: list[int] = []
+    k, joined, placed = 0, 100, 0
+    for step in range(250):
+        op = rng.random()
+        live = list(cores[0].cluster.apps)
+        if op < arrivals or not live:
+            spec = random_app(rng, k, queues)
+            k += 1
+            answers = [s.submit(spec) for s in cores]
+            assert answers[0][1] == answers[1][1]
+        elif op < arrivals + 0.1:
+            app_id, n = rng.choice(live), rng.randint(1, 5)
+            for s in cores:
+                s.ask(app_id, n)
+        elif op < arrivals + 0.15:
+            app_id, n = rng.choice(live), rng.randint(1, 5)
+            for s in cores:
+                s.cancel(app_id, n)
+        elif op < arrivals + 0.18:
+            app_id = rng.choice(live)
+            gone = [[c.container_id for c in s.finish_app(app_id)] for s in cores]
+            assert gone[0] == gone[1]
+            running = [c for c in running if c not in gone[0]]
+        elif op < arrivals + 0.21:
+            specs = random_nodes(rng, joined, rng.randint(1, 2))
+            joined += len(specs)
+            for s in cores:
+                s.add_nodes(specs)
+        elif op < arrivals + 0.24:
+            alive = [n.name for n in cores[0].cluster.nodes if n.alive]
+            if len(alive) > 1:
+                name, departed = rng.choice(alive), rng.random() < 0.5
+                lost = [[c.container_id for c in s.remove_nodes([name], departed)] for s in cores]
+                assert lost[0] == lost[1]
+                running = [c for c in running if c not in lost[0]]
+        elif running:
+            cid = running.pop(rng.randrange(len(running)))
+            assert cores[0].release(cid) == cores[1].release(cid)
+        got = [s.schedule() for s in cores]
+        assert got[0] == got[1], step
+        assert scheduler_state(cores[0]) == scheduler_state(cores[1]), step
+        running += [c.container_id for c in got[0]]
+        placed += len(got[0])
+    return placed
+
+
+def make_under(monkeypatch, build):
+    def make(core):
+        monkeypatch.setenv("RAYRM_CORE", core)
+        return build()
+    return make
+
+
+@needs_native
+@pytest.mark.parametrize("policy", FLAT_POLICIES)
+@pytest.mark.parametrize("seed", range(6))
+def test_both_cores_schedule_the_same_step_by_step(monkeypatch, policy, seed):
+    rng = random.Random(seed)
+    nodes = random_nodes(rng, 0, rng.randint(3, 12))
+    placed = drive_both(rng, make_under(monkeypatch, lambda: OnlineScheduler(policy, ("cpu", "mem"), nodes)))
+    assert placed > 20, "the run places enough tasks to compare something"
+
+
+@needs_native
+@pytest.mark.parametrize("policy", ["tsf", "drf", "cdrf", "fifo"])
+@pytest.mark.parametrize("seed", range(4))
+def test_both_cores_agree_when_the_vector_index_names_the_app(monkeypatch, policy, seed):
+    """More than VECTOR_FROM (48) apps pending, most of them unable to use most nodes: the
+    offer walk gives up after WALK_STEPS misses and asks the index (``_first_fitting``)."""
+    rng = random.Random(200 + seed)
+    nodes = random_nodes(rng, 0, 6)
+    asked = []
+
+    def build():
+        s = OnlineScheduler(policy, ("cpu", "mem"), nodes)
+        first = s._first_fitting
+        s._first_fitting = lambda m, free: asked.append(s._native) or first(m, free)
+        return s
+
+    assert drive_both(rng, make_under(monkeypatch, build), arrivals=0.5) > 20
+    assert asked.count(True) == asked.count(False) > 0
+
+
+@needs_native
+@pytest.mark.parametrize("policy", ["tsf", "drf", "yarn-fair", "yarn-capacity"])
+@pytest.mark.parametrize("seed", range(4))
+def test_both_cores_schedule_a_queue_tree_the_same(monkeypatch, policy, seed):
+    rng = random.Random(100 + seed)
+    nodes = random_nodes(rng, 0, rng.randint(4, 12))
+    dims = ("cpu", "mem")
+    total = {d: sum(n.capacity[d] for n in nodes) for d in dims}
+    queues = [{"name": "a", "weight": 2}, {"name": "b", "weight": 1}]
+    make = make_under(monkeypatch, lambda: TreeScheduler(policy, dims, nodes, parse_queues(queues, dims, total)))
+    assert drive_both(rng, make, ("a", "b")) > 20
+
+
+@needs_native
+@pytest.mark.parametrize("seed", range(5))
+def test_both_pending_indexes_hold_the_same_bits(seed):
+    """Apps arrive (some on every node), change eligibility as nodes join, leave and are
+    compacted away: the compiled bit writes leave the same rows and the same answers."""
+    rng = random.Random(seed)
+    n_nodes = rng.randint(5, 40)
+    indexes = [PendingIndex(2, n_nodes, native) for native in (False, True)]
+    live: list[str] = []
+
+    def eligible(n):
+        return bytes(rng.random() < 0.7 for _ in range(n))
+
+    for k in range(4000):              # past 1,024 dead slots: compactions too
+        op = rng.random()
+        if op < 0.45 or not live:
+            app_id, demand, elig = f"a{k}", (rng.choice([0.5, 1.0, 2.0]), rng.choice([1.0, 3.0])), eligible(n_nodes)
+            for ix in indexes:
+                ix.add(app_id, demand, elig)
+                ix.set_pending(app_id, True)
+            live.append(app_id)
+        elif op < 0.55:
+            app_id, elig = rng.choice(live), eligible(n_nodes + (rng.random() < 0.2))
+            n_nodes = max(n_nodes, len(elig))
+            for ix in indexes:
+                ix.set_eligible(app_id, elig)
+        else:
+            app_id = live.pop(rng.randrange(len(live)))
+            for ix in indexes:
+                ix.remove(app_id)
+        m, free = rng.randrange(n_nodes), [rng.choice([0.5, 1.0, 2.0, 4.0]), rng.choice([1.0, 2.0, 4.0])]
+        assert sorted(indexes[0].fitting(m, free)) == sorted(indexes[1].fitting(m, free)), k
+    assert indexes[0].generation == indexes[1].generation > 0
+    assert (indexes[0]._bits == indexes[1]._bits).all()

@@ -157,18 +157,16 @@ def test_the_nm_host_kills_a_container_once():
 
 # ----- the rules of rm/core in the RM's state -----------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="worked for the rules before they were gated to one evaluation per "
-                   "0.5 trace s and a grace wait after each search: merged, they warn at t=6, not 5; the "
-                   "arithmetic is to be redone against the merged rules")
 def test_the_rules_decide_in_the_rm_and_a_restore_rebuilds_their_clocks(tmp_path):
     """Queues a and b (equal weights) on the harness's 3 slots (n1: 2, n2: 1; one task is
     1 cpu, a dominant share of 1/3).  a's 4 tasks take the 3 slots at t = 1; b registers 1
-    task at t = 3: its demand share 1/3 caps F_b = 1/3 (a gets the rest, F_a = 2/3), u_b =
-    0 < 0.5 × 1/3, so b is starved from its first decision, t = 3.  After
-    ``fair_share_timeout`` = 2 (t = 5) it asks back ⌈(1/3 − 0) / (1/3)⌉ = 1 container, and a
-    (3/3 held) stays at F_a = 2/3 without it: one victim, a's newest container (3, on n2),
-    killed at 5 + ``grace`` 2 = 7; the NM kills it at its next heartbeat (8), b's task runs
-    there from 9.  Snapshots taken between the warning and the kill and after are rebuilt
+    task at t = 3: its demand share 1/3 caps F_b = 1/3 (a gets the rest, F_a = 2/3).  The
+    rules evaluate at most every 0.5 s and did at t = 3 before b came, so the monitor's
+    call at 3 after b's registration is not evaluated; at t = 4, u_b = 0 < 0.5 × 1/3: b is
+    starved from 4.  After ``fair_share_timeout`` = 2 (t = 6) it asks back
+    ⌈(1/3 − 0) / (1/3)⌉ = 1 container, and a (3/3 held) stays at F_a = 2/3 without it: one
+    victim, a's newest container (3, on n2), killed at 6 + ``grace`` 2 = 8; the NM kills it
+    at its next heartbeat (9), b's task runs there from 10.  Snapshots taken between the warning and the kill and after are rebuilt
     exactly from the one before plus its journal (``rayrm check --restores``)."""
     from rayrm.rm.core.config import parse_config
     from rayrm.rm.core.model import AppSpec, Resources
@@ -191,13 +189,13 @@ def test_the_rules_decide_in_the_rm_and_a_restore_rebuilds_their_clocks(tmp_path
     decide(c)
     run(c, 6)
     (w,) = kinds(c.rm, "preempt_warned")
-    assert w[0] == 5.0 and w[3] == "a" and w[5] == 3 and w[6] == "n2" and "from root.a for root.b" in w[7]
+    assert w[0] == 6.0 and w[3] == "a" and w[5] == 3 and w[6] == "n2" and "from root.a for root.b" in w[7]
     store.snapshot(c.rm)                           # between the warning and the kill
     run(c, 12)
     (k,) = kinds(c.rm, "preempt_killed")
-    assert k[0] == 7.0 and k[5] == 3
+    assert k[0] == 8.0 and k[5] == 3
     assert c.rm.preemptions.counts()["preempted"] == 1
-    assert [(r[0], r[3], r[5]) for r in c.rm.log.tasks.values() if r[0] == "b"] == [("b", "n2", 9.0)]
+    assert [(r[0], r[3], r[5]) for r in c.rm.log.tasks.values() if r[0] == "b"] == [("b", "n2", 10.0)]
     store.snapshot(c.rm)
     run(c, 60)
     store.snapshot(c.rm)

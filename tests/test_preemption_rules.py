@@ -88,6 +88,29 @@ def test_a_finished_victim_is_forgotten_and_not_replaced_while_covered():
     assert len(p.warned) == 7
 
 
+def test_a_search_counts_the_victims_already_warned_as_gone():
+    """One node of 3 slots: a holds all 3, b (2 tasks) starves from 10.  Equal weights and
+    both demands above 1/2 give F_a = F_b = 1/2.  At 70 b asks back k = ⌈(1/2 − 0) / (1/3)⌉
+    = 2 containers, but a, at 3/3, may lose only one and stay at or above F_a (3/3 − 1/3 =
+    2/3; one more would leave 1/3 < 1/2): one victim, a's newest (3), due at 70 + 15.  At 85,
+    searching again before that kill, b still lacks k = 2 − 1 (the covered task) = 1 task,
+    and a's usage *after* the kill due is 2/3: taking another would leave it at 1/3, so
+    nothing more is taken."""
+    d = doc({"enabled": True, "fair_share_timeout": 60, "grace": 15})
+    d["cluster"] = {"nodes": [{"name": "n", "capacity": {"cpu": 3, "memory_mb": 3072}}]}
+    d["workload"]["jobs"][0]["tasks"], d["workload"]["jobs"][1]["tasks"] = 4, 2
+    cfg = parse_config(d)
+    s = make_scheduler("tsf", cfg.dims, cfg.nodes, cfg.queues)
+    p = Preemption(cfg.preemption, cfg.queues)
+    s.submit(cfg.jobs[0].app)
+    assert [c.container_id for c in s.schedule()] == [1, 2, 3]
+    s.submit(cfg.jobs[1].app)
+    assert s.schedule() == [] and p.decide(10.0, s) == []
+    assert [v.container for v in p.decide(70.0, s)] == [3]
+    assert p.fair == {"root": 1.0, "root.a": 0.5, "root.b": 0.5}
+    assert p.decide(85.0, s) == [] and p.due(85.0) == [3]
+
+
 def test_per_queue_timeouts_inherit_down_the_tree():
     cfg = parse_config(doc({"enabled": True, "fair_share_timeout": 60},
                            queues=[{"name": "a"}, {"name": "p", "preemption": {"fair_share_timeout": 20},

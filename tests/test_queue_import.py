@@ -4,6 +4,7 @@ Hadoop SLS's own test resources, jobs' queues and users, and bad input as one li
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,52 @@ def test_hadoop_sls_fair_scheduler_follows_its_allocation_file():
                            {"name": "sls_queue_3", "weight": 0.5, **common}]
     assert (yarn.kind, yarn.policy) == ("fair", None)
     assert report.notes() == {"queue-file settings rayrm does not model (ignored): user, userMaxAppsDefault": 1}
+    # its yarn.scheduler.fair.preemption is true and it sets no waitTimeBeforeKill: YARN's
+    # 15000 ms -> grace 15 s
+    assert yarn.preemption == {"enabled": True, "grace": 15}
+    # the allocation file alone does not switch it on (the switch is a yarn-site property)
+    assert read_yarn_queues(HADOOP / "fair-scheduler-allocation.xml").preemption is None
+
+
+def site(tmp_path, props: dict, capacity: bool) -> str:
+    """A <configuration> with ``props``: SLS's capacity-scheduler.xml's queues, or one naming
+    SLS's allocation file."""
+    if capacity:
+        props = {"yarn.scheduler.capacity.root.queues": "a,b", "yarn.scheduler.capacity.root.a.capacity": "40",
+                 "yarn.scheduler.capacity.root.b.capacity": "60", **props}
+    else:
+        props = {"yarn.scheduler.fair.allocation.file": str(HADOOP / "fair-scheduler-allocation.xml"), **props}
+    body = "".join(f"<property><name>{k}</name><value>{v}</value></property>" for k, v in props.items())
+    return write(tmp_path, "site.xml", f"<configuration>{body}</configuration>")
+
+
+def test_yarn_site_switches_preemption_on(tmp_path):
+    fair = read_yarn_queues(site(tmp_path, {"yarn.scheduler.fair.preemption": "true",
+                                            "yarn.scheduler.fair.waitTimeBeforeKill": "10000"}, False))
+    assert fair.preemption == {"enabled": True, "grace": 10}                 # 10000 ms
+    assert read_yarn_queues(site(tmp_path, {"yarn.scheduler.fair.preemption": "false"}, False)).preemption is None
+    # the Capacity Scheduler's monitor with its default policy (ProportionalCapacityPreemptionPolicy):
+    # a queue below its ideal assignment at a round (monitoring_interval 2000 ms -> 2 s, threshold 1)
+    # loses containers after max_wait_before_kill (default 15000 ms -> 15 s)
+    on = {"yarn.resourcemanager.scheduler.monitor.enable": "true",
+          "yarn.resourcemanager.monitor.capacity.preemption.monitoring_interval": "2000"}
+    cap = read_yarn_queues(site(tmp_path, on, True))
+    assert cap.kind == "capacity"
+    assert cap.preemption == {"enabled": True, "grace": 15, "fair_share_timeout": 2, "fair_share_threshold": 1.0}
+    other = {**on, "yarn.resourcemanager.scheduler.monitor.policies": "org.example.SomeOtherMonitor"}
+    assert read_yarn_queues(site(tmp_path, other, True)).preemption is None
+
+
+@pytest.mark.parametrize("props, message", [
+    ({"yarn.scheduler.fair.preemption": "yes"}, "yarn.scheduler.fair.preemption: must be true or false"),
+    ({"yarn.scheduler.fair.preemption": "true", "yarn.scheduler.fair.waitTimeBeforeKill": "-5"},
+     "yarn.scheduler.fair.waitTimeBeforeKill: must be a positive number"),
+])
+def test_bad_site_preemption_names_file_and_property(tmp_path, props, message):
+    path = site(tmp_path, props, False)
+    with pytest.raises(InputError) as e:
+        read_yarn_queues(path)
+    assert message in str(e.value).replace("'", "") and "site.xml" in str(e.value)
 
 
 def test_hadoop_sls_capacity_scheduler():
@@ -231,6 +278,10 @@ def test_cli_imports_hadoop_sls_files_with_queues_and_users(tmp_path, capsys):
     doc = yaml.safe_load((tmp_path / "sls.yaml").read_text())
     assert [(q["name"], q["weight"], "policy" in q) for q in doc["queues"]] == \
         [("sls_queue_1", 0.25, False), ("sls_queue_2", 0.25, False), ("sls_queue_3", 0.5, False)]
+    # fair-scheduler.xml's yarn.scheduler.fair.preemption true, no waitTimeBeforeKill (15000 ms);
+    # the allocation file's minSharePreemptionTimeout 2 on each queue
+    assert doc["preemption"] == {"enabled": True, "grace": 15.0}
+    assert [q["preemption"] for q in doc["queues"]] == [{"min_share_timeout": 2.0}] * 3
     rows = list(csv.DictReader(open(tmp_path / "sls.jobs.csv")))
     by_id = {r["id"]: r for r in rows}
     assert (by_id["job_1"]["queue"], by_id["job_1"]["user"], by_id["job_1"]["weight"]) == ("sls_queue_1", "default", "1")
@@ -241,6 +292,31 @@ def test_cli_imports_hadoop_sls_files_with_queues_and_users(tmp_path, capsys):
     assert code == 0, err
     jobs = list(csv.DictReader(open(tmp_path / "run" / "jobs.csv")))
     assert len(jobs) == len(rows) and all(j["status"] == "finished" for j in jobs)
+    settings = json.loads((tmp_path / "run" / "summary.json").read_text())["preemption"]["settings"]
+    # the root's settings as the run read them (the threshold YARN's default, 0.5; timeouts unset: never)
+    assert settings == {"enabled": True, "grace": 15.0, "fair_share_threshold": 0.5}
+
+
+@pytest.mark.parametrize("allocation, site, message", [
+    ("<fairSharePreemptionThreshold>1.5</fairSharePreemptionThreshold>", {},
+     "field 'queue root.a fairSharePreemptionThreshold': must be at most 1, got '1.5'"),
+    ("<minSharePreemptionTimeout>-3</minSharePreemptionTimeout>", {},
+     "field 'queue root.a minSharePreemptionTimeout': must be a positive number, got '-3'"),
+    ("<fairSharePreemptionTimeout>soon</fairSharePreemptionTimeout>", {},
+     "field 'queue root.a fairSharePreemptionTimeout'"),
+    ("", {"yarn.scheduler.fair.waitTimeBeforeKill": "0"}, "field 'yarn.scheduler.fair.waitTimeBeforeKill'"),
+])
+def test_cli_bad_preemption_values_are_one_line_exit_2(tmp_path, capsys, allocation, site, message):
+    alloc = write(tmp_path, "alloc.xml", f'<allocations><queue name="a">{allocation}</queue>'
+                                         '<queue name="b"/></allocations>')
+    props = {"yarn.scheduler.fair.allocation.file": "alloc.xml", "yarn.scheduler.fair.preemption": "true", **site}
+    body = "".join(f"<property><name>{k}</name><value>{v}</value></property>" for k, v in props.items())
+    named = write(tmp_path, "fair-site.xml", f"<configuration>{body}</configuration>")
+    code, lines = run_cli(capsys, "trace", "import", "sls", str(HADOOP / "inputsls.json"), "--queue-file", named,
+                          "-o", str(tmp_path / "x.yaml"))
+    assert code == 2 and len(lines) == 1, lines
+    assert message in lines[0] and ("alloc.xml" in lines[0] or "fair-site.xml" in lines[0])
+    assert not (tmp_path / "x.yaml").exists()
 
 
 def test_cli_bad_queue_file_is_one_line_exit_2(tmp_path, capsys):

@@ -43,6 +43,19 @@ def test_parquet_and_csv_give_the_same_check_report_and_compare(tmp_path):
         a, b = RunDir(csv[p]), RunDir(parquet[p])
         for table in ("tasks", "shares", "events"):
             pd.testing.assert_frame_equal(getattr(a, table), getattr(b, table), check_dtype=True)
+        # what rayrm check reads instead, fresh (a filtered read, categoricals), is the same
+        # rows from either format and from the tables already read
+        loss = ("node_lost", "node_join")
+        fresh = [RunDir(csv[p]), RunDir(parquet[p])]
+        lost = [r.events_of(loss).reset_index(drop=True) for r in fresh + [a]]
+        assert len(lost[0]) > 0 and set(lost[0]["kind"]) <= set(loss)
+        for other in lost[1:]:
+            pd.testing.assert_frame_equal(lost[0], other)
+        coded = [r.coded_tasks for r in fresh + [a]]
+        assert list(coded[0]["status"].cat.categories) == sorted(set(a.tasks["status"]))
+        for other in coded[1:]:
+            pd.testing.assert_frame_equal(coded[0], other)
+        assert (coded[0]["app"].astype(str) == a.tasks["app"]).all()
         x, y = check_run(csv[p]).as_dict(), check_run(parquet[p]).as_dict()
         assert x.pop("run") != y.pop("run") and x == y and x["ok"]
         assert x["attempts_by_status"]["lost"] > 0       # MIXED loses b2's and c2's attempts

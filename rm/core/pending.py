@@ -22,6 +22,7 @@ from bisect import bisect_left, bisect_right
 import numpy as np
 
 from rayrm.rm.core.model import EPS
+from rayrm.rm.core.native import compiled
 
 
 class _Dimension:
@@ -57,8 +58,10 @@ class PendingIndex:
     nodes when it arrives and nothing when it leaves; once dead slots outnumber live
     ones (and 1,024), every bitset is rebuilt over the live apps alone."""
 
-    def __init__(self, width: int, n_nodes: int):
+    def __init__(self, width: int, n_nodes: int, native: bool = False):
         self.width = width
+        #: write eligibility bits with the compiled loop (rayrm.rm.core.native._pending)
+        self.native = native
         self._n_nodes = n_nodes
         #: how many times slots were renumbered (a compaction): a bitset of slots kept
         #: outside (the queue tree's) is stale when this has moved on
@@ -94,6 +97,7 @@ class PendingIndex:
         return state
 
     def __setstate__(self, state: dict) -> None:
+        state.setdefault("native", False)
         self.__dict__.update(state)
         self._set_stale(self._stale_flags)
 
@@ -150,11 +154,14 @@ class PendingIndex:
             wider = np.zeros((self._n_nodes, max(2 * self._bits.shape[1], column + 1)), dtype=np.uint8)
             wider[:, :self._bits.shape[1]] = self._bits
             self._bits = wider
-        if on:
+        if self.native:
+            compiled("_pending").set_bits(self._bits, self._stale_flags, column, bit, nodes, on)
+        elif on:
             self._bits[nodes, column] |= bit
+            self._stale[nodes] = True
         else:
             self._bits[nodes, column] &= ~bit
-        self._stale[nodes] = True
+            self._stale[nodes] = True
 
     def remove(self, app_id: str) -> None:
         slot = self._slot.pop(app_id)

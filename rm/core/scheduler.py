@@ -38,6 +38,7 @@ import numpy as np
 
 from rayrm.rm.core.cluster import AppState, ClusterState, NodeState
 from rayrm.rm.core.model import DEFAULT_QUEUE, EPS, AppSpec, Container, NodeSpec
+from rayrm.rm.core.native import compiled, core_name
 from rayrm.rm.core.pending import PendingIndex
 from rayrm.rm.core.policies import Policy, PolicyError, make_policy
 from rayrm.rm.core.policies.base import policy_label
@@ -51,6 +52,9 @@ WALK_STEPS = 8
 
 class OnlineScheduler:
     """Cluster accounting plus a policy, with incremental policy order."""
+
+    # the Python core unless __init__ selected the compiled one (rayrm.rm.core.native)
+    _native = _inline_key = False
 
     def __init__(self, policy: Policy | str, dims: Iterable[str], nodes: Iterable[NodeSpec] = ()):
         self.policy = make_policy(policy) if isinstance(policy, str) else policy
@@ -78,10 +82,15 @@ class OnlineScheduler:
         self._round_nodes: list[int] = []
         self.placements = 0
         self._flat = True                  # no queue tree (rayrm.rm.core.queues.scheduler)
+        # which core walks the offers (rayrm.rm.core.native): the same decisions either way
+        width = len(dims) + len(p.virtual_dims)
+        self._native = core_name() == "native" and width <= compiled("_offer").MAX_WIDTH
+        # the compiled core may compute key = n u itself when _set_key is this class's
+        self._inline_key = self._unit_key and type(self)._set_key is OnlineScheduler._set_key
         for spec in nodes:
             self.cluster.add_node(spec)
             self._dirty.add(self.cluster.node_index[spec.name])
-        self._index = PendingIndex(len(dims) + len(p.virtual_dims), len(self.cluster.nodes))
+        self._index = PendingIndex(len(dims) + len(p.virtual_dims), len(self.cluster.nodes), self._native)
 
     # ----- events --------------------------------------------------------------
 
@@ -154,6 +163,8 @@ class OnlineScheduler:
 
     def release(self, container_id: int) -> Container:
         """A container ended; its node is offered again at the next ``schedule``."""
+        if self._native:
+            return compiled("_offer").release(self, container_id)
         cluster = self.cluster
         container = cluster.containers[container_id]
         node = cluster.holders[container_id][1]
@@ -223,22 +234,17 @@ class OnlineScheduler:
                 mask = mask | np.frombuffer(a.eligible, dtype=np.uint8)
             indexes = np.flatnonzero(mask).tolist()
             cand = sorted(a.entry for a in fresh_apps)
+            if self._native:
+                compiled("_offer").offer_fresh(self, indexes, dirty, cand, placed)
+                self.placements += len(placed)
+                return placed
             for m in indexes:
                 node = nodes[m]
                 if m in dirty or not node.alive:
                     continue
                 # Most of these nodes are full: test the fit here before paying for an offer
                 # (which would walk the same apps and place nothing).
-                free = node.free
-                for entry in cand:
-                    a = entry[3]
-                    if a.eligible[m]:
-                        for r, d in enumerate(a.demand):
-                            if d > free[r] + EPS:
-                                break
-                        else:
-                            break
-                else:
+                if not _any_fits(cand, m, node.free):
                     continue
                 self._offer(node, cand, placed)
                 if not cand:
@@ -261,6 +267,9 @@ class OnlineScheduler:
         """
         if self._per_node:
             self._offer_per_node(node, order, placed)
+            return
+        if self._native:
+            compiled("_offer").offer(self, node, order, placed, proof)
             return
         m = node.index
         free = node.free
@@ -302,6 +311,8 @@ class OnlineScheduler:
 
     def _first_fitting(self, m: int, free) -> AppState | None:
         """The pending app with the least entry that may use node m and fits ``free``."""
+        if self._native:
+            return compiled("_offer").first_fitting(self._index, m, free)
         apps = self._index.fitting(m, free)
         return min([a.entry for a in apps])[3] if apps else None
 
@@ -367,6 +378,8 @@ class OnlineScheduler:
             fitting = [a for a in fitting if a.pending > 0 and cluster.fits(a, node)]
 
     def _place(self, app: AppState, node: NodeState, order: list) -> Container:
+        if self._native:
+            return compiled("_offer").place(self, app, node, order)
         container = self.cluster.allocate(app, node)
         main = self._order
         if order is not main:
@@ -450,6 +463,19 @@ class OnlineScheduler:
         self._order = sorted(a.entry for a in self.cluster.apps.values() if a.pending > 0)
         for entry in self._order:
             self._index.set_pending(entry[3].app_id, True)
+
+
+def _any_fits(cand: list, m: int, free: list) -> bool:
+    """Does an app of ``cand`` (sorted entries) that may use node m fit ``free``?"""
+    for entry in cand:
+        a = entry[3]
+        if a.eligible[m]:
+            for r, d in enumerate(a.demand):
+                if d > free[r] + EPS:
+                    break
+            else:
+                return True
+    return False
 
 
 def _reposition(order: list, i: int, entry: tuple) -> None:

@@ -42,7 +42,7 @@ import pandas as pd
 
 from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.errors import InputError
-from rayrm.rm.runs.check_faults import check_lost_nodes
+from rayrm.rm.runs.check_faults import LOSS_KINDS, check_lost_nodes
 from rayrm.rm.runs.queues import check_queue_caps
 from rayrm.rm.runs.reader import RunDir
 
@@ -126,7 +126,7 @@ def check_run(path: str | Path) -> CheckResult:
     so a run of tens of millions of attempts checks in minutes.
     """
     run = RunDir(path)
-    nodes, jobs, tasks, dims = run.nodes, run.jobs, run.tasks, run.dims
+    nodes, jobs, tasks, dims = run.nodes, run.jobs, run.coded_tasks, run.dims
     result = CheckResult(str(path))
     accepted = jobs[jobs["status"] != "rejected"]
     result.jobs_accepted, result.jobs_rejected = len(accepted), len(jobs) - len(accepted)
@@ -152,8 +152,8 @@ def check_run(path: str | Path) -> CheckResult:
                         required=accepted[accepted["status"] != "unfinished"] if result.interrupted else accepted)
     _check_constraints(run, jobs, tasks, codes, apps, result)
     _check_capacity(nodes, jobs, tasks, codes, apps, dims, result)
-    check_lost_nodes(run.events, tasks, result)
-    check_queue_caps(run, result)
+    check_lost_nodes(run.events_of(LOSS_KINDS), tasks, result)
+    check_queue_caps(run, tasks, result)
     return result
 
 

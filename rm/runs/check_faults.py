@@ -22,10 +22,14 @@ import math
 import numpy as np
 
 
+#: the events that open and close a span in which the RM holds a node lost
+LOSS_KINDS = ("node_lost", "node_join")
+
+
 def lost_spans(events) -> dict[str, list[tuple[float, float]]]:
     """Per node, the (lost, joined again) spans in which the RM held it lost."""
     spans: dict[str, list[tuple[float, float]]] = {}
-    rows = events[events.kind.isin(["node_lost", "node_join"])]
+    rows = events[events.kind.isin(LOSS_KINDS)]
     for node, ev in rows.groupby("node"):
         since = None
         for kind, t in zip(ev.kind, ev.time.astype(float)):

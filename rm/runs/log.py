@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from rayrm.rm.core.model import AppSpec, NodeSpec
-from rayrm.rm.core.native import core_name, native_module
+from rayrm.rm.core.native import compiled, core_name
 from rayrm.rm.runs.columns import ColumnBuffer
 from rayrm.rm.runs.encoding import cell
 from rayrm.rm.runs.schema import JOBS_DEFAULTS, PREEMPTED, TABLES, TASK_STATUSES, job_columns, node_columns
@@ -392,7 +392,7 @@ def run_log(dims: tuple[str, ...], core: str | None = None, **kwargs) -> RunLog:
     """A RunLog of ``core`` ('python' or 'native'; default: the one ``RAYRM_CORE`` selects):
     under the native core its hot recording paths are compiled (``NativeRunLog``)."""
     if (core or core_name()) == "native":
-        module = native_module("rayrm.rm.core.native._runlog")
+        module = compiled("_runlog")
         module.set_batch(BATCH)         # read at each log: a test may lower it
         return _native_class(module)(dims, **kwargs)
     return RunLog(dims, **kwargs)

@@ -65,21 +65,22 @@ def _leaves(jobs: pd.DataFrame) -> pd.Series:
     return pd.Series(np.where(q.str.startswith("root."), q.str[5:], q), index=jobs["app"].to_numpy())
 
 
-def check_queue_caps(run: RunDir, result) -> None:
-    """Count and note queue_over_max and queue_over_max_apps on ``result`` (a CheckResult)."""
+def check_queue_caps(run: RunDir, tasks, result) -> None:
+    """Count and note queue_over_max and queue_over_max_apps on ``result`` (a CheckResult),
+    from ``tasks`` (the run's, as ``rayrm check`` read them)."""
     tree = run_tree(run)
     if tree is None:
         return
     result.queues_checked = len(tree.queues()) - 1
-    jobs, tasks, dims = run.jobs, run.tasks, run.dims
+    jobs, dims = run.jobs, run.dims
     leaf_of = _leaves(jobs)
     bounds = tree_bounds(tree, _total(run))
     demand = jobs.set_index("app").reindex(columns=[f"demand.{d}" for d in dims], fill_value=0.0)
     started = tasks[tasks["start"].notna() & tasks["app"].isin(leaf_of.index)]
     app_leaf = leaf_of.reindex(started["app"]).to_numpy()
-    first = started.groupby("app")["start"].min()
+    first = started.groupby("app", observed=True)["start"].min()
     finish = jobs.set_index("app")["finish"].reindex(first.index)
-    last = started.assign(f=started["finish"].fillna(np.inf)).groupby("app")["f"].max()
+    last = started.assign(f=started["finish"].fillna(np.inf)).groupby("app", observed=True)["f"].max()
     until = finish.fillna(last).fillna(np.inf)
     for q in tree.queues():
         if not q.path:

@@ -129,8 +129,10 @@ class LiveSource:
         """Merge one RM snapshot into the view (also called directly by tests)."""
         t = float(snap["time"])
         nodes = self._nodes(snap, t)
-        preempted = snap.get("preemption", {}).get("apps", {})
-        fresh = [self._app(row, t, preempted) for row in snap["apps"]]     # the apps running or just ended
+        preemption = snap.get("preemption")
+        counts = preemption or {}
+        fresh = [self._app(row, t, counts.get("apps", {}), counts.get("warned_apps", {}))
+                 for row in snap["apps"]]     # the apps running or just ended
         for a in fresh:
             self._apps[a.app] = a
         apps = tuple(self._apps.values())
@@ -149,7 +151,7 @@ class LiveSource:
         self._view = ClusterView(
             self.name, self.policy, "ray", self.dims, t, float(snap["start_wall"]), self.time_scale,
             self.interval, "live", nodes, apps, int(snap["allocations"]), faults, self._pace(snap),
-            self._series.frozen(), self._view.version + 1, self._kind, self._tree)
+            self._series.frozen(), self._view.version + 1, self._kind, self._tree, preemption is not None)
         with self._changed:
             self._changed.notify_all()
         return self._view
@@ -175,7 +177,7 @@ class LiveSource:
                 seen[name] = NodeView(name, "NEW", cap, tuple(0.0 for _ in cap), 0, 0.0, dict(spec.attributes))
         return tuple(seen.values())
 
-    def _app(self, row: tuple, t: float, preempted: dict) -> AppView:
+    def _app(self, row: tuple, t: float, preempted: dict, warned: dict) -> AppView:
         r = dict(zip(APP_FIELDS, row))
         seen = self._attempts.setdefault(r["app"], [])
         while 1 + len(seen) < r["attempts"]:         # a new attempt since the last poll
@@ -189,7 +191,7 @@ class LiveSource:
                        str(spec.constraint) if spec is not None else "", r["reason"] or "", r["eligible"],
                        tuple(seen), spec.queue if spec is not None else "default",
                        spec.user if spec is not None else "default", r.get("share"),
-                       preempted=preempted.get(r["app"], 0))
+                       preempted=preempted.get(r["app"], 0), warned=warned.get(r["app"], 0))
 
     def _pace(self, snap: dict) -> dict:
         """The pace so far, by the replay's rule (summary.json's ``kept_pace``): the share of

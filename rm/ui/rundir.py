@@ -21,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.model import queue_path
@@ -79,7 +80,7 @@ def _build(rd: RunDir) -> ClusterView:
                        float(summary.get("heartbeat_interval") or 1.0), state, nodes, apps, len(tasks), faults,
                        dict(summary.get("pace") or {}),
                        _history(rd, dims, tasks, jobs, demand, end, nodes, policy, tree), 1, logged_kind(policy),
-                       tree)
+                       tree, "preemption" in summary)
 
 
 def _nodes(rd: RunDir, dims, tasks, events, demand, end) -> tuple[NodeView, ...]:
@@ -113,6 +114,7 @@ def _apps(rd: RunDir, dims, tasks, jobs, events, demand) -> tuple[AppView, ...]:
     launched = events[events["kind"] == "am_launch"]
     launches = {str(app): tuple(sorted(rows["time"].astype(float))) for app, rows in launched.groupby("app")}
     last_share = rd.shares.groupby("app").last() if len(rd.shares) else None
+    warned = warned_now(events)
     out = []
     for _, j in jobs.iterrows():
         app = str(j["app"])
@@ -132,8 +134,21 @@ def _apps(rd: RunDir, dims, tasks, jobs, events, demand) -> tuple[AppView, ...]:
                            1 + len(launches.get(app, ())), ts, ds, str(j["constraint"]), str(j["reason"] or ""),
                            attempt_starts=launches.get(app, ()), queue=queue_path(str(j.get("queue", "default"))),
                            user=str(j.get("user", "default")),
-                           preempted=int(by_status.get((app, "preempted"), 0))))
+                           preempted=int(by_status.get((app, "preempted"), 0)), warned=warned.get(app, 0)))
     return tuple(out)
+
+
+def warned_now(events) -> dict[str, int]:
+    """Per app, its containers warned of a preemption (``preempt_warned``) that no later event
+    ended (finished, preempted, lost, killed): those still running at the run's last moment."""
+    kinds = events["kind"]
+    warned = events[kinds == "preempt_warned"]
+    if warned.empty:
+        return {}
+    container = pd.to_numeric(events["container"].astype(str), errors="coerce")
+    ended = set(container[~kinds.isin(("start", "preempt_warned"))].dropna())
+    alive = warned[~container[warned.index].isin(ended)]
+    return {str(app): len(rows) for app, rows in alive.groupby("app")}
 
 
 def _history(rd: RunDir, dims, tasks, jobs, demand, end, nodes, policy, tree) -> History:

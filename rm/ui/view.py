@@ -71,6 +71,7 @@ class AppView:
     user: str = "default"
     share: float | None = None          # the policy's own share (live), where no field holds it
     preempted: int = 0                  # its containers killed at a preemption's deadline
+    warned: int = 0                     # its containers warned now (a PreemptionMessage), not yet ended
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,7 @@ class ClusterView:
     version: int = 0                    # increases with every new snapshot
     share_kind: str = "task_share"      # the kind of share the policy ranks by (Policy.share_kind)
     tree: object = None                 # the config's QueueTree (None: one leaf, root.default)
+    preemption: bool = False            # the config's preemption is on
 
     def epoch_ms(self, t: float | None) -> int:
         """Trace time ``t`` as YARN gives times: epoch milliseconds of the wall clock (0 for None)."""

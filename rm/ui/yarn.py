@@ -164,6 +164,19 @@ def _children(queues) -> dict:
     return out
 
 
+def preemption_fields(view: ClusterView, q: QueueView) -> dict:
+    """A queue's preemption: ``aggregateContainersPreempted`` (YARN's QueueMetrics name: its
+    apps' containers killed at a preemption's deadline so far) and rayrm's own
+    ``containersWarned`` (its apps' containers warned now, a PreemptionMessage sent, not yet
+    ended) and ``preemptedResourceMB`` / ``preemptedResourceVCores`` (the resources of those
+    preempted, as the apps' fields of that name add up)."""
+    under = [a for a in view.apps if _under(a, q)]
+    mb, vc = _mb_vcores(view.dims, _sum([tuple(a.preempted * d for d in a.demand) for a in under], len(view.dims)))
+    return {"aggregateContainersPreempted": sum(a.preempted for a in under),
+            "containersWarned": sum(a.warned for a in under),
+            "preemptedResourceMB": mb, "preemptedResourceVCores": vc}
+
+
 def _active(view: ClusterView, q: QueueView) -> list[AppView]:
     path = queue_path(q.name)
     return [a for a in view.apps if a.status in ("running", "waiting") and queue_path(a.queue) == path]
@@ -187,8 +200,8 @@ def fair_scheduler(view: ClusterView, queues, total) -> dict:
                "clusterResources": resource(dims, total), "reservedResources": zero,
                "allocatedContainers": sum(a.running for a in view.apps if _under(a, q)), "reservedContainers": 0,
                "pendingContainers": sum(a.pending for a in view.apps if _under(a, q)), "queueName": q.name,
-               "schedulingPolicy": q.policy, "preemptable": False, "weight": q.weight,
-               "share": q.share, "fairShare": q.owed, "steadyFairShare": q.steady}
+               "schedulingPolicy": q.policy, "preemptable": view.preemption, "weight": q.weight,
+               "share": q.share, "fairShare": q.owed, "steadyFairShare": q.steady} | preemption_fields(view, q)
         if q.leaf:
             out |= {"type": "fairSchedulerLeafQueueInfo", "numActiveApps": q.running_apps,
                     "numPendingApps": q.pending_apps,
@@ -228,11 +241,12 @@ def capacity_scheduler(view: ClusterView, queues) -> dict:
                "absoluteMaxCapacity": round(abs_max, 4), "absoluteUsedCapacity": round(used_abs, 4),
                "numApplications": q.running_apps + q.pending_apps, "queueName": q.name.rsplit(".", 1)[-1],
                "queuePath": q.name, "state": "RUNNING", "resourcesUsed": resource(dims, q.used),
-               "weight": q.weight, "fairShare": q.owed, "orderingPolicy": q.policy}
+               "weight": q.weight, "fairShare": q.owed, "orderingPolicy": q.policy,
+               "preemptionDisabled": not view.preemption} | preemption_fields(view, q)
         if q.leaf:
             out |= {"type": "capacitySchedulerLeafQueueInfo", "numActiveApplications": q.running_apps,
                     "numPendingApplications": q.pending_apps,
-                    "numContainers": sum(a.running for a in _active(view, q)),
+                    "numContainers": sum(a.running for a in view.apps if _under(a, q)),
                     "maxApplications": q.max_apps if q.max_apps is not None else 10000,
                     "userLimit": q.min_user_limit_percent if q.min_user_limit_percent is not None else 100,
                     "userLimitFactor": q.user_limit_factor if q.user_limit_factor is not None else 1.0}

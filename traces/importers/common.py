@@ -226,6 +226,7 @@ class ImportResult:
     description: str = ""
     queues: list[dict] | None = None                    # the config's queues: tree (None: root.default)
     policy: str | None = None                           # the queue file's policy, when --policy is not given
+    preemption: dict | None = None                      # the config's preemption: (the queue file's site)
 
 
 def dims_of(nodes: Iterable[NodeSpec], jobs: Iterable[JobSpec], events: Iterable[dict] = ()) -> tuple:
@@ -310,6 +311,8 @@ def write_config(path: str | Path, result: ImportResult, *, name: str | None = N
         doc["cluster"]["events"] = result.events
     if result.queues:
         doc["queues"] = result.queues
+        if result.preemption:
+            doc["preemption"] = result.preemption
     doc["workload"] = {"file": table.name}
     doc["policy"] = policy if policy is not None else (result.policy or "tsf")
     doc["run"] = {"seed": 1}

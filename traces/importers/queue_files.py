@@ -78,6 +78,7 @@ class YarnQueues:
     policy: str | None = None
     kind: str = "fair"                      # fair | capacity
     ignored: set[str] = field(default_factory=set)
+    preemption: dict | None = None          # the config's top-level preemption: (site_preemption)
 
 
 def read_yarn_queues(path: str | Path, report: SkipReport | None = None) -> YarnQueues:
@@ -87,11 +88,14 @@ def read_yarn_queues(path: str | Path, report: SkipReport | None = None) -> Yarn
         props = properties(root, path)
         follow = props.get("yarn.scheduler.fair.allocation.file")
         if follow and not any(k.startswith(CS) for k in props):
-            return read_yarn_queues(_beside(path, follow), report)
+            out = read_yarn_queues(_beside(path, follow), report)
+            out.preemption = site_preemption(props, "fair", str(path))
+            return out
         if f"{CS}root.queues" not in props:
             raise InputError("neither a Fair Scheduler allocation file (<allocations>) nor a "
                              f"capacity-scheduler.xml ({CS}root.queues)", file=str(path))
         out = CapacityReader(str(path), props).tree()
+        out.preemption = site_preemption(props, "capacity", str(path))
     elif root.tag in ("allocations", "queue", "pool"):
         out = FairReader(str(path)).tree(root)
     else:
@@ -99,6 +103,51 @@ def read_yarn_queues(path: str | Path, report: SkipReport | None = None) -> Yarn
                          "(capacity-scheduler.xml)", file=str(path))
     if report is not None and out.ignored:
         report.note(f"queue-file settings rayrm does not model (ignored): {', '.join(sorted(out.ignored))}")
+    return out
+
+
+#: yarn-site's preemption switches and waits, by scheduler (Hadoop's FairScheduler.html,
+#: "Configuration in yarn-site.xml"; CapacityScheduler.html, "Capacity Scheduler container
+#: preemption"), the waits in milliseconds with YARN's defaults
+SITE_PREEMPTION = {
+    "fair": {"switch": "yarn.scheduler.fair.preemption",
+             "grace": "yarn.scheduler.fair.waitTimeBeforeKill"},
+    "capacity": {"switch": "yarn.resourcemanager.scheduler.monitor.enable",
+                 "grace": "yarn.resourcemanager.monitor.capacity.preemption.max_wait_before_kill",
+                 "interval": "yarn.resourcemanager.monitor.capacity.preemption.monitoring_interval"}}
+SITE_DEFAULT_MS = {"grace": 15000.0, "interval": 3000.0}
+CAPACITY_PREEMPTION_POLICY = "ProportionalCapacityPreemptionPolicy"
+
+
+def site_preemption(props: dict[str, str], kind: str, file: str) -> dict | None:
+    """The config's top-level ``preemption:`` from a ``<configuration>``'s yarn-site
+    properties, None when they do not switch it on.
+
+    * Fair Scheduler: ``yarn.scheduler.fair.preemption`` true -> ``enabled``;
+      ``yarn.scheduler.fair.waitTimeBeforeKill`` (ms, 15000) -> ``grace``.  The timeouts
+      and threshold come from the allocation file (its queues and defaults).
+    * Capacity Scheduler: ``yarn.resourcemanager.scheduler.monitor.enable`` true with
+      ``...scheduler.monitor.policies`` naming ProportionalCapacityPreemptionPolicy (its
+      default) -> ``enabled``; ``...capacity.preemption.max_wait_before_kill`` (ms, 15000) ->
+      ``grace``; the monitor acts each ``...monitoring_interval`` (ms, 3000) on any queue below
+      its ideal assignment: ``fair_share_timeout`` = that interval, ``fair_share_threshold`` 1
+      (docs/preemption.md: the rayrm rule set under yarn-capacity).
+    """
+    names = SITE_PREEMPTION[kind]
+    switch = props.get(names["switch"], "").strip().lower()
+    if switch not in ("", "true", "false"):
+        raise InputError(f"must be true or false, got {props[names['switch']]!r}", file=file, field=names["switch"])
+    if switch != "true":
+        return None
+    if kind == "capacity":
+        monitors = props.get("yarn.resourcemanager.scheduler.monitor.policies", CAPACITY_PREEMPTION_POLICY)
+        if CAPACITY_PREEMPTION_POLICY not in monitors:
+            return None
+    ms = {key: _number(props.get(names[key], SITE_DEFAULT_MS[key]), file, names[key], positive=True)
+          for key in ("grace", "interval") if key in names}
+    out = {"enabled": True, "grace": ms["grace"] / 1000}
+    if kind == "capacity":
+        out.update(fair_share_timeout=ms["interval"] / 1000, fair_share_threshold=1.0)
     return out
 
 

@@ -37,6 +37,7 @@ class QueueTree:
     policy: str | None = None
     open: bool = False            # the jobs' other queues join it (weight 1): --queue-weights alone
     source: str | None = None     # the queue file it was read from
+    preemption: dict | None = None  # the config's preemption: the file's yarn-site properties switch on
 
     def check(self, dims: tuple[str, ...], total: dict[str, float]) -> None:
         """Validate the tree as a config would (``rayrm.rm.core.queues.tree``), errors naming
@@ -98,7 +99,7 @@ def without_policies(tree: QueueTree) -> QueueTree:
     """The tree with every queue following the config's policy (``--drop-queue-policies``)."""
     def strip(queues):
         return [{k: (strip(v) if k == "children" else v) for k, v in q.items() if k != "policy"} for q in queues]
-    return QueueTree(strip(tree.queues), None)
+    return QueueTree(strip(tree.queues), None, preemption=tree.preemption)
 
 
 def check_jobs(tree: QueueTree, queues, report: SkipReport) -> None:
@@ -122,7 +123,7 @@ def read_queue_file(file: str, report: SkipReport | None = None) -> QueueTree:
         raise InputError("not a text file", file=file) from None
     if text.lstrip().startswith("<"):
         yarn: YarnQueues = read_yarn_queues(path, report)
-        return QueueTree(yarn.queues, yarn.policy, source=file)
+        return QueueTree(yarn.queues, yarn.policy, source=file, preemption=yarn.preemption)
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError:

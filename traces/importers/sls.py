@@ -412,7 +412,8 @@ def import_sls(inputs, report: SkipReport, *, nodes_file=None, node_capacity=NM_
         check_jobs(queues, named, report)
     names = ", ".join(Path(p).name for p in inputs)
     return ImportResult(nodes, jobs, description=f"SLS inputs {names} (rayrm trace import sls)",
-                        queues=queues.queues if queues else None, policy=queues.policy if queues else None)
+                        queues=queues.queues if queues else None, policy=queues.policy if queues else None,
+                        preemption=queues.preemption if queues else None)
 
 
 def build_jobs(parsed: ParsedJobs, node_names: set[str], exclusive: set[str],

@@ -1,5 +1,6 @@
-"""Which scheduling core runs: the compiled one (``rayrm.rm.core.native._eventheap``, built from
-Cython by ``pip install``) or the Python reference, chosen by ``RAYRM_CORE``.
+"""Which scheduling core runs: the compiled one (the modules of ``NATIVE_MODULES``, built from
+Cython by ``pip install``) or the Python reference, chosen by ``RAYRM_CORE``.  The compiled
+core is all of its modules: it counts as built only when every one of them imports.
 
 * ``RAYRM_CORE=python``: the Python core, always;
 * ``RAYRM_CORE=native``: the compiled core, or an ``InputError`` (one line) when it was not built;
@@ -11,25 +12,43 @@ compiled one only runs them faster.  docs/design.md, "Native core", lists what i
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 
 from rayrm.rm.core.errors import InputError
 
 CORES = ("python", "native")
-#: the compiled module and what it must define
-NATIVE_MODULE = "rayrm.rm.core.native._eventheap"
-#: every compiled module: the native core runs only when all of them were built
-NATIVE_MODULES = (NATIVE_MODULE, "rayrm.rm.core.native._runlog")
+#: the compiled modules (setup.py builds one extension per name); the core needs them all
+NATIVE_MODULES = ("_eventheap", "_offer", "_pending", "_runlog")
+_PACKAGE = "rayrm.rm.core.native"
 
 
-def native_module(name: str = NATIVE_MODULE):
-    """The compiled module ``name``, or None when the extensions were not (all) built."""
-    try:
-        modules = {m: importlib.import_module(m) for m in NATIVE_MODULES}
-    except ImportError:
+def native_module(name: str = "_eventheap"):
+    """The compiled module ``name`` of the core, or None when the core was not built (any of
+    its modules missing: a half-built core is not selected)."""
+    if name not in NATIVE_MODULES:
+        raise ValueError(f"{name!r} is not a module of the native core ({', '.join(NATIVE_MODULES)})")
+    if not native_built():
         return None
-    return modules[name]
+    return importlib.import_module(f"{_PACKAGE}.{name}")
+
+
+@functools.cache
+def compiled(name: str):
+    """The compiled module ``name``, imported once (the hot path's lookup); the caller has
+    selected the native core (``core_name``), so it is built."""
+    return importlib.import_module(f"{_PACKAGE}.{name}")
+
+
+def native_built() -> bool:
+    """Every compiled module of the core imports."""
+    try:
+        for name in NATIVE_MODULES:
+            importlib.import_module(f"{_PACKAGE}.{name}")
+    except ImportError:
+        return False
+    return True
 
 
 def core_name(env: dict | None = None) -> str:
@@ -39,7 +58,7 @@ def core_name(env: dict | None = None) -> str:
         raise InputError(f"RAYRM_CORE must be 'python' or 'native', got {wanted!r}", field="RAYRM_CORE")
     if wanted == "python":
         return "python"
-    built = native_module() is not None
+    built = native_built()
     if wanted == "native" and not built:
         raise InputError("RAYRM_CORE=native but the compiled core is not built "
                          "(pip install -e . builds it; it needs gcc and the Python headers)",

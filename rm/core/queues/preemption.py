@@ -31,8 +31,9 @@ share of one task of the app L serves first), at most its pending tasks, less th
 already covered by victims warned for it and still running.  Each task's victims are
 found node by node (YARN's FSPreemptionThread): on each node the app may use, the
 running containers of *other* leaves above their fair share, the leaf furthest above
-(u − F) first and newest first (highest container id) within it, each taken only if its leaf — and every ancestor of it that is not an
-ancestor of L — stays at or above its own fair share without it, until the node's free
+(u − F) first and newest first (highest container id) within it, each taken only if its
+leaf — and every ancestor of it that is not an ancestor of L — stays at or above its own
+fair share without it and without the victims already warned, until the node's free
 resources plus the victims' fit one task; the node needing the fewest victims wins (ties:
 the newest victims, then the lowest node index; ``rayrm.rm.core.queues.victims``).
 A victim is warned now and killed at now + ``grace`` unless it
@@ -183,7 +184,9 @@ class Preemption:
             return []
         self._last, self._skipped = now, False
         self._forget_ended(scheduler.cluster.containers)
+        tree.track_usage()
         stats = _LeafStats(tree)
+        stats.withhold(v.app for v, _ in self.warned.values())
         self.fair = stats.fair
         out: list[Victim] = []
         for path, cfg in self.settings.items():
@@ -300,36 +303,65 @@ class _LeafStats:
         self.total = tuple(cluster.total)
         self._inverse = tuple(1.0 / t if t > 0 else 0.0 for t in self.total)
         k = len(self.total)
-        self.usage: dict[str, list[float]] = {q.spec.path: [0.0] * k for q in tree.queues}
-        self.demand: dict[str, list[float]] = {q.spec.path: [0.0] * k for q in tree.queues}
+        self.usage: dict[str, list[float]] = {tree.root.spec.path: [0.0] * k}
+        self.kept = self.usage                   # usage less the victims warned (withhold)
+        self.demand: dict[str, list[float]] = {}
         self.head: dict[str, Any] = {}           # leaf -> the placeable app it serves first
         self.pending: dict[str, int] = {}        # leaf -> its placeable pending tasks
-        apps = cluster.apps
         usage, demand = self.usage, self.demand
-        for app_id, member in tree.members.items():
-            app = apps[app_id]
-            d, n, p = app.demand, app.running, app.pending
-            leaf = member.path[0].spec.path
-            u, w = usage[leaf], demand[leaf]
+        root = tree.root
+        # U_q as the tree keeps it (track_usage), root's the sum of its children's; then
+        # U_q + P_q, adding the pending tasks of the apps with some (the pending index's)
+        for q in tree.queues:
+            if q is not root:
+                usage[q.spec.path] = q.usage[:k]
+        top = usage[root.spec.path]
+        for c in root.children:
+            for r, x in enumerate(usage[c.spec.path]):
+                top[r] += x
+        demand.update((path, list(u)) for path, u in usage.items())
+        index, members = tree.index, tree.members
+        waiting = index.pending_mask
+        while waiting:
+            bit = waiting & -waiting
+            waiting ^= bit
+            app = index.item(bit)
+            member = members.get(app.app_id)
+            p = app.pending
+            if member is None or p <= 0:
+                continue
+            d = app.demand
+            for q in member.path:
+                w = demand[q.spec.path]
+                for r in range(k):
+                    w[r] += p * d[r]
+            w = demand[root.spec.path]
             for r in range(k):
-                u[r] += n * d[r]
-                w[r] += (n + p) * d[r]
-            if p > 0 and app.eligible_count > 0:
+                w[r] += p * d[r]
+            if app.eligible_count > 0:
+                leaf = member.path[0].spec.path
                 self.pending[leaf] = self.pending.get(leaf, 0) + p
                 best = self.head.get(leaf)
                 if best is None or app.entry < best.entry:
                     self.head[leaf] = app
-        for q in reversed(tree.queues):     # parents after their children: a parent's sums theirs
-            if q.children:
-                u, w = usage[q.spec.path], demand[q.spec.path]
-                for c in q.children:
-                    for r, (x, y) in enumerate(zip(usage[c.spec.path], demand[c.spec.path])):
-                        u[r] += x
-                        w[r] += y
         self._dominant: dict[str, float] = {}
         self._demand_share: dict[str, float] = {}
         self.fair: dict[str, float] = {"root": 1.0}
         self._fill(tree.root)
+
+    def withhold(self, victims) -> None:
+        """``kept``: each queue's usage less the containers already warned and still running
+        (one app id per victim), which the victim search must not count twice: a source
+        stays at or above its share *after* every kill due (YARN's FSAppAttempt subtracts
+        its resourcesToBePreempted before canContainerBePreempted)."""
+        self.kept = {p: list(u) for p, u in self.usage.items()}
+        apps, members = self.cluster.apps, self.tree.members
+        for app_id in victims:
+            d = apps[app_id].demand
+            for q in members[app_id].path:
+                u = self.kept[q.spec.path]
+                for r, x in enumerate(d):
+                    u[r] -= x
 
     def frac(self, vec) -> float:
         """max_r v_r / T_r over the resources the cluster has."""

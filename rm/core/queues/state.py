@@ -168,6 +168,25 @@ class QueueTreeState:
             if q.user_cap:
                 q.user_cap += [INF] * (width - len(q.user_cap))
 
+    def track_usage(self) -> None:
+        """Keep every queue's usage vector from now on (preemption reads them at each
+        evaluation), computed once here for the queues that did not keep one."""
+        fresh = [q for q in self.queues if not q.track and q is not self.root]
+        if not fresh:
+            return
+        for q in fresh:
+            q.usage = [0.0] * len(q.usage)
+            q.track = True
+        apps, fresh = self.cluster.apps, set(map(id, fresh))
+        for app_id, member in self.members.items():
+            app = apps[app_id]
+            if app.running:
+                for q in member.path:
+                    if id(q) in fresh:
+                        usage = q.usage
+                        for r, d in enumerate(app.demand):
+                            usage[r] += app.running * d
+
     def rebuild(self) -> list[int]:
         """Recompute every aggregate, usage and slot set from the apps (nodes joined or
         left: units and percentages changed); returns the nodes any cap blocked."""

@@ -98,6 +98,30 @@ function header(o) {
     (f) => el("li", {}, f.time === undefined ? f.text : `t = ${fmt(f.time, 1)} s: ${f.text}`)));
 }
 
+// the scheduler's queues (/ws/v1/cluster/scheduler, Fair's or Capacity's shape): each queue's
+// share, what it is owed, containers, and preemption (aggregateContainersPreempted, containersWarned)
+function queueTable(h, s) {
+  const info = s.scheduler.schedulerInfo, rows = [];
+  const fair = info.type === "fairScheduler";
+  const walk = (q, depth) => {
+    rows.push([q, depth]);
+    for (const k of ((fair ? q.childQueues : q.queues) || {}).queue || []) walk(k, depth + 1);
+  };
+  if (fair) walk(info.rootQueue, 0); else for (const q of (info.queues || {}).queue || []) walk(q, 1);
+  $("queues-panel").hidden = Object.keys(h.queues || {}).length === 0;
+  const on = rows.some(([q]) => fair ? q.preemptable : q.preemptionDisabled === false);
+  $("queues-note").textContent = on ? "(preemption on)" : "(preemption off)";
+  $("queue-table").tBodies[0].replaceChildren(...rows.map(([q, depth]) => {
+    const name = fair ? q.queueName : q.queuePath;
+    const tr = el("tr", {"data-queue": name});
+    const share = fair ? q.share : q.absoluteUsedCapacity / 100;
+    const containers = fair ? q.allocatedContainers : (q.numContainers === undefined ? "" : q.numContainers);
+    for (const v of ["\u00a0".repeat(2 * depth) + name, fmt(share, 3), fmt(q.fairShare, 3), containers,
+                     q.aggregateContainersPreempted, q.containersWarned]) tr.append(el("td", {}, String(v)));
+    return tr;
+  }));
+}
+
 function draw(o, h, sh, apps, nodes, pend) {
   const times = h.times;
   chart($("use"), $("use-legend"), h.dims.map((d, k) => ({name: d, points: times.map((t, i) => [t, 100 * h.used[i][k]])})),
@@ -161,10 +185,12 @@ async function tick() {
     const o = await get("/ws/v1/rayrm/overview");
     header(o);
     if (o.version !== version) {
-      const [h, sh, apps, nodes, pend] = await Promise.all([get("/ws/v1/rayrm/history"), get("/ws/v1/rayrm/shares?top=10"),
-        get("/ws/v1/rayrm/apps?limit=100"), get("/ws/v1/rayrm/nodes"), get("/ws/v1/rayrm/pending?limit=10")]);
+      const [h, sh, apps, nodes, pend, sched] = await Promise.all([get("/ws/v1/rayrm/history"), get("/ws/v1/rayrm/shares?top=10"),
+        get("/ws/v1/rayrm/apps?limit=100"), get("/ws/v1/rayrm/nodes"), get("/ws/v1/rayrm/pending?limit=10"),
+        get("/ws/v1/cluster/scheduler")]);
       cards(o);
       draw(o, h, sh, apps, nodes, pend);
+      queueTable(h, sched);
       version = o.version;
       updates += 1;
       document.body.dataset.version = version;
