@@ -111,6 +111,33 @@ def test_a_search_counts_the_victims_already_warned_as_gone():
     assert p.decide(85.0, s) == [] and p.due(85.0) == [3]
 
 
+def test_under_yarn_capacity_a_queue_is_measured_on_memory():
+    """One node <4 CPU, 4096 MB>; capacity queues a and b, 50% each (min 50%), yarn-capacity.
+    a runs 4 tasks of <1, 256>: all the CPU but 1024 MB, a memory share of 1/4 (its dominant
+    share would be 1).  b asks 2 tasks of <1, 1024> and finds no CPU.  On memory, as the
+    Capacity Scheduler's DefaultResourceCalculator reads queues: a's demand share 1/4 caps
+    F_a = 1/4, b's 2048/4096 caps F_b = 1/2; u_b = 0 < 0.5 × 1/2, so b starves, but a at
+    exactly F_a can give nothing (1/4 − 1/16 < 1/4): no victim.  Read on dominant shares a
+    (F_a = 1/2, u_a = 1) would lose containers it is not over its capacity by."""
+    task = {"cpu": 1, "memory_mb": 256}
+    d = doc({"enabled": True, "fair_share_timeout": 10}, policy="yarn-capacity",
+            queues=[{"name": "a", "capacity": 50}, {"name": "b", "capacity": 50}])
+    d["cluster"] = {"nodes": [{"name": "n", "capacity": {"cpu": 4, "memory_mb": 4096}}]}
+    d["workload"]["jobs"] = [
+        {"id": "a1", "queue": "a", "submit": 0, "tasks": 4, "demand": task, "duration": 100},
+        {"id": "b1", "queue": "b", "submit": 0, "tasks": 2, "demand": {"cpu": 1, "memory_mb": 1024}, "duration": 100}]
+    cfg = parse_config(d)
+    s = make_scheduler("yarn-capacity", cfg.dims, cfg.nodes, cfg.queues)
+    p = Preemption(cfg.preemption, cfg.queues)
+    s.submit(cfg.jobs[0].app)
+    assert len(s.schedule()) == 4
+    s.submit(cfg.jobs[1].app)
+    assert s.schedule() == [] and p.decide(0.0, s) == []
+    assert p.decide(10.0, s) == []
+    assert p.fair == {"root": 1.0, "root.a": 0.25, "root.b": 0.5}
+    assert p.episodes == [] and "b" in p.starved_since
+
+
 def test_per_queue_timeouts_inherit_down_the_tree():
     cfg = parse_config(doc({"enabled": True, "fair_share_timeout": 60},
                            queues=[{"name": "a"}, {"name": "p", "preemption": {"fair_share_timeout": 20},

@@ -15,8 +15,10 @@ allocation file: ``minSharePreemptionTimeout``, ``fairSharePreemptionTimeout``,
   min in every resource its ``min`` names (max_r U_Lr / min_Lr < 1, the tree's needy
   test) *and* has a pending task it could place (an app with pending tasks and an
   eligible node);
-* **starved for its fair share** since s_fair when, from s_fair on, its dominant share
-  u_L = max_r U_Lr / T_r is below θ_L · F_L (θ: ``fair_share_threshold``) with such a
+* **starved for its fair share** since s_fair when, from s_fair on, its share
+  u_L = max_r U_Lr / T_r (r over the resources the scheduler compares queues on,
+  ``QueueTreeState.share_resources``: all of them under TSF, memory under YARN's
+  schedulers) is below θ_L · F_L (θ: ``fair_share_threshold``) with such a
   pending task.  F_L is the *instantaneous* fair share: the root's 1 divided down the
   tree among the active children (those with demand) by ``fairshare.fair_shares``, child
   c bounded by lo_c = min(m_c, hi_c) and hi_c = min(M_c, δ_c), its min and max as
@@ -301,7 +303,9 @@ class _LeafStats:
         cluster = tree.cluster
         self.cluster = cluster
         self.total = tuple(cluster.total)
-        self._inverse = tuple(1.0 / t if t > 0 else 0.0 for t in self.total)
+        only = tree.share_resources         # the scheduler's measure: memory under YARN's
+        self._inverse = tuple(1.0 / t if t > 0 and (only is None or r in only) else 0.0
+                              for r, t in enumerate(self.total))
         k = len(self.total)
         self.usage: dict[str, list[float]] = {tree.root.spec.path: [0.0] * k}
         self.kept = self.usage                   # usage less the victims warned (withhold)

@@ -119,6 +119,10 @@ class Member:
 class QueueTreeState:
     """Every queue's accounting, and ``choose``: the app the tree offers a node to."""
 
+    #: the resources a queue's share of the cluster is read on where the rules compare queues
+    #: (preemption): None, all of them (the dominant share); YARN's schedulers, memory
+    share_resources: tuple[int, ...] | None = None
+
     def __init__(self, tree: QueueTree, policies: dict, default: "Policy", cluster: "ClusterState",
                  index: "PendingIndex", naive: bool = False):
         self.tree, self.cluster, self.index = tree, cluster, index

@@ -54,6 +54,7 @@ class YarnCapacityTreeState(KeyedTreeState):
 
     def __init__(self, tree, policies, default, cluster, index, naive=False):
         self.mem = resource_index(cluster.dims, "memory")
+        self.share_resources = (self.mem,)  # DefaultResourceCalculator: memory alone
         self.stamp = 0                      # counts changes to the tree's accounting
         self._verdicts: dict = {}           # leaf -> (stamp, its users' verdicts)
         super().__init__(tree, policies, default, cluster, index, naive)

@@ -49,6 +49,8 @@ class YarnFairTreeState(KeyedTreeState):
         super().__init__(tree, policies, default, cluster, index, naive)
         self.mem = resource_index(cluster.dims, "memory")
         self.fair_policy = {q: FAIR_POLICIES[q.policy.name] for q in self.queues}
+        # FairSharePolicy compares queues on memory, DRF on the dominant share: the root's decides
+        self.share_resources = None if self.fair_policy[self.root] == DRF else (self.mem,)
 
     def child_key(self, parent: QueueState, child: QueueState) -> tuple:
         """child's key under parent's Fair Scheduler policy (``drf_key`` or ``fair_key``)."""
