@@ -13,6 +13,7 @@ import pytest
 
 from rayrm.rm.core.config import parse_config
 from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.native import native_module
 from rayrm.rm.runs import log as runlog
 from rayrm.rm.runs import writer
 from rayrm.rm.runs import metrics as M
@@ -65,10 +66,14 @@ def test_parquet_and_csv_give_the_same_check_report_and_compare(tmp_path):
     pd.testing.assert_frame_equal(M.comparison_table(csv), M.comparison_table(parquet))
 
 
-def test_batches_write_the_rows_the_whole_run_holds(tmp_path, monkeypatch):
+@pytest.mark.parametrize("core", ["python", "native"])
+def test_batches_write_the_rows_the_whole_run_holds(tmp_path, monkeypatch, core):
     """Streamed in batches of 7 rows, the run directory holds the rows of the in-memory log
     (tasks in the order attempts end rather than start: the same rows, sorted), and the
-    summary accumulated batch by batch is the one-shot summary."""
+    summary accumulated batch by batch is the one-shot summary — under either core's log."""
+    if core == "native" and native_module() is None:
+        pytest.skip("the compiled core is not built")
+    monkeypatch.setenv("RAYRM_CORE", core)
     cfg = parse_config(MIXED)
     whole = simulate(cfg, out=None, progress=False)
     memory = Simulation(cfg)
@@ -77,13 +82,15 @@ def test_batches_write_the_rows_the_whole_run_holds(tmp_path, monkeypatch):
     monkeypatch.setattr(runlog, "BATCH", 7)
     streamed = Simulation(cfg, out=tmp_path / "streamed", fmt="csv")
     held = []                   # (rows the log holds, attempts running) after each start
-    start = runlog.RunLog.start
+    cls = type(streamed.log)
+    assert cls.__name__ == ("NativeRunLog" if core == "native" else "RunLog")
+    start = cls.start
 
     def watched(log, *args, **kw):
         start(log, *args, **kw)
         held.append((len(log.tasks) + len(log._ended) + len(log.events) + len(log.share_rows),
                      len(streamed.running) + 1))
-    monkeypatch.setattr(runlog.RunLog, "start", watched)
+    monkeypatch.setattr(cls, "start", watched)
     streamed.run(progress=False)
     assert streamed.log.tasks == {}                      # an ended attempt is no longer held
     # the log holds the running attempts and at most a batch (7) of each table beside them

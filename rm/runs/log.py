@@ -29,12 +29,13 @@ from pathlib import Path
 import numpy as np
 
 from rayrm.rm.core.model import AppSpec, NodeSpec
+from rayrm.rm.core.native import compiled, core_name
 from rayrm.rm.runs.columns import ColumnBuffer
 from rayrm.rm.runs.encoding import cell
 from rayrm.rm.runs.schema import JOBS_DEFAULTS, PREEMPTED, TABLES, TASK_STATUSES, job_columns, node_columns
 from rayrm.rm.runs.writer import Background, TableSink, choose_format
 
-__all__ = ["BATCH", "RunLog"]
+__all__ = ["BATCH", "RunLog", "run_log"]
 
 #: rows per batch a streaming log writes at once
 BATCH = 200_000
@@ -385,3 +386,27 @@ class RunLog:
             (out / "queues.json").write_text(json.dumps(self.queues, indent=1) + "\n")
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         return summary
+
+
+def run_log(dims: tuple[str, ...], core: str | None = None, **kwargs) -> RunLog:
+    """A RunLog of ``core`` ('python' or 'native'; default: the one ``RAYRM_CORE`` selects):
+    under the native core its hot recording paths are compiled (``NativeRunLog``)."""
+    if (core or core_name()) == "native":
+        module = compiled("_runlog")
+        module.set_batch(BATCH)         # read at each log: a test may lower it
+        return _native_class(module)(dims, **kwargs)
+    return RunLog(dims, **kwargs)
+
+
+_NATIVE: dict = {}
+
+
+def _native_class(module) -> type:
+    """``RunLog`` with ``start``, ``end`` and ``shares_at`` from the compiled ``module``
+    (rm/core/native/_runlog.pyx, the same records as the Python methods)."""
+    cls = _NATIVE.get(module)
+    if cls is None:
+        cls = _NATIVE[module] = type("NativeRunLog", (RunLog,), {
+            "__doc__": RunLog.__doc__ + " (hot paths compiled)", "__module__": __name__,
+            "start": module.start, "end": module.end, "shares_at": module.shares_at})
+    return cls

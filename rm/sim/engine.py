@@ -52,7 +52,7 @@ from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.policies import PolicyError, policy_for_run
 from rayrm.rm.core.policies.plugins import policy_source
 from rayrm.rm.core.shares import share_units
-from rayrm.rm.runs.log import RunLog
+from rayrm.rm.runs.log import RunLog, run_log
 from rayrm.rm.core.queues.scheduler import make_scheduler
 from rayrm.rm.core.faults import config_faults
 from rayrm.rm.sim.events import event_heap
@@ -114,7 +114,7 @@ class Simulation:
         self.cluster = self.scheduler.cluster
         self.total_tasks = sum(j.app.num_tasks for j in config.jobs)
         # with ``out`` the log streams its rows to the run directory as the run goes
-        self.log = RunLog(config.dims, mode="sim", policy=self.policy_name, name=config.name, seed=self.seed,
+        self.log = run_log(config.dims, mode="sim", policy=self.policy_name, name=config.name, seed=self.seed,
                           out=out, fmt=fmt, total_tasks=self.total_tasks)
         if not config.queues.flat:
             self.log.queues = config.queues.to_list()
