@@ -244,7 +244,7 @@ class OnlineScheduler:
                     continue
                 # Most of these nodes are full: test the fit here before paying for an offer
                 # (which would walk the same apps and place nothing).
-                if not _any_fits(cand, m, node.free):
+                if not any_fits((entry[3] for entry in cand), m, node.free):
                     continue
                 self._offer(node, cand, placed)
                 if not cand:
@@ -465,11 +465,10 @@ class OnlineScheduler:
             self._index.set_pending(entry[3].app_id, True)
 
 
-def _any_fits(cand: list, m: int, free: list) -> bool:
-    """Does an app of ``cand`` (sorted entries) that may use node m fit ``free``?"""
-    for entry in cand:
-        a = entry[3]
-        if a.eligible[m]:
+def any_fits(apps: Iterable[AppState], m: int, free) -> bool:
+    """Does a task of one of ``apps`` that may use node m fit ``free``?"""
+    for a in apps:
+        if a.pending > 0 and a.eligible[m]:
             for r, d in enumerate(a.demand):
                 if d > free[r] + EPS:
                     break

@@ -107,7 +107,8 @@ def offer(sched, node, list order, list placed, proof=None):
 
 
 cdef bint any_fits(list cand, Py_ssize_t m, list free) except -1:
-    """Does an app of ``cand`` (sorted entries) that may use node m fit ``free``?"""
+    """``scheduler.any_fits`` over the apps of ``cand`` (sorted entries), all with a task
+    pending (an entry leaves ``cand`` when its app's last one is placed)."""
     cdef double F[MAX_DIMS]
     cdef Py_ssize_t w = PyList_GET_SIZE(free), j
     load(free, F, w)

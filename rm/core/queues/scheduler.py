@@ -25,14 +25,14 @@ import numpy as np
 from rayrm.rm.core.cluster import AppState
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.queues.state import QueueTreeState
-from rayrm.rm.core.model import EPS, AppSpec, Container, NodeSpec
+from rayrm.rm.core.model import AppSpec, Container, NodeSpec
 from rayrm.rm.core.policies import Policy, PolicyError, make_policy
 from rayrm.rm.core.policies.base import policy_label
 from rayrm.rm.core.policies.plugins import resolve_policy
 from rayrm.rm.core.queues.tree import QueueTree
 from rayrm.rm.core.queues.yarn_capacity import YarnCapacityTreeState, check_capacity_queues
 from rayrm.rm.core.queues.yarn_fair import YarnFairTreeState, check_fair_queues
-from rayrm.rm.core.scheduler import OnlineScheduler
+from rayrm.rm.core.scheduler import OnlineScheduler, any_fits
 from rayrm.rm.core.shares import served_key
 
 #: a policy's ``scheduler`` -> the tree's accounting and offer rule, and the check of the
@@ -182,7 +182,7 @@ class TreeScheduler(OnlineScheduler):
                 mask = mask | np.frombuffer(a.eligible, dtype=np.uint8)
             for m in np.flatnonzero(mask).tolist():
                 node = nodes[m]
-                if m in dirty or not node.alive or not _any_fits(fresh_apps, m, node.free):
+                if m in dirty or not node.alive or not any_fits(fresh_apps, m, node.free):
                     continue
                 self._offer_tree(node, placed)
                 if not self._order:
@@ -197,18 +197,6 @@ class TreeScheduler(OnlineScheduler):
             if app is None:
                 return
             placed.append(self._place(app, node, self._order))
-
-
-def _any_fits(apps: list[AppState], m: int, free) -> bool:
-    """Does a task of one of ``apps`` that may use node m fit ``free``?"""
-    for a in apps:
-        if a.pending > 0 and a.eligible[m]:
-            for r, d in enumerate(a.demand):
-                if d > free[r] + EPS:
-                    break
-            else:
-                return True
-    return False
 
 
 def check_tree_policies(queues: QueueTree, policy: str) -> None:
