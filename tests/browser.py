@@ -87,6 +87,12 @@ class Browser:
             raise RuntimeError(result["exceptionDetails"])
         return result["result"].get("value")
 
+    def wait_until(self, condition: str, timeout: float = 30.0) -> None:
+        """Wait until the JavaScript ``condition`` holds, polled in the page every 50 ms (a
+        condition run in a document the first load replaces is run again in the new one)."""
+        self.evaluate("new Promise((resolve) => { const tick = setInterval(() => { if (%s) "
+                      "{ clearInterval(tick); resolve(true); } }, 50); })" % condition, timeout=timeout)
+
     def screenshot(self, path: str | Path) -> None:
         Path(path).write_bytes(base64.b64decode(self.call("Page.captureScreenshot", {"format": "png"})["data"]))
 

@@ -114,11 +114,7 @@ def test_the_page_lists_each_queues_preemption(cut_at_80):
     _, url = cut_at_80
     page = browser.Browser(url)
     try:
-        page.evaluate("""new Promise((resolve) => {
-            const tick = setInterval(() => {
-                if (Number(document.body?.dataset.updates ?? 0) >= 1) { clearInterval(tick); resolve(true); }
-            }, 50);
-        })""", timeout=60)
+        page.wait_until("Number(document.body?.dataset.updates ?? 0) >= 1", timeout=60)
         shown = page.evaluate("""(() => ({
             hidden: document.getElementById('queues-panel').hidden,
             note: document.getElementById('queues-note').textContent,

@@ -205,11 +205,7 @@ def test_the_page_charts_each_queues_share_against_what_it_is_owed(tree_run):
     _, url = tree_run
     page = browser.Browser(url)
     try:
-        page.evaluate("""new Promise((resolve) => {
-            const tick = setInterval(() => {
-                if (Number(document.body?.dataset.updates ?? 0) >= 1) { clearInterval(tick); resolve(true); }
-            }, 50);
-        })""", timeout=60)
+        page.wait_until("Number(document.body?.dataset.updates ?? 0) >= 1", timeout=60)
         drawn = page.evaluate("""(() => {
             const p = (name) => Object.assign({}, document.querySelector(`#queues path[data-name="${name}"]`).dataset);
             return {hidden: document.getElementById('queues-figure').hidden,

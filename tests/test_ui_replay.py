@@ -183,17 +183,13 @@ def test_the_page_updates_itself_and_draws_the_rms_numbers(live, tmp_path):
     page = browser.Browser(live.url)
     try:
         # polled in the page: a wait may start in a document the first load is replacing,
-        # which has no body (or no root) yet to observe; a replaced context is run again
-        wait_for = """new Promise((resolve) => {{
-            const tick = setInterval(() => {{ if ({cond}) {{ clearInterval(tick); resolve(true); }} }}, 50);
-        }})"""
-        page.evaluate(wait_for.format(cond="Number(document.body?.dataset.updates ?? 0) >= 2"), timeout=WAIT)
+        # which has no body (or no root) yet to observe
+        page.wait_until("Number(document.body?.dataset.updates ?? 0) >= 2", timeout=WAIT)
         # the chart redraws its paths in place: between two draws a path may be briefly absent
         first = page.evaluate("Number(document.querySelector('#counts path[data-name=running]')?.dataset.points ?? 0)")
         # the same page, not reloaded, draws later snapshots too
-        page.evaluate(wait_for.format(
-            cond=f"Number(document.querySelector('#counts path[data-name=running]')?.dataset.points ?? 0) > {first}"),
-            timeout=WAIT)
+        page.wait_until(f"Number(document.querySelector('#counts path[data-name=running]')?.dataset.points ?? 0) > {first}",
+                        timeout=WAIT)
         drawn = page.evaluate("""(() => {
             const p = (sel) => Object.assign({}, document.querySelector(sel).dataset);
             return {running: p('#counts path[data-name=running]'), pending: p('#counts path[data-name=pending]'),
