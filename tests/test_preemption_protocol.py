@@ -76,7 +76,7 @@ def test_warned_then_killed_at_the_deadline_and_run_again():
     rows = {(r[0], r[1], r[2]): r for r in c.rm.log.tasks.values()}
     assert rows[("a", 0, 0)][7] == PREEMPTED and rows[("a", 0, 0)][6] == 6.0
     assert c.rm.preemptions.counts() == {"apps": {"a": 1}, "queues": {"root.a": 1}, "warned": 0,
-                                         "spared": 0, "preempted": 1}
+                                         "warned_apps": {}, "spared": 0, "preempted": 1}
     # the AM asked for task 0 again: a new attempt (attempt 1) on the freed slot of n1
     run(c, 40)
     assert finishes(c) == {("a", t): 1 for t in range(4)}

@@ -379,6 +379,10 @@ class Preemptions:
                 "spared": self.spared, "queues": dict(sorted(queues.items()))}
 
     def counts(self) -> dict:
-        """What the live RM shows: containers preempted per app and per queue, warned now, spared."""
+        """What the live RM shows: containers preempted per app and per queue, warned now (in
+        all and per app), spared."""
+        warned: dict[str, int] = {}
+        for w in self.table.values():
+            warned[w.victim.app] = warned.get(w.victim.app, 0) + 1
         return {"apps": dict(self.preempted), "queues": dict(self.by_queue), "warned": len(self.table),
-                "spared": self.spared, "preempted": sum(self.preempted.values())}
+                "warned_apps": warned, "spared": self.spared, "preempted": sum(self.preempted.values())}

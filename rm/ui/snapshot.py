@@ -77,8 +77,4 @@ def rm_snapshot(state, now: float, memo: dict, pace=None) -> dict:
     if state.preemptions.rules is not None:
         # containers preempted per app and queue so far, warned now, spared (``Preemptions.counts``)
         out["preemption"] = state.preemptions.counts()
-        warned: dict[str, int] = {}
-        for w in state.preemptions.table.values():
-            warned[w.victim.app] = warned.get(w.victim.app, 0) + 1
-        out["preemption"]["warned_apps"] = warned
     return out
