@@ -185,6 +185,18 @@ class PendingIndex:
             cand &= dim.prefix[k - 1] if k else 0
         return cand
 
+    def pending_within(self, vector) -> int:
+        """The pending apps whose task fits under ``vector`` (a queue's headroom), whatever
+        node they may use: for a node's candidates ``c`` (a subset of ``fits_mask(m, F)``),
+        ``c & pending_within(v)`` is ``c & fits_mask(m, v)``, the same for every node."""
+        cand = self._pending
+        for dim, f in zip(self._dims, vector):
+            if not cand:
+                break
+            k = bisect_right(dim.values, f + EPS)
+            cand &= dim.prefix[k - 1] if k else 0
+        return cand
+
     def bit(self, app_id: str) -> int:
         """The app's slot as a one-bit integer, valid until the next compaction."""
         return 1 << self._slot[app_id]

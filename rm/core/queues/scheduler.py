@@ -112,8 +112,9 @@ class TreeScheduler(OnlineScheduler):
         return container
 
     def release(self, container_id: int) -> Container:
-        app = self.cluster.holders[container_id][0]
+        app, node = self.cluster.holders[container_id]
         container = super().release(container_id)
+        self.tree.node_changed(node.index)
         blocked = self.tree.released(app)
         if blocked:
             self._redirty(blocked)
@@ -123,6 +124,9 @@ class TreeScheduler(OnlineScheduler):
         app = self.cluster.apps[app_id]
         running = app.running
         left = super().finish_app(app_id)
+        index = self.cluster.node_index
+        for c in left:
+            self.tree.node_changed(index[c.node])
         self._redirty(self.tree.finished(app, running))
         return left
 
@@ -166,13 +170,18 @@ class TreeScheduler(OnlineScheduler):
         """Offer the dirty nodes, then the nodes a fresh app may use, each down the tree."""
         placed: list[Container] = []
         dirty, fresh = self._dirty, self._fresh
-        if not dirty and not fresh:
+        tree = self.tree
+        if not dirty and not fresh and not tree.deferred:
             return placed
         self._dirty, self._fresh, self._proof = set(), {}, {}
         nodes = self.cluster.nodes
-        for m in sorted(dirty):
+        stopped = None if self._order else -1
+        for m in tree.offer_round(dirty, bool(fresh)):
             if nodes[m].alive and self._order:
                 self._offer_tree(nodes[m], placed)
+                if not self._order:
+                    stopped = m
+        tree.close_round(stopped)
         fresh_apps = [a for a in fresh.values() if a.pending > 0]
         if fresh_apps and self._order:
             # Only nodes some fresh app may use, and of those only where one of them fits

@@ -368,6 +368,19 @@ class QueueTreeState:
 
     # ----- the offer ---------------------------------------------------------------
 
+    #: nodes whose re-offer waits for the round (``KeyedTreeState``): none here
+    deferred = False
+
+    def offer_round(self, dirty: set, fresh: bool):
+        """The nodes a round of offers goes through, in node order: the dirty ones."""
+        return sorted(dirty)
+
+    def close_round(self, stopped: int | None) -> None:
+        """The round is over (``stopped``: the node after which nothing was pending)."""
+
+    def node_changed(self, m: int) -> None:
+        """A container on node m ended outside an offer."""
+
     def choose(self, m: int, free, order: list) -> "AppState | None":
         """The app node ``m`` (with ``free`` left) is offered to: down the tree, at each
         queue to the active child (one with a candidate on m within its caps) of least
@@ -412,7 +425,7 @@ class QueueTreeState:
             if not cf:
                 continue
             if c.capped:
-                within = self._within_caps(c, cf, m)
+                within = self._within_caps(c, cf)
                 if within != cf:
                     c.blocked.add(m)
                 cf = within
@@ -441,23 +454,25 @@ class QueueTreeState:
         memo[q] = found
         return found
 
-    def _within_caps(self, q: QueueState, cf: int, m: int) -> int:
-        """The candidates ``cf`` of queue q that its max, max_apps and user_limit admit on node m."""
-        cf = self._within_bounds(q, cf, m)
+    def _within_caps(self, q: QueueState, cf: int) -> int:
+        """The candidates ``cf`` of queue q (pending apps that fit one node) that its max,
+        max_apps and user_limit admit: ``cf & A_q`` for a set A_q of q's apps that is the
+        same on every node (``PendingIndex.pending_within``)."""
+        cf = self._within_bounds(q, cf)
         if q.user_limit is not None and cf:
             index = self.index
             allowed = 0
             for usage, slots in q.users.values():
                 uf = cf & slots
                 if uf:
-                    allowed |= uf & index.fits_mask(m, [c - u for c, u in zip(q.user_cap, usage)])
+                    allowed |= uf & index.pending_within([c - u for c, u in zip(q.user_cap, usage)])
             cf = allowed
         return cf
 
-    def _within_bounds(self, q: QueueState, cf: int, m: int) -> int:
-        """The candidates ``cf`` of queue q that its max and max_apps admit on node m."""
+    def _within_bounds(self, q: QueueState, cf: int) -> int:
+        """The candidates ``cf`` of queue q that its max and max_apps admit."""
         if q.max is not None:
-            cf &= self.index.fits_mask(m, [x - u for x, u in zip(q.max, q.usage)])
+            cf &= self.index.pending_within([x - u for x, u in zip(q.max, q.usage)])
         if q.max_apps is not None and q.running_apps >= q.max_apps:
             cf &= ~q.waiting
         return cf

@@ -86,9 +86,9 @@ class YarnCapacityTreeState(KeyedTreeState):
         g = self.guarantee[q] * self.cluster.total[self.mem]
         return q.usage[self.mem] / g if g > 0 else INF
 
-    def _within_caps(self, q: QueueState, cf: int, m: int) -> int:
+    def _within_caps(self, q: QueueState, cf: int) -> int:
         """The candidates its max(-capacity), max_apps and, in a leaf, user limit admit."""
-        cf = self._within_bounds(q, cf, m)
+        cf = self._within_bounds(q, cf)
         if q.children or not cf:
             return cf
         return self._within_user_limit(q, cf)
