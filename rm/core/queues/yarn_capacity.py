@@ -55,7 +55,7 @@ class YarnCapacityTreeState(KeyedTreeState):
     def __init__(self, tree, policies, default, cluster, index, naive=False):
         self.mem = resource_index(cluster.dims, "memory")
         self.share_resources = (self.mem,)  # DefaultResourceCalculator: memory alone
-        self.stamp = 0                      # counts changes to the tree's accounting
+        self._stamp: dict = {}              # queue -> count of changes to its accounting
         self._verdicts: dict = {}           # leaf -> (stamp, its users' verdicts)
         super().__init__(tree, policies, default, cluster, index, naive)
         # g_Q, the absolute capacity (``tree.child_shares``), is each queue's share
@@ -111,9 +111,10 @@ class YarnCapacityTreeState(KeyedTreeState):
 
     def _user_verdicts(self, q: QueueState) -> tuple:
         """(slots of the users within the limit whatever the task, slots of those it depends
-        on the task's size for, the limit as a function of current), kept until the tree or
-        the pending apps change: a node offered again and again in between asks the same."""
-        stamp = (self.stamp, self.index.pending_mask)
+        on the task's size for, the limit as a function of current), kept until the leaf's
+        accounting or its pending apps change: a node offered again and again in between, or
+        another leaf's change, asks the same."""
+        stamp = (self._stamp.get(q, 0), self.index.pending_mask & q.mask)
         hit = self._verdicts.get(q)
         if hit is not None and hit[0] == stamp:
             return hit[1]
@@ -155,25 +156,31 @@ class YarnCapacityTreeState(KeyedTreeState):
         state["_verdicts"] = {}             # a cache, and its limits are closures
         return state
 
+    def _changed(self, app) -> None:
+        stamp = self._stamp
+        for q in self.members[app.app_id].path:
+            stamp[q] = stamp.get(q, 0) + 1
+
     def attach(self, app, leaf) -> None:
-        self.stamp += 1
+        self._verdicts = {}                 # the index may have renumbered every slot
         super().attach(app, leaf)
 
     def allocated(self, app) -> None:
-        self.stamp += 1
+        self._changed(app)
         super().allocated(app)
 
     def released(self, app, n: int = 1):
-        self.stamp += 1
+        self._changed(app)
         return super().released(app, n)
 
     def finished(self, app, running: int):
-        self.stamp += 1
+        self._changed(app)
         return super().finished(app, running)
 
     def rebuild(self):
-        self.stamp += 1
+        self._verdicts = {}
         return super().rebuild()
+
 
 def check_capacity_queues(queues: QueueTree, policies: dict, default) -> None:
     """A leaf orders its apps fifo or fair; a parent's order is fixed (used capacity);
