@@ -71,8 +71,19 @@ class FaultModel:
         self.inject = {"kill-nm": self._kill_nm, "kill-am": self._kill_am, "kill-am-host": self._kill_am_host,
                        "kill-rm": self._kill_rm, "partition-nm-host": self._partition_nm_host,
                        "partition-am-host": self._partition_am_host}
+        self.waiting = [f for f in faults if f.after]     # for their event (``fired``)
+        self.triggers = bool(self.waiting)
         for f in faults:
-            self._push([Next(f.time, Step.INJECT, (f,))])
+            if f.after:
+                sim.log.watch(f.after, lambda t, f=f: self.fired(f, t))
+            else:
+                self._push([Next(f.time, Step.INJECT, (f,))])
+
+    def fired(self, fault: Fault, t: float) -> None:
+        """The first event ``fault`` waits for, logged at ``t``: it is due ``fault.delay`` later."""
+        self.waiting.remove(fault)
+        due = fault.fired(t)
+        self._push([Next(due.time, Step.INJECT, (due,))])
 
     def _push(self, steps) -> None:
         for step in steps:
@@ -105,8 +116,11 @@ class FaultModel:
             self.steps[event[0]](t, changed, *event[1:])
 
     def summary(self) -> dict:
-        return {"simulated": list(self.simulated), "not_simulated": dict(self.not_simulated),
-                "rm_restarts": self.rec.resync.epoch, "am_crashes": self.rec.am_crashes}
+        out = {"simulated": list(self.simulated), "not_simulated": dict(self.not_simulated),
+               "rm_restarts": self.rec.resync.epoch, "am_crashes": self.rec.am_crashes}
+        if self.triggers:
+            out["not_triggered"] = [f.text for f in self.waiting]
+        return out
 
     def _synced(self, key, t: float) -> None:
         detail = self.rec.synced(key, t)
