@@ -39,8 +39,9 @@
 T and D are in trace seconds (T >= 0, D > 0).  Instead of a time T, a fault may wait for an
 event of the run (``TRIGGERS``): ``@EVENT`` fires it at the first such event, ``@EVENT+S``
 S trace seconds after it (S >= 0), e.g. ``kill-rm@preempt_warned+1``; a lasting fault then
-takes its duration after that, ``partition-nm-host:0@node_lost+0+30``.  It is injected at
-most once, and not at all if the event never comes.  What a partition, a slow or a lossy link
+takes its duration after that: ``partition-nm-host:0@node_lost+30`` from the event,
+``partition-nm-host:0@node_lost+2+30`` from 2 s after it.  It is injected at most once, and
+not at all if the event never comes.  What a partition, a slow or a lossy link
 means is ``rayrm.rm.core.fault_rules`` (``LinkFault``).  ``parse_fault`` checks the form;
 ``check_targets`` that NODE and APP exist in the config; the replay checks
 Ray-node and host indexes against the cluster it runs on.  Errors are one-line
