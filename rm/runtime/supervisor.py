@@ -10,8 +10,9 @@
   (``max_restarts``): the restarted host registers its NMs again.  A host whose
   Ray node is gone cannot restart; its NMs stay lost.  An AM host whose node is gone
   is made again on another node (``rayrm.nodes.placement``).
-* **injects faults** (``rayrm.rm.core.faults``) at their trace times, each first logged by
-  the RM as a ``fault`` event so recovery can be measured from events.csv.
+* **injects faults** (``rayrm.rm.core.faults``) at their trace times, or after the first
+  event they wait for (``FaultInjector``), each first logged by the RM as a ``fault`` event
+  so recovery can be measured from events.csv.
 * **shows progress** on stderr: on a terminal one line rewritten every second;
   otherwise (CI, ``ray job logs``, nohup) a plain line every ``PLAIN_EVERY`` wall
   seconds — trace time, running, finished, pending, and how far the RM is behind

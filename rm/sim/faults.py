@@ -14,6 +14,8 @@ holds the RM's loop, which takes no time here; slow-nm-host, slow-am-host and dr
 the wall time and delivery of actor calls, and the simulated RM applies each event once,
 at its trace time, with no call to slow down or lose (``fault_rules.link_passage`` needs
 a wall clock and real calls).  Records are the replay RM's, durations in trace seconds.
+A fault waiting for an event (``@EVENT[+S]``) goes on the heap when the run log logs the
+first one (``RunLog.watch``), S trace seconds after it.
 """
 
 from __future__ import annotations
