@@ -120,6 +120,20 @@ def test_a_triggered_fault_fires_once_and_one_whose_event_never_comes_not_at_all
     assert f["rm_restarts"] == 2 and f["not_triggered"] == ["kill-rm@am_expired"]
 
 
+def test_simulate_says_which_faults_waited_for_an_event_that_never_came(tmp_path, capsys):
+    import yaml
+
+    from rayrm.rm.cli.main import main
+
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(PREEMPT))
+    code = main(["simulate", str(tmp_path / "c.yaml"), "--out", str(tmp_path / "run"),
+                 "--fault", "kill-rm@am_expired", "--fault", "kill-rm@preempt_warned"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "  faults: kill-rm@preempt_warned; RM restarts 1, AM crashes 0" in out
+    assert "  not injected, their event never came: kill-rm@am_expired\n" in out
+
+
 def test_the_replay_injector_asks_the_rm_for_the_event_and_again_when_the_rm_died(local_ray):
     import ray
 

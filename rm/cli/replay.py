@@ -194,5 +194,7 @@ def format_summary(summary: dict, out: str) -> str:
         lines.append(f"  faults: {', '.join(faults['injected'])}; RM restarts {faults['rm_restarts']}, "
                      f"NM host restarts {faults['nm_host_restarts']}, AM crashes {faults['am_crashes']} "
                      f"(recovery: rayrm check --recovery {out})")
+        if faults.get("not_triggered"):
+            lines.append(f"  not injected, their event never came: {', '.join(faults['not_triggered'])}")
     lines.append(f"  run directory: {out}")
     return "\n".join(lines)

@@ -114,6 +114,8 @@ def format_summary(summary: dict, out: str | None = None, total: float | None = 
         lines.append(f"  faults: {', '.join(faults['simulated'])}; RM restarts {faults['rm_restarts']}, "
                      f"AM crashes {faults['am_crashes']}"
                      + (f" (recovery: rayrm check --recovery {out})" if out else ""))
+    if faults and faults.get("not_triggered"):
+        lines.append(f"  not injected, their event never came: {', '.join(faults['not_triggered'])}")
     if out:
         lines.append(f"  run directory: {out}")
     return "\n".join(lines)
