@@ -16,6 +16,7 @@ task is counted as placed on its node.
 
 from __future__ import annotations
 
+import bisect
 import math
 from typing import Iterator
 
@@ -60,54 +61,63 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
                 items.append((cid, holders[cid][0], found[0], found[1]))
         if items:
             by_node[node.index] = items
-    for items in by_node.values():      # the leaf furthest above its share first, newest first in it
-        items.sort(key=lambda x: (-over[x[2]], -x[0]))
-    top = {m: _top(items) for m, items in by_node.items()}
     usage = {p: list(u) for p, u in kept.items()}
-    free = {}
+    free = {m: list(cluster.nodes[m].free) for m in by_node}
+    walked: set[int] = set()            # the nodes whose items are in walk order
+    # the nodes best-first by a lower bound on the rank they can reach (_bound), the lowest
+    # index first among equals: a node whose bound is not below the best (rank, index) found
+    # cannot win, nor can any after it
+    order = sorted((b, m) for m, items in by_node.items() if (b := _bound(app.demand, free[m], items)))
     for _ in range(k):
         best = None
-        for m in sorted(by_node):
-            node = cluster.nodes[m]
-            if not node.alive or not app.eligible[m]:
-                continue
-            room = free.get(m) or list(node.free)
-            if best is not None and (_fewest(app.demand, room, top[m][1]), -top[m][0]) >= best[3]:
-                continue                # this node cannot rank before the best one (_top)
-            chosen = _on_node(by_node[m], app.demand, room, usage, fair, stats)
+        for bound, m in order:
+            if best is not None and (bound, m) >= (best[3], best[0]):
+                break
+            items = by_node[m]
+            if m not in walked:         # the leaf furthest above its share first, newest first in it
+                items.sort(key=lambda x: (-over[x[2]], -x[0]))
+                walked.add(m)
+            chosen = _on_node(items, app.demand, free[m], usage, fair, stats)
             if chosen is not None:
                 rank = (len(chosen[0]), -min((x[0] for x in chosen[0]), default=0))
-                if best is None or rank < best[3]:
+                if best is None or (rank, m) < (best[3], best[0]):
                     best = (m, chosen[0], chosen[1], rank)
         if best is None:
             return
         m, chosen, room, _ = best
         free[m] = [x - d for x, d in zip(room, app.demand)] + list(room[len(app.demand):])
-        if not chosen:              # room already: the scheduler places it, nothing to take
-            continue
         for item in chosen:
             by_node[m].remove(item)
             for p in item[3]:
                 u = usage[p]
                 for r, d in enumerate(item[1].demand):
                     u[r] -= d
-        top[m] = _top(by_node[m])
-        yield [(cid, owner.app_id, source) for cid, owner, source, _ in chosen]
+        order = [e for e in order if e[1] != m]
+        bound = _bound(app.demand, free[m], by_node[m])
+        if bound:
+            bisect.insort(order, (bound, m))
+        if chosen:                  # none: room already, the scheduler places it there
+            yield [(cid, owner.app_id, source) for cid, owner, source, _ in chosen]
 
 
-def _top(items) -> tuple[int, list[float]]:
-    """A node's bounds on the rank it can reach: its newest takeable container, and per
-    resource the most one of them holds.  A node needs at least ``_fewest`` victims, and
-    the oldest of them is no newer than that container; so when (that count, −that id) is
-    not below the best rank found, the node is skipped without changing the choice."""
+def _bound(demand, room, items) -> tuple[int, int] | None:
+    """A lower bound on the rank (victims, −the oldest victim's id) a node can reach, None
+    when it cannot make room for ``demand`` at all.  It needs at least c = ``_fewest``
+    victims, and the oldest of c or more of its containers is no newer than the c-th newest
+    of them all."""
     if not items:
-        return 0, []
+        return (0, 0) if _fits(demand, room) else None
     most = [0.0] * len(items[0][1].demand)
     for _, owner, _, _ in items:
         for r, x in enumerate(owner.demand):
             if x > most[r]:
                 most[r] = x
-    return max(item[0] for item in items), most
+    c = _fewest(demand, room, most)
+    if c > len(items):
+        return None
+    if c == 0:
+        return (0, 0)
+    return c, -sorted((item[0] for item in items), reverse=True)[c - 1]
 
 
 def _fewest(demand, room, most) -> float:
