@@ -59,6 +59,7 @@ from starvation to share restored.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
@@ -165,6 +166,7 @@ class Preemption:
         self.next_search: dict[str, float] = {}             # leaf -> no victim search before then
         self._last = -INF                                   # the last evaluation
         self._skipped = False                               # a call since then was not evaluated
+        self._expiries: list[float] = []                    # the clocks' expiries, sorted (wake)
         self.fair: dict[str, float] = {}                    # the last decide's F_q, by full name
 
     def _inherit(self, q: QueueSpec, parent: PreemptionConfig) -> None:
@@ -195,23 +197,21 @@ class Preemption:
             need = self._starvation(now, path, cfg, stats)
             if need is not None:
                 out.extend(self._victims(now, path, need, stats))
+        self._expiries = sorted(
+            [since + self.settings[path].min_share_timeout for path, since in self.since_min.items()]
+            + [since + self.settings[path].fair_share_timeout for path, since in self.since_fair.items()]
+            + [t for path, t in self.next_search.items() if path in self.starved_since])
         return out
 
     def wake(self, now: float) -> float | None:
         """The earliest time after ``now`` a starved leaf's timeout expires (None: none),
-        when the driver must call ``decide`` although nothing else happens."""
+        when the driver must call ``decide`` although nothing else happens.  The drivers ask
+        after every round; the times only move at an evaluation, which sorts them."""
         best = self._last + UPDATE_INTERVAL if self._skipped else INF
-        for path, since in self.since_min.items():
-            t = since + self.settings[path].min_share_timeout
-            if now < t < best:
-                best = t
-        for path, since in self.since_fair.items():
-            t = since + self.settings[path].fair_share_timeout
-            if now < t < best:
-                best = t
-        for path, t in self.next_search.items():
-            if now < t < best and path in self.starved_since:
-                best = t
+        times = self._expiries
+        at = bisect.bisect_right(times, now)
+        if at < len(times) and times[at] < best:
+            best = times[at]
         return best if best < INF else None
 
     def due(self, now: float) -> list[int]:
