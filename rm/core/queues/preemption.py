@@ -67,7 +67,8 @@ from typing import Any, NamedTuple
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.fields import mapping, number
 from rayrm.rm.core.model import EPS
-from rayrm.rm.core.queues.fairshare import fair_shares
+from rayrm.rm.core.native import core_name
+from rayrm.rm.core.queues.fairshare import fair_shares_of
 from rayrm.rm.core.queues.tree import QueueSpec, QueueTree
 from rayrm.rm.core.queues.victims import choose_victims
 
@@ -168,6 +169,7 @@ class Preemption:
         self._skipped = False                               # a call since then was not evaluated
         self._expiries: list[float] = []                    # the clocks' expiries, sorted (wake)
         self.fair: dict[str, float] = {}                    # the last decide's F_q, by full name
+        self._solve = fair_shares_of(core_name())           # the water-filling of the core that runs
 
     def _inherit(self, q: QueueSpec, parent: PreemptionConfig) -> None:
         own = replace(parent, **dict(q.preemption)) if q.preemption else parent
@@ -189,7 +191,8 @@ class Preemption:
         self._last, self._skipped = now, False
         self._forget_ended(scheduler.cluster.containers)
         tree.track_usage()
-        stats = _LeafStats(tree)
+        tree.track_pending()
+        stats = _LeafStats(tree, self._solve)
         stats.withhold(v.app for v, _ in self.warned.values())
         self.fair = stats.fair
         out: list[Victim] = []
@@ -235,13 +238,14 @@ class Preemption:
     def _starvation(self, now: float, path: str, cfg: PreemptionConfig, stats: "_LeafStats") -> tuple | None:
         """Update the leaf's starvation clocks and episode at ``now``; (the app it serves
         first, k: tasks to free for it) when it may preempt now, else None."""
-        placeable = stats.head.get(path)
         u, fair = stats.dominant(path), stats.fair.get(_full(path), 0.0)
-        ratio = stats.min_ratio(path)
-        # a kind of starvation counts only where its timeout is set: only then can it preempt
-        below_min = placeable is not None and ratio < 1 - EPS and cfg.min_share_timeout < INF
-        below_fair = placeable is not None and u < cfg.fair_share_threshold * fair - EPS \
-            and cfg.fair_share_timeout < INF
+        # a kind of starvation counts only where its timeout is set: only then can it preempt;
+        # and only with a task the leaf could place (asked last: it walks the leaf's apps)
+        below_min = cfg.min_share_timeout < INF and stats.min_ratio(path) < 1 - EPS
+        below_fair = cfg.fair_share_timeout < INF and u < cfg.fair_share_threshold * fair - EPS
+        placeable, pending = stats.head(path) if below_min or below_fair else (None, 0)
+        below_min = below_min and placeable is not None
+        below_fair = below_fair and placeable is not None
         for flag, clocks in ((below_min, self.since_min), (below_fair, self.since_fair)):
             if flag:
                 clocks.setdefault(path, now)
@@ -263,7 +267,7 @@ class Preemption:
         app = placeable
         s = stats.task_share(app)
         k = math.ceil((target - u) / s - 1e-9) if s > 0 else 0
-        k = min(k, stats.pending.get(path, 0)) - len(self.groups.get(path, ()))
+        k = min(k, pending) - len(self.groups.get(path, ()))
         return (app, k) if k > 0 else None
 
     def _victims(self, now: float, path: str, need: tuple, stats: "_LeafStats") -> list[Victim]:
@@ -302,8 +306,9 @@ _TREES: dict[int, tuple] = {}
 class _LeafStats:
     """One decision's view of the tree: per queue its usage U, demand U + P, and F."""
 
-    def __init__(self, tree):
+    def __init__(self, tree, solve=fair_shares_of("python")):
         self.tree = tree
+        self._solve = solve
         cluster = tree.cluster
         self.cluster = cluster
         self.total = tuple(cluster.total)
@@ -311,47 +316,24 @@ class _LeafStats:
         self._inverse = tuple(1.0 / t if t > 0 and (only is None or r in only) else 0.0
                               for r, t in enumerate(self.total))
         k = len(self.total)
-        self.usage: dict[str, list[float]] = {tree.root.spec.path: [0.0] * k}
-        self.kept = self.usage                   # usage less the victims warned (withhold)
-        self.demand: dict[str, list[float]] = {}
-        self.head: dict[str, Any] = {}           # leaf -> the placeable app it serves first
-        self.pending: dict[str, int] = {}        # leaf -> its placeable pending tasks
-        usage, demand = self.usage, self.demand
+        self._heads: dict[str, tuple] = {}       # leaf -> (its head app, its placeable pending tasks)
         root = tree.root
-        # U_q as the tree keeps it (track_usage), root's the sum of its children's; then
-        # U_q + P_q, adding the pending tasks of the apps with some (the pending index's)
+        # U_q as the tree keeps it (track_usage), root's the sum of its children's; U_q + P_q
+        # with P_q the pending demand the tree keeps (track_pending)
+        self.usage: dict[str, list[float]] = {root.spec.path: [0.0] * k}
+        self.demand: dict[str, list[float]] = {}
+        usage, demand = self.usage, self.demand
+        top, top_pend = usage[root.spec.path], [0.0] * k
         for q in tree.queues:
             if q is not root:
-                usage[q.spec.path] = q.usage[:k]
-        top = usage[root.spec.path]
+                u = usage[q.spec.path] = q.usage[:k]
+                demand[q.spec.path] = [x + y for x, y in zip(u, q.pend)]
         for c in root.children:
-            for r, x in enumerate(usage[c.spec.path]):
+            for r, (x, y) in enumerate(zip(usage[c.spec.path], c.pend)):
                 top[r] += x
-        demand.update((path, list(u)) for path, u in usage.items())
-        index, members = tree.index, tree.members
-        waiting = index.pending_mask
-        while waiting:
-            bit = waiting & -waiting
-            waiting ^= bit
-            app = index.item(bit)
-            member = members.get(app.app_id)
-            p = app.pending
-            if member is None or p <= 0:
-                continue
-            d = app.demand
-            for q in member.path:
-                w = demand[q.spec.path]
-                for r in range(k):
-                    w[r] += p * d[r]
-            w = demand[root.spec.path]
-            for r in range(k):
-                w[r] += p * d[r]
-            if app.eligible_count > 0:
-                leaf = member.path[0].spec.path
-                self.pending[leaf] = self.pending.get(leaf, 0) + p
-                best = self.head.get(leaf)
-                if best is None or app.entry < best.entry:
-                    self.head[leaf] = app
+                top_pend[r] += y
+        demand[root.spec.path] = [x + y for x, y in zip(top, top_pend)]
+        self.kept = self.usage                   # usage less the victims warned (withhold)
         self._dominant: dict[str, float] = {}
         self._demand_share: dict[str, float] = {}
         self._static, answers = self._statics(tree)
@@ -405,6 +387,21 @@ class _LeafStats:
         """max_r v_r / T_r over the resources the cluster has."""
         return max(map(float.__mul__, map(float, vec), self._inverse), default=0.0)
 
+    def head(self, path: str) -> tuple[Any, int]:
+        """Leaf ``path``'s placeable app it serves first (None: none) and its placeable
+        pending tasks: over its apps with a task pending and an eligible node."""
+        found = self._heads.get(path)
+        if found is None:
+            best, n = None, 0
+            index = self.tree.index
+            for app in index.items_in(index.pending_mask & self.tree.by_path[path].mask):
+                if app.pending > 0 and app.eligible_count > 0:
+                    n += app.pending
+                    if best is None or app.entry < best.entry:
+                        best = app
+            found = self._heads[path] = (best, n)
+        return found
+
     def dominant(self, path: str) -> float:
         u = self._dominant.get(path)
         if u is None:
@@ -448,7 +445,7 @@ class _LeafStats:
             if shares is None:
                 if len(_FAIR_CACHE) > 4096:
                     _FAIR_CACHE.clear()
-                shares = _FAIR_CACHE[key] = fair_shares(list(key[0]), [min(m, hi) for m, hi in bounds],
+                shares = _FAIR_CACHE[key] = self._solve(list(key[0]), [min(m, hi) for m, hi in bounds],
                                                         [hi for _, hi in bounds], key[2])
             for c, f in zip(kids, shares):
                 self.fair[c.name] = f

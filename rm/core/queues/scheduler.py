@@ -104,12 +104,25 @@ class TreeScheduler(OnlineScheduler):
         app, reason = super().submit(spec, pending)
         if app is not None:
             self.tree.attach(app, self.tree.leaf(leaf.path))
+            self.tree.asked(app, app.pending)       # asked for before it joined the tree
         return app, reason
 
     def _place(self, app: AppState, node, order: list) -> Container:
         container = super()._place(app, node, self._order)
         self.tree.allocated(app)
+        self.tree.asked(app, -1)
         return container
+
+    def ask(self, app_id: str, count: int) -> None:
+        super().ask(app_id, count)
+        if count > 0:
+            self.tree.asked(self.cluster.apps[app_id], count)
+
+    def cancel(self, app_id: str, count: int) -> None:
+        app = self.cluster.apps[app_id]
+        before = app.pending
+        super().cancel(app_id, count)
+        self.tree.asked(app, app.pending - before)
 
     def release(self, container_id: int) -> Container:
         app = self.cluster.holders[container_id][0]
@@ -122,6 +135,7 @@ class TreeScheduler(OnlineScheduler):
     def finish_app(self, app_id: str) -> list[Container]:
         app = self.cluster.apps[app_id]
         running = app.running
+        self.tree.asked(app, -app.pending)
         left = super().finish_app(app_id)
         self._redirty(self.tree.finished(app, running))
         return left

@@ -60,7 +60,7 @@ class QueueState:
 
     __slots__ = ("spec", "name", "children", "weight", "policy", "agg", "usage", "running_apps", "mask",
                  "waiting", "min", "max", "max_apps", "user_limit", "user_cap", "users", "blocked", "capped",
-                 "share", "max_share", "track", "kind")
+                 "share", "max_share", "track", "kind", "pend")
 
     def __init__(self, spec: QueueSpec, policy: "Policy", share: float, max_share: float):
         self.spec = spec
@@ -88,6 +88,9 @@ class QueueState:
         self.kind: ShareKind | None = None
         #: keep the usage vector: only a queue with a min, a cap or a usage share reads it
         self.track = self.capped or bool(spec.min) or spec.capacity is not None
+        #: Σ p_i d_i over the subtree's apps with p_i tasks pending, once the tree keeps it
+        #: (``QueueTreeState.track_pending``: preemption's demand U + P reads it)
+        self.pend: list[float] = []
 
     def min_ratio(self) -> float:
         """max_r U_r / min_r over the resources its min names (inf: no min): below 1, the
@@ -122,6 +125,8 @@ class QueueTreeState:
     #: the resources a queue's share of the cluster is read on where the rules compare queues
     #: (preemption): None, all of them (the dominant share); YARN's schedulers, memory
     share_resources: tuple[int, ...] | None = None
+    #: each queue keeps ``pend`` (``track_pending``)
+    tracks_pending = False
 
     def __init__(self, tree: QueueTree, policies: dict, default: "Policy", cluster: "ClusterState",
                  index: "PendingIndex", naive: bool = False):
@@ -190,6 +195,32 @@ class QueueTreeState:
                         usage = q.usage
                         for r, d in enumerate(app.demand):
                             usage[r] += app.running * d
+
+    def track_pending(self) -> None:
+        """Keep every queue's pending demand ``pend`` from now on, computed once here; then
+        ``asked`` follows each change of an app's pending count."""
+        if self.tracks_pending:
+            return
+        self.tracks_pending = True
+        k = len(self.cluster.total)
+        for q in self.queues:
+            q.pend = [0.0] * k
+        apps = self.cluster.apps
+        for app_id, member in self.members.items():
+            self.asked(apps[app_id], apps[app_id].pending)
+
+    def asked(self, app: "AppState", n: int) -> None:
+        """``app``'s pending count changed by ``n`` (tracked: ``track_pending``)."""
+        if not self.tracks_pending or not n:
+            return
+        member = self.members.get(app.app_id)
+        if member is None:
+            return
+        share = [n * x for x in app.demand[:len(self.cluster.total)]]
+        for q in member.path:
+            pend = q.pend
+            for r, x in enumerate(share):
+                pend[r] += x
 
     def rebuild(self) -> list[int]:
         """Recompute every aggregate, usage and slot set from the apps (nodes joined or
