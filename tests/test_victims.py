@@ -9,7 +9,7 @@ import pytest
 
 from rayrm.rm.core.config import parse_config
 from rayrm.rm.core.model import EPS
-from rayrm.rm.core.queues.preemption import _LeafStats
+from rayrm.rm.core.queues.treeview import TreeView
 from rayrm.rm.core.queues.scheduler import make_scheduler
 from rayrm.rm.core.queues.victims import choose_victims
 
@@ -41,7 +41,8 @@ def scenario(seed: int):
     s.submit(cfg.jobs[-1].app)
     s.schedule()
     s.tree.track_usage()
-    stats = _LeafStats(s.tree)
+    s.tree.track_pending()
+    stats = TreeView(s.tree)
     stats.withhold([])
     return s, stats, s.cluster.apps["starved"]
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from rayrm.rm.core.native import compiled
 from rayrm.rm.core.queues.tree import QueueTree, tree_bounds
 
 INF = math.inf
@@ -78,12 +77,6 @@ def fair_shares(weights: Sequence[float], lo: Sequence[float], hi: Sequence[floa
         return []
     r = weight_to_share_ratio(weights, lo, hi, total)
     return [clamp_share(r, w, a, b) if r < INF else min(max(a, 0.0), b) for w, a, b in zip(weights, lo, hi)]
-
-
-def fair_shares_of(core: str):
-    """``fair_shares`` of the scheduling core ``core`` (rayrm.rm.core.native.core_name): under
-    the compiled core, its C version (the same floats: tests/test_native.py)."""
-    return compiled("_fairshare").fair_shares if core == "native" else fair_shares
 
 
 def steady_shares(tree: QueueTree, total: dict[str, float]) -> dict[str, float]:

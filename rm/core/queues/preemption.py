@@ -68,8 +68,8 @@ from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.fields import mapping, number
 from rayrm.rm.core.model import EPS
 from rayrm.rm.core.native import core_name
-from rayrm.rm.core.queues.fairshare import fair_shares_of
 from rayrm.rm.core.queues.tree import QueueSpec, QueueTree
+from rayrm.rm.core.queues.treeview import TreeView
 from rayrm.rm.core.queues.victims import choose_victims
 
 INF = math.inf
@@ -157,6 +157,7 @@ class Preemption:
         self.config = config
         self.settings: dict[str, PreemptionConfig] = {}
         self._inherit(tree.root, config)
+        self._names = {path: _full(path) for path in self.settings}     # leaf path -> full name
         self.since_min: dict[str, float] = {}
         self.since_fair: dict[str, float] = {}
         self.starved_since: dict[str, float] = {}
@@ -169,7 +170,7 @@ class Preemption:
         self._skipped = False                               # a call since then was not evaluated
         self._expiries: list[float] = []                    # the clocks' expiries, sorted (wake)
         self.fair: dict[str, float] = {}                    # the last decide's F_q, by full name
-        self._solve = fair_shares_of(core_name())           # the water-filling of the core that runs
+        self._native = core_name() == "native"              # the view of the core that runs
 
     def _inherit(self, q: QueueSpec, parent: PreemptionConfig) -> None:
         own = replace(parent, **dict(q.preemption)) if q.preemption else parent
@@ -192,7 +193,7 @@ class Preemption:
         self._forget_ended(scheduler.cluster.containers)
         tree.track_usage()
         tree.track_pending()
-        stats = _LeafStats(tree, self._solve)
+        stats = TreeView(tree, self._native)
         stats.withhold(v.app for v, _ in self.warned.values())
         self.fair = stats.fair
         out: list[Victim] = []
@@ -235,22 +236,24 @@ class Preemption:
             if not groups[group]:
                 del groups[group]
 
-    def _starvation(self, now: float, path: str, cfg: PreemptionConfig, stats: "_LeafStats") -> tuple | None:
+    def _starvation(self, now: float, path: str, cfg: PreemptionConfig, stats: TreeView) -> tuple | None:
         """Update the leaf's starvation clocks and episode at ``now``; (the app it serves
         first, k: tasks to free for it) when it may preempt now, else None."""
-        u, fair = stats.dominant(path), stats.fair.get(_full(path), 0.0)
+        u, fair = stats.dominant(path), stats.fair.get(self._names[path], 0.0)
         # a kind of starvation counts only where its timeout is set: only then can it preempt;
         # and only with a task the leaf could place (asked last: it walks the leaf's apps)
         below_min = cfg.min_share_timeout < INF and stats.min_ratio(path) < 1 - EPS
         below_fair = cfg.fair_share_timeout < INF and u < cfg.fair_share_threshold * fair - EPS
-        placeable, pending = stats.head(path) if below_min or below_fair else (None, 0)
-        below_min = below_min and placeable is not None
-        below_fair = below_fair and placeable is not None
-        for flag, clocks in ((below_min, self.since_min), (below_fair, self.since_fair)):
-            if flag:
-                clocks.setdefault(path, now)
-            else:
-                clocks.pop(path, None)
+        if (below_min or below_fair) and not stats.placeable(path):
+            below_min = below_fair = False
+        if below_min:
+            self.since_min.setdefault(path, now)
+        elif path in self.since_min:
+            del self.since_min[path]
+        if below_fair:
+            self.since_fair.setdefault(path, now)
+        elif path in self.since_fair:
+            del self.since_fair[path]
         if below_min or below_fair:
             self.starved_since.setdefault(path, now)
         elif path in self.starved_since:
@@ -264,13 +267,13 @@ class Preemption:
             return None
         if now < self.next_search.get(path, -INF) - EPS:
             return None
-        app = placeable
+        app, pending = stats.head(path)
         s = stats.task_share(app)
         k = math.ceil((target - u) / s - 1e-9) if s > 0 else 0
         k = min(k, pending) - len(self.groups.get(path, ()))
         return (app, k) if k > 0 else None
 
-    def _victims(self, now: float, path: str, need: tuple, stats: "_LeafStats") -> list[Victim]:
+    def _victims(self, now: float, path: str, need: tuple, stats: TreeView) -> list[Victim]:
         """Victims for ``k`` tasks of ``app`` (leaf ``path``), node by node (module docstring)."""
         app, k = need
         deadline = now + self.settings[path].grace
@@ -293,162 +296,3 @@ def _full(path: str) -> str:
 
 def _path(full: str) -> str:
     return full[5:] if full.startswith("root.") else ""
-
-
-#: fair_shares' answers by their inputs: with every leaf backlogged they repeat (a pure function)
-_FAIR_CACHE: dict[tuple, list[float]] = {}
-#: id(tree) -> (tree, (cluster total, 1/T_r measured), {path: (m_q, M_q)}, {his: F by full name}):
-#: what a tree's shares depend on besides demand, and its answers (the tree is held, so the id
-#: stays its own)
-_TREES: dict[int, tuple] = {}
-
-
-class _LeafStats:
-    """One decision's view of the tree: per queue its usage U, demand U + P, and F."""
-
-    def __init__(self, tree, solve=fair_shares_of("python")):
-        self.tree = tree
-        self._solve = solve
-        cluster = tree.cluster
-        self.cluster = cluster
-        self.total = tuple(cluster.total)
-        only = tree.share_resources         # the scheduler's measure: memory under YARN's
-        self._inverse = tuple(1.0 / t if t > 0 and (only is None or r in only) else 0.0
-                              for r, t in enumerate(self.total))
-        k = len(self.total)
-        self._heads: dict[str, tuple] = {}       # leaf -> (its head app, its placeable pending tasks)
-        root = tree.root
-        # U_q as the tree keeps it (track_usage), root's the sum of its children's; U_q + P_q
-        # with P_q the pending demand the tree keeps (track_pending)
-        self.usage: dict[str, list[float]] = {root.spec.path: [0.0] * k}
-        self.demand: dict[str, list[float]] = {}
-        usage, demand = self.usage, self.demand
-        top, top_pend = usage[root.spec.path], [0.0] * k
-        for q in tree.queues:
-            if q is not root:
-                u = usage[q.spec.path] = q.usage[:k]
-                demand[q.spec.path] = [x + y for x, y in zip(u, q.pend)]
-        for c in root.children:
-            for r, (x, y) in enumerate(zip(usage[c.spec.path], c.pend)):
-                top[r] += x
-                top_pend[r] += y
-        demand[root.spec.path] = [x + y for x, y in zip(top, top_pend)]
-        self.kept = self.usage                   # usage less the victims warned (withhold)
-        self._dominant: dict[str, float] = {}
-        self._demand_share: dict[str, float] = {}
-        self._static, answers = self._statics(tree)
-        # F is a pure function of the tree, the cluster and each queue's hi_q = min(M_q, δ_q)
-        # (None: inactive): while the leaves stay backlogged it repeats between evaluations
-        demand_share = self.demand_share
-        his = tuple(min(big, d) if (d := demand_share(path)) > 0 else None
-                    for path, (_, big) in self._static.items())
-        fair = answers.get(his)
-        if fair is None:
-            self.fair = {"root": 1.0}
-            self._fill(tree.root)
-            if len(answers) > 4096:
-                answers.clear()
-            answers[his] = dict(self.fair)
-        else:
-            self.fair = dict(fair)
-
-    def _statics(self, tree) -> tuple[dict, dict]:
-        """Per queue path (m, M): its min and max as fractions of the cluster (``_bounds``),
-        fixed for a tree on a cluster of this total; and the tree's cached answers."""
-        measure = (self.total, self._inverse)
-        entry = _TREES.get(id(tree))
-        if entry is None or entry[0] is not tree or entry[1] != measure:
-            if len(_TREES) > 8:
-                _TREES.clear()
-            static = {}
-            for q in tree.queues:
-                m = self.frac(q.min) if q.min is not None else 0.0
-                big = min((x / t for x, t in zip(q.max, self.total) if t > 0 and x < INF), default=1.0) \
-                    if q.max is not None else 1.0
-                static[q.spec.path] = (m, big)
-            entry = _TREES[id(tree)] = (tree, measure, static, {})
-        return entry[2], entry[3]
-
-    def withhold(self, victims) -> None:
-        """``kept``: each queue's usage less the containers already warned and still running
-        (one app id per victim), which the victim search must not count twice: a source
-        stays at or above its share *after* every kill due (YARN's FSAppAttempt subtracts
-        its resourcesToBePreempted before canContainerBePreempted)."""
-        self.kept = {p: list(u) for p, u in self.usage.items()}
-        apps, members = self.cluster.apps, self.tree.members
-        for app_id in victims:
-            d = apps[app_id].demand
-            for q in members[app_id].path:
-                u = self.kept[q.spec.path]
-                for r, x in enumerate(d):
-                    u[r] -= x
-
-    def frac(self, vec) -> float:
-        """max_r v_r / T_r over the resources the cluster has."""
-        return max(map(float.__mul__, map(float, vec), self._inverse), default=0.0)
-
-    def head(self, path: str) -> tuple[Any, int]:
-        """Leaf ``path``'s placeable app it serves first (None: none) and its placeable
-        pending tasks: over its apps with a task pending and an eligible node."""
-        found = self._heads.get(path)
-        if found is None:
-            best, n = None, 0
-            index = self.tree.index
-            for app in index.items_in(index.pending_mask & self.tree.by_path[path].mask):
-                if app.pending > 0 and app.eligible_count > 0:
-                    n += app.pending
-                    if best is None or app.entry < best.entry:
-                        best = app
-            found = self._heads[path] = (best, n)
-        return found
-
-    def dominant(self, path: str) -> float:
-        u = self._dominant.get(path)
-        if u is None:
-            u = self._dominant[path] = self.frac(self.usage[path])
-        return u
-
-    def demand_share(self, path: str) -> float:
-        d = self._demand_share.get(path)
-        if d is None:
-            d = self._demand_share[path] = self.frac(self.demand[path])
-        return d
-
-    def task_share(self, app) -> float:
-        return self.frac(app.demand)
-
-    def min_share(self, path: str) -> float:
-        lo = self.tree.by_path[path].min
-        return self.frac(lo) if lo is not None else 0.0
-
-    def min_ratio(self, path: str) -> float:
-        lo = self.tree.by_path[path].min
-        if lo is None:
-            return INF
-        return max((u / m for u, m in zip(self.usage[path], lo) if m > 0), default=INF)
-
-    def _bounds(self, q) -> tuple[float, float]:
-        """(m_c, hi_c): min as a fraction of the cluster, and min(M_c, δ_c)."""
-        path = q.spec.path
-        m, big = self._static[path]
-        return m, min(big, self.demand_share(path))
-
-    def _fill(self, q) -> None:
-        """F down the tree: each parent's F divided among its active children."""
-        kids = [c for c in q.children if self.demand_share(c.spec.path) > 0]
-        for c in q.children:
-            self.fair[c.name] = 0.0
-        if kids:
-            bounds = [self._bounds(c) for c in kids]
-            key = (tuple(c.weight for c in kids), tuple(bounds), self.fair[q.name])
-            shares = _FAIR_CACHE.get(key)
-            if shares is None:
-                if len(_FAIR_CACHE) > 4096:
-                    _FAIR_CACHE.clear()
-                shares = _FAIR_CACHE[key] = self._solve(list(key[0]), [min(m, hi) for m, hi in bounds],
-                                                        [hi for _, hi in bounds], key[2])
-            for c, f in zip(kids, shares):
-                self.fair[c.name] = f
-        for c in q.children:
-            if c.children:
-                self._fill(c)

@@ -38,15 +38,17 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
     # each app of a leaf above its share (not L) -> (its leaf, the queues it must keep at F)
     # (only apps one of whose containers could go alone: most searches end here, cheaply)
     sources = {}
-    apps = cluster.apps
-    for app_id, member in tree.members.items():
-        source = member.path[0].spec.path
-        if source == path or over[source] <= EPS or not apps[app_id].running:
+    members, index = tree.members, tree.index
+    for source, q in tree.by_path.items():
+        if q.children or source == path or over[source] <= EPS:
             continue
-        chain = [x.spec.path for x in member.path if x.spec.path not in mine]
-        d = apps[app_id].demand
-        if all(stats.frac([u - x for u, x in zip(kept[p], d)]) >= fair[p] - EPS for p in chain):
-            sources[app_id] = (source, chain)
+        for owner in index.items_in(q.mask):        # the leaf's apps
+            if not owner.running:
+                continue
+            chain = [x.spec.path for x in members[owner.app_id].path if x.spec.path not in mine]
+            d = owner.demand
+            if all(stats.frac([u - x for u, x in zip(kept[p], d)]) >= fair[p] - EPS for p in chain):
+                sources[owner.app_id] = (source, chain)
     if not sources:
         return
     by_node: dict[int, list] = {}
