@@ -109,12 +109,7 @@ def _bound(demand, room, items) -> tuple[int, int] | None:
     of them all."""
     if not items:
         return (0, 0) if _fits(demand, room) else None
-    most = [0.0] * len(items[0][1].demand)
-    for _, owner, _, _ in items:
-        for r, x in enumerate(owner.demand):
-            if x > most[r]:
-                most[r] = x
-    c = _fewest(demand, room, most)
+    c = _fewest(demand, room, items)
     if c > len(items):
         return None
     if c == 0:
@@ -122,17 +117,24 @@ def _bound(demand, room, items) -> tuple[int, int] | None:
     return c, -sorted((item[0] for item in items), reverse=True)[c - 1]
 
 
-def _fewest(demand, room, most) -> float:
-    """A lower bound on the victims that make ``room`` fit ``demand`` when none holds
-    more than ``most`` of any resource (inf: none can)."""
+def _fewest(demand, room, items) -> float:
+    """A lower bound on the victims among ``items`` that make ``room`` fit ``demand``: per
+    resource short of it, the fewest containers whose demands, largest first, cover the
+    shortfall (with a little slack for the order floats are added in; inf: none can)."""
     n = 0
     for r, (d, f) in enumerate(zip(demand, room)):
         short = d - f - EPS
         if short > 0:
-            x = most[r] if r < len(most) else 0.0
-            if x <= 0:
+            enough = short * (1 - 1e-9) - 1e-9
+            got, j = 0.0, 0
+            for x in sorted((item[1].demand[r] for item in items), reverse=True):
+                if got >= enough or x <= 0:
+                    break
+                got += x
+                j += 1
+            if got < enough:
                 return math.inf
-            n = max(n, math.ceil(short / x - 1e-9))
+            n = max(n, j)
     return n
 
 
