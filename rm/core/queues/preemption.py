@@ -207,6 +207,11 @@ class Preemption:
             + [t for path, t in self.next_search.items() if path in self.starved_since])
         return out
 
+    @property
+    def last_evaluation(self) -> float:
+        """The trace time the rules were last evaluated at (-inf: never)."""
+        return self._last
+
     def wake(self, now: float) -> float | None:
         """The earliest time after ``now`` a starved leaf's timeout expires (None: none),
         when the driver must call ``decide`` although nothing else happens.  The drivers ask
