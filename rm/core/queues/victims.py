@@ -35,6 +35,7 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
     kept = stats.kept           # usage less the victims already warned: they are going
     fair = {p: stats.fair.get(tree.by_path[p].name, 0.0) for p in kept}
     over = {p: stats.frac(u) - fair[p] for p, u in kept.items()}
+    floor = {p: f - EPS for p, f in fair.items()}
     # each app of a leaf above its share (not L) -> (its leaf, the queues it must keep at F)
     # (only apps one of whose containers could go alone: most searches end here, cheaply)
     sources = {}
@@ -79,7 +80,7 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
             if m not in walked:         # the leaf furthest above its share first, newest first in it
                 items.sort(key=lambda x: (-over[x[2]], -x[0]))
                 walked.add(m)
-            chosen = _on_node(items, app.demand, free[m], usage, fair, stats)
+            chosen = _on_node(items, app.demand, free[m], usage, floor, stats.frac)
             if chosen is not None:
                 rank = (len(chosen[0]), -min((x[0] for x in chosen[0]), default=0))
                 if best is None or (rank, m) < (best[3], best[0]):
@@ -138,23 +139,23 @@ def _fewest(demand, room, items) -> float:
     return n
 
 
-def _on_node(items, demand, room, usage, fair, stats) -> tuple[list, list] | None:
+def _on_node(items, demand, room, usage, floor, frac) -> tuple[list, list] | None:
     """The newest-first victims on one node that make room for ``demand`` (and the room
-    then), None when the node's takeable containers cannot."""
+    then), None when the node's takeable containers cannot (``floor``: F_q − EPS, each
+    source queue's least share after a kill; ``frac``: the share of a usage vector)."""
     room = list(room)
-    taken: dict[str, list[float]] = {}
-    chosen = []
+    chosen: list = []
     if _fits(demand, room):
         return chosen, room
+    taken: dict[str, list[float]] = {}
     for item in items:
-        cid, owner, source, chain = item
-        d = owner.demand
-        after = {}
-        for p in chain:
-            u = taken.get(p) or usage[p]
-            after[p] = [x - y for x, y in zip(u, d)]
-            if stats.frac(after[p]) < fair[p] - EPS:
+        d = item[1].demand
+        after = []
+        for p in item[3]:
+            v = [x - y for x, y in zip(taken.get(p) or usage[p], d)]
+            if frac(v) < floor[p]:
                 break
+            after.append((p, v))
         else:
             taken.update(after)
             chosen.append(item)
@@ -166,4 +167,7 @@ def _on_node(items, demand, room, usage, fair, stats) -> tuple[list, list] | Non
 
 
 def _fits(demand, room) -> bool:
-    return all(d <= f + EPS for d, f in zip(demand, room))
+    for d, f in zip(demand, room):
+        if d > f + EPS:
+            return False
+    return True
