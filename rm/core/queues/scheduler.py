@@ -24,6 +24,7 @@ import numpy as np
 
 from rayrm.rm.core.cluster import AppState
 from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.native import compiled
 from rayrm.rm.core.queues.state import QueueTreeState
 from rayrm.rm.core.model import AppSpec, Container, NodeSpec
 from rayrm.rm.core.policies import Policy, PolicyError, make_policy
@@ -194,7 +195,12 @@ class TreeScheduler(OnlineScheduler):
             mask = np.frombuffer(fresh_apps[0].eligible, dtype=np.uint8)
             for a in fresh_apps[1:]:
                 mask = mask | np.frombuffer(a.eligible, dtype=np.uint8)
-            for m in np.flatnonzero(mask).tolist():
+            indexes = np.flatnonzero(mask).tolist()
+            if self._native:
+                compiled("_offer").offer_fresh_tree(self, indexes, dirty, fresh_apps, placed)
+                self.placements += len(placed)
+                return placed
+            for m in indexes:
                 node = nodes[m]
                 if m in dirty or not node.alive or not any_fits(fresh_apps, m, node.free):
                     continue
