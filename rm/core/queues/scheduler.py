@@ -111,7 +111,6 @@ class TreeScheduler(OnlineScheduler):
     def _place(self, app: AppState, node, order: list) -> Container:
         container = super()._place(app, node, self._order)
         self.tree.allocated(app)
-        self.tree.asked(app, -1)
         return container
 
     def ask(self, app_id: str, count: int) -> None:

@@ -210,7 +210,8 @@ class QueueTreeState:
             self.asked(apps[app_id], apps[app_id].pending)
 
     def asked(self, app: "AppState", n: int) -> None:
-        """``app``'s pending count changed by ``n`` (tracked: ``track_pending``)."""
+        """``app``'s pending count changed by ``n`` other than by a placement (``allocated``
+        counts those), tracked once ``track_pending`` ran."""
         if not self.tracks_pending or not n:
             return
         member = self.members.get(app.app_id)
@@ -306,15 +307,20 @@ class QueueTreeState:
         return self.by_path[path.rpartition(".")[0]] if "." in path else self.root
 
     def allocated(self, app: "AppState") -> None:
-        """One more task of ``app`` runs."""
+        """One more task of ``app`` runs, one fewer pending."""
         member = self.members[app.app_id]
         demand, user, contrib = app.demand, member.user, member.contrib
         admit = not member.admitted
         member.admitted = True
+        pending = self.tracks_pending
         for k, q in enumerate(member.path):
             q.agg += contrib[k]
             if q.track:
                 self._add_usage(q, user, demand, 1)
+            if pending:
+                pend = q.pend
+                for r in range(len(pend)):
+                    pend[r] -= demand[r]
             if admit:
                 q.running_apps += 1
                 q.waiting &= ~member.bit
