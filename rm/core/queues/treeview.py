@@ -183,8 +183,10 @@ class TreeView:
         if found is not None:
             return found[0] is not None
         index = self.tree.index
-        return any(app.pending > 0 and app.eligible_count > 0
-                   for app in index.items_in(index.pending_mask & self.tree.by_path[path].mask))
+        for app in index.items_in(index.pending_mask & self.tree.by_path[path].mask):
+            if app.pending > 0 and app.eligible_count > 0:
+                return True
+        return False
 
     def dominant(self, path: str) -> float:
         """u_q."""
