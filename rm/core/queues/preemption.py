@@ -249,20 +249,21 @@ class Preemption:
         # and only with a task the leaf could place (asked last: it walks the leaf's apps)
         below_min = cfg.min_share_timeout < INF and stats.min_ratio(path) < 1 - EPS
         below_fair = cfg.fair_share_timeout < INF and u < cfg.fair_share_threshold * fair - EPS
-        if (below_min or below_fair) and not stats.placeable(path):
-            below_min = below_fair = False
+        if not (below_min or below_fair) or not stats.placeable(path):
+            if path in self.starved_since:      # the episode ends (both clocks with it)
+                self.since_min.pop(path, None)
+                self.since_fair.pop(path, None)
+                self.episodes.append((self._names[path], self.starved_since.pop(path), now))
+            return None
+        self.starved_since.setdefault(path, now)
         if below_min:
             self.since_min.setdefault(path, now)
-        elif path in self.since_min:
-            del self.since_min[path]
+        else:
+            self.since_min.pop(path, None)
         if below_fair:
             self.since_fair.setdefault(path, now)
-        elif path in self.since_fair:
-            del self.since_fair[path]
-        if below_min or below_fair:
-            self.starved_since.setdefault(path, now)
-        elif path in self.starved_since:
-            self.episodes.append((_full(path), self.starved_since.pop(path), now))
+        else:
+            self.since_fair.pop(path, None)
         target = -INF
         if below_min and now - self.since_min[path] >= cfg.min_share_timeout - EPS:
             target = max(target, min(stats.min_share(path), stats.demand_share(path)))
