@@ -18,7 +18,8 @@ SOURCES = {"rayrm.rm.core.native._eventheap": "rm/core/native/_eventheap.pyx",
            "rayrm.rm.core.native._fairshare": "rm/core/native/_fairshare.pyx",
            "rayrm.rm.core.native._offer": "rm/core/native/_offer.pyx",
            "rayrm.rm.core.native._pending": "rm/core/native/_pending.pyx",
-           "rayrm.rm.core.native._runlog": "rm/core/native/_runlog.pyx"}
+           "rayrm.rm.core.native._runlog": "rm/core/native/_runlog.pyx",
+           "rayrm.rm.core.native._victims": "rm/core/native/_victims.pyx"}
 
 
 class OptionalBuildExt(build_ext):

@@ -1,7 +1,8 @@
 """The victim search (rm/core/queues/victims.py) against the rule it implements, written out
 plainly: on random clusters, every node the starved app may use is walked, and the node with
 the fewest victims wins, then the newest oldest victim, then the lowest index.  The search
-under test skips nodes by a lower bound on their rank; it must choose exactly the same."""
+under test skips nodes by a lower bound on their rank, and walks a node with the compiled
+walk under the native core; it must choose exactly the same."""
 
 import random
 
@@ -9,6 +10,7 @@ import pytest
 
 from rayrm.rm.core.config import parse_config
 from rayrm.rm.core.model import EPS
+from rayrm.rm.core.native import native_built
 from rayrm.rm.core.queues.treeview import TreeView
 from rayrm.rm.core.queues.scheduler import make_scheduler
 from rayrm.rm.core.queues.victims import choose_victims
@@ -16,7 +18,7 @@ from rayrm.rm.core.queues.victims import choose_victims
 LEAVES = ["a", "b", "c"]
 
 
-def scenario(seed: int):
+def scenario(seed: int, native: bool = False):
     """A random cluster filled by leaves a and c (and parent p of b and c), then b's app
     submitted with nothing free for it: (scheduler, stats, b's app)."""
     rng = random.Random(seed)
@@ -42,7 +44,7 @@ def scenario(seed: int):
     s.schedule()
     s.tree.track_usage()
     s.tree.track_pending()
-    stats = TreeView(s.tree)
+    stats = TreeView(s.tree, native)
     stats.withhold([])
     return s, stats, s.cluster.apps["starved"]
 
@@ -98,9 +100,13 @@ def reference(stats, path, app, k):
     return out
 
 
+CORES = [False] + ([True] if native_built() else [])      # the compiled walk too, when built
+
+
+@pytest.mark.parametrize("native", CORES)
 @pytest.mark.parametrize("seed", range(60))
-def test_the_search_chooses_what_walking_every_node_chooses(seed):
-    s, stats, app = scenario(seed)
+def test_the_search_chooses_what_walking_every_node_chooses(seed, native):
+    s, stats, app = scenario(seed, native)
     k = app.pending
     got = list(choose_victims(stats, "p.b", app, k, {}))
     assert got == reference(stats, "p.b", app, k)

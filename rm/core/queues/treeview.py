@@ -55,9 +55,10 @@ class TreeView:
         self.cluster = cluster
         self.total = tuple(cluster.total)
         only = tree.share_resources         # the scheduler's measure: memory under YARN's
-        self._inverse = tuple(1.0 / t if t > 0 and (only is None or r in only) else 0.0
+        self.inverse = tuple(1.0 / t if t > 0 and (only is None or r in only) else 0.0
                               for r, t in enumerate(self.total))
-        self.frac = _measure(self._inverse)
+        self.frac = _measure(self.inverse)
+        self.native = native
         self._heads: dict[str, tuple] = {}       # leaf -> (its head app, its placeable pending tasks)
         self._usage: dict[str, list[float]] | None = None
         self._warned_apps: list[str] = []         # one app id per victim warned (withhold)
@@ -125,7 +126,7 @@ class TreeView:
         """Per queue path (m, M): its min and max as fractions of the cluster (``_bounds``),
         fixed for a tree on a cluster of this total; the tree's cached answers; and, under the
         compiled core, its shape (``_fairshare.TreeShape``)."""
-        measure = (self.total, self._inverse, native)
+        measure = (self.total, self.inverse, native)
         entry = _TREES.get(id(tree))
         if entry is None or entry[0] is not tree or entry[1] != measure:
             if len(_TREES) > 8:
@@ -136,7 +137,7 @@ class TreeView:
                 big = min((x / t for x, t in zip(q.max, self.total) if t > 0 and x < INF), default=1.0) \
                     if q.max is not None else 1.0
                 static[q.spec.path] = (m, big)
-            shape = _shape(tree, static, self._inverse) if native else None
+            shape = _shape(tree, static, self.inverse) if native else None
             entry = _TREES[id(tree)] = (tree, measure, static, {}, shape)
         return entry[2], entry[3], entry[4]
 

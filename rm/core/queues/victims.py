@@ -21,6 +21,7 @@ import math
 from typing import Iterator
 
 from rayrm.rm.core.model import EPS
+from rayrm.rm.core.native import compiled
 
 
 def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple[int, str, str]]]:
@@ -65,6 +66,8 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
         if items:
             by_node[node.index] = items
     usage = {p: list(u) for p, u in kept.items()}
+    # the walk on a node: the compiled one under the native core (the same choice)
+    walk, measure = (compiled("_victims").on_node, list(stats.inverse)) if stats.native else (_on_node, stats.frac)
     free = {m: list(cluster.nodes[m].free) for m in by_node}
     walked: set[int] = set()            # the nodes whose items are in walk order
     # the nodes best-first by a lower bound on the rank they can reach (_bound), the lowest
@@ -80,7 +83,7 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
             if m not in walked:         # the leaf furthest above its share first, newest first in it
                 items.sort(key=lambda x: (-over[x[2]], -x[0]))
                 walked.add(m)
-            chosen = _on_node(items, app.demand, free[m], usage, floor, stats.frac)
+            chosen = walk(items, app.demand, free[m], usage, floor, measure)
             if chosen is not None:
                 rank = (len(chosen[0]), -min((x[0] for x in chosen[0]), default=0))
                 if best is None or (rank, m) < (best[3], best[0]):
