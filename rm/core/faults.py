@@ -72,7 +72,7 @@ EXAMPLE = ("e.g. kill-nm:n30@60, kill-am:job2@50, kill-rm@100, kill-ray-node:1@3
 #: the events a fault may wait for (``@EVENT[+S]``): the first row of that kind in events.csv,
 #: logged alike by the replay's RM and the simulator
 TRIGGERS = {"preempt_warned": "a container is warned of its preemption",
-            "node_lost": "an NM is declared LOST",
+            "node_lost": "an NM is declared LOST (or a node leaves, as the trace says)",
             "am_expired": "an ApplicationMaster attempt fails",
             "rm_recovered": "a restarted ResourceManager serves again"}
 _FORM = re.compile(r"^(?P<kind>[a-z-]+)(?::(?P<target>[^@]*))?@(?P<time>[^+]*)"
