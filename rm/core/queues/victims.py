@@ -20,6 +20,8 @@ import bisect
 import math
 from typing import Iterator
 
+import numpy as np
+
 from rayrm.rm.core.model import EPS
 from rayrm.rm.core.native import compiled
 
@@ -55,8 +57,10 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
         return
     by_node: dict[int, list] = {}
     holders, containers, eligible = cluster.holders, cluster.containers, app.eligible
-    for node in cluster.nodes:          # only the nodes the starved app may use
-        if not node.alive or not eligible[node.index]:
+    nodes = cluster.nodes
+    for m in np.flatnonzero(np.frombuffer(eligible, dtype=np.uint8)).tolist():
+        node = nodes[m]                 # only the nodes the starved app may use
+        if not node.alive:
             continue
         items = []
         for cid in node.containers:
