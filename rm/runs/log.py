@@ -71,6 +71,9 @@ class _TaskStats:
 class RunLog:
     """Collects a run's rows and writes the run directory: streamed with ``out``, else at the end."""
 
+    #: the text columns of a streaming log's events and shares (None: lists)
+    _text_column: type | None = None
+
     def __init__(self, dims: tuple[str, ...], *, mode: str, policy: str, name: str = "",
                  seed: int | None = None, out: str | Path | None = None, fmt: str | None = None,
                  total_tasks: int = 0):
@@ -81,8 +84,9 @@ class RunLog:
         self.nodes: dict[str, dict] = {}
         self.jobs: dict[str, dict] = {}
         self.tasks: dict[tuple[str, int, int], list] = {}    # streaming: the running attempts only
-        self._events = ColumnBuffer("events")
-        self._shares = ColumnBuffer("shares")
+        text = self._text_column if out is not None else None
+        self._events = ColumnBuffer("events", text)
+        self._shares = ColumnBuffer("shares", text)
         self._share_time: float | None = None
         self._share_pending: dict[str, tuple] = {}
         self.started = 0                                      # attempts started so far
@@ -403,10 +407,12 @@ _NATIVE: dict = {}
 
 def _native_class(module) -> type:
     """``RunLog`` with ``start``, ``end`` and ``shares_at`` from the compiled ``module``
-    (rm/core/native/_runlog.pyx, the same records as the Python methods)."""
+    (rm/core/native/_runlog.pyx, the same records as the Python methods), and, streaming,
+    its ``TextColumn`` for the text of events and shares (the same cells as lists give)."""
     cls = _NATIVE.get(module)
     if cls is None:
         cls = _NATIVE[module] = type("NativeRunLog", (RunLog,), {
             "__doc__": RunLog.__doc__ + " (hot paths compiled)", "__module__": __name__,
-            "start": module.start, "end": module.end, "shares_at": module.shares_at})
+            "start": module.start, "end": module.end, "shares_at": module.shares_at,
+            "_text_column": module.TextColumn})
     return cls
