@@ -17,7 +17,8 @@ FLAGS = ["-O2", "-Wall", "-Werror"] if STRICT else ["-O2"]
 SOURCES = {"rayrm.rm.core.native._eventheap": "rm/core/native/_eventheap.pyx",
            "rayrm.rm.core.native._offer": "rm/core/native/_offer.pyx",
            "rayrm.rm.core.native._pending": "rm/core/native/_pending.pyx",
-           "rayrm.rm.core.native._runlog": "rm/core/native/_runlog.pyx"}
+           "rayrm.rm.core.native._runlog": "rm/core/native/_runlog.pyx",
+           "rayrm.rm.core.native._simloop": "rm/core/native/_simloop.pyx"}
 
 
 class OptionalBuildExt(build_ext):
