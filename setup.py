@@ -15,10 +15,12 @@ STRICT = os.environ.get("RAYRM_NATIVE_STRICT") == "1"
 FLAGS = ["-O2", "-Wall", "-Werror"] if STRICT else ["-O2"]
 #: one extension per compiled module of the core (rayrm.rm.core.native.NATIVE_MODULES)
 SOURCES = {"rayrm.rm.core.native._eventheap": "rm/core/native/_eventheap.pyx",
+           "rayrm.rm.core.native._fairshare": "rm/core/native/_fairshare.pyx",
            "rayrm.rm.core.native._offer": "rm/core/native/_offer.pyx",
            "rayrm.rm.core.native._pending": "rm/core/native/_pending.pyx",
            "rayrm.rm.core.native._runlog": "rm/core/native/_runlog.pyx",
-           "rayrm.rm.core.native._simloop": "rm/core/native/_simloop.pyx"}
+           "rayrm.rm.core.native._simloop": "rm/core/native/_simloop.pyx",
+           "rayrm.rm.core.native._victims": "rm/core/native/_victims.pyx"}
 
 
 class OptionalBuildExt(build_ext):

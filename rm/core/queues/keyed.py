@@ -10,7 +10,8 @@ vector, which both orders read.
 
 from __future__ import annotations
 
-from rayrm.rm.core.queues.state import QueueState, QueueTreeState
+from rayrm.rm.core.queues.accounts import QueueState
+from rayrm.rm.core.queues.state import QueueTreeState
 
 
 class KeyedTreeState(QueueTreeState):
