@@ -61,8 +61,10 @@ class _TaskStats:
         done = ~np.isnan(finish)
         if done.any():
             self.finish_max = max(self.finish_max, float(finish[done].max()))
-        demands = {a: demand_of(a) for a in set(apps)}
-        per_attempt = np.array(list(map(demands.__getitem__, apps)), dtype=float)
+        # each row's demand vector, from a table of the batch's apps (one row per app)
+        code = {a: k for k, a in enumerate(set(apps))}
+        table = np.array([demand_of(a) for a in code], dtype=float)
+        per_attempt = table[np.fromiter(map(code.__getitem__, apps), np.intp, len(apps))]
         ran = finish - start
         busy = (per_attempt[done] * ran[done][:, None]).sum(axis=0)
         self.busy = busy if self.busy is None else self.busy + busy
