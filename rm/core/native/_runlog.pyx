@@ -31,6 +31,14 @@ def set_batch(Py_ssize_t rows):
     _batch = rows
 
 
+cdef inline int _put_q(array.array col, long long x) except -1:
+    """Append ``x`` to an ``array('q')`` column."""
+    cdef Py_ssize_t n = col.ob_size
+    array.resize_smart(col, n + 1)
+    col.data.as_longlongs[n] = x
+    return 0
+
+
 cdef inline int _put(array.array col, double x) except -1:
     """Append ``x`` to an ``array('d')`` column."""
     cdef Py_ssize_t n = col.ob_size
@@ -175,8 +183,8 @@ def end(self, app, task, attempt, str status, time, wall=None, container="", det
             start_ = t_end
         t = self._ended.cols
         (<list>t[0]).append(app)
-        (<array.array>t[1]).append(task)
-        (<array.array>t[2]).append(attempt)
+        _put_q(<array.array>t[1], task)
+        _put_q(<array.array>t[2], attempt)
         (<list>t[3]).append(node)
         _put(<array.array>t[4], <double>row[4])
         _put(<array.array>t[5], start_)
