@@ -23,6 +23,7 @@ import csv
 import json
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -92,6 +93,9 @@ class RunLog:
         self._share_time: float | None = None
         self._share_pending: dict[str, tuple] = {}
         self.started = 0                                      # attempts started so far
+        #: event kind -> trace time of its first row logged by ``event`` (what ``watch`` waits for)
+        self.first_at: dict[str, float] = {}
+        self._watches: dict[str, list[Callable[[float], None]]] = {}
         self._ended = ColumnBuffer("tasks")                        # streaming: ended, not yet written
         self._bind()
         self._stats = _TaskStats()
@@ -220,8 +224,24 @@ class RunLog:
     def event(self, kind: str, time: float, wall: float | None = None, *, app: str = "",
               task: int | str = "", container: int | str = "", node: str = "", detail: str = "") -> None:
         self._events.append((time, wall, kind, app, task, container, node, detail))
+        if kind not in self.first_at:
+            self.first_at[kind] = time
+            for then in self._watches.pop(kind, ()):
+                then(time)
         if self._sinks and len(self._event_times) >= BATCH:
             self._flush()
+
+    def watch(self, kind: str, then: Callable[[float], None]) -> None:
+        """``then(t)``, once, with the trace time t of the first event of ``kind`` logged by
+        ``event``: now if there was one, else when it comes.  A watch is the caller's, not
+        part of the run's record: the log pickles without it."""
+        if kind in self.first_at:
+            then(self.first_at[kind])
+        else:
+            self._watches.setdefault(kind, []).append(then)
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_watches": {}}
 
     def share(self, time: float, app: str, shares: tuple[float, float, float, float], running: int) -> None:
         """An app's shares changed at ``time``; rows at one instant collapse to the last."""

@@ -23,7 +23,6 @@ from cpython.ref cimport PyObject
 
 
 from rayrm.rm.core.model import EPS as _EPS, Container
-from rayrm.rm.core.queues.state import LEAF_WALK
 
 cdef double EPS = _EPS
 #: the widest vector walked in C; a wider one (never met: real plus virtual dimensions)
@@ -33,7 +32,6 @@ cdef enum:
 MAX_WIDTH = MAX_DIMS
 
 cdef Py_ssize_t VECTOR_FROM = 48
-cdef double INF = float("inf")
 cdef Py_ssize_t WALK_STEPS = 8
 
 
@@ -162,83 +160,6 @@ def offer_fresh_tree(sched, list indexes, set dirty, list fresh, list placed):
         sched._offer_tree(node, placed)
         if not sched._order:
             break
-
-
-def tree_choose(tree, Py_ssize_t m, free, list order):
-    """``QueueTreeState.choose`` (rm/core/queues/state.py, the reference): down the tree to
-    the active child of least (needy, ρ, name), then the least entry among the leaf's
-    candidates; the masks are the pending index's, caps, usage shares and min ratios the
-    tree's own Python methods."""
-    index = tree.index
-    fit = index.fits_mask(m, free)
-    q = tree.root
-    cdef dict memo = {}
-    while fit and q.children:
-        found = memo[q] if q in memo else _scan(tree, q, fit, m, memo)
-        if found is None:
-            return None
-        q, fit = (<tuple> found)[0], (<tuple> found)[1]
-    if not fit:
-        return None
-    if fit.bit_count() > LEAF_WALK:
-        bit = index.bit
-        for entry in order:
-            if fit & bit((<tuple> entry)[2]):
-                return (<tuple> entry)[3]
-    best_entry = None
-    item = index.item
-    while fit:
-        low = fit & -fit
-        entry = item(low).entry
-        if best_entry is None or entry < best_entry:
-            best_entry = entry
-        fit ^= low
-    return (<tuple> best_entry)[3]
-
-
-cdef object _scan(tree, q, fit, Py_ssize_t m, dict memo):
-    """``QueueTreeState._scan``: q's active children on node m (candidates ``fit``) — the one
-    of least (needy, ρ, name), its candidates, min ρ over them, Σ their weights — or None;
-    kept in ``memo`` for the descent."""
-    cdef double low = INF, wsum = 0.0, rho, val, ratio, b_val = INF, weight
-    cdef int tier, b_tier = 2
-    cdef bint naive = tree.naive
-    best = None
-    best_cf = 0
-    for c in q.children:
-        cf = fit & c.mask
-        if not cf:
-            continue
-        if c.capped:
-            within = tree._within_caps(c, cf, m)
-            if within != cf:
-                c.blocked.add(m)
-            cf = within
-            if not cf:
-                continue
-        weight = c.weight
-        if c.children and not naive:
-            below = _scan(tree, c, cf, m, memo)
-            if below is None:
-                continue
-            rho = <double> (<tuple> below)[2] * <double> (<tuple> below)[3] / weight
-        elif c.kind is None:
-            rho = <double> c.agg / weight
-        else:
-            rho = tree.usage_share(c, c.weight)
-        if rho < low:
-            low = rho
-        wsum += weight
-        tier, val = 1, rho
-        if c.min is not None:
-            ratio = c.min_ratio()
-            if ratio < 1:
-                tier, val = 0, ratio
-        if tier < b_tier or (tier == b_tier and (val < b_val or (val == b_val and c.name < best.name))):
-            best, best_cf, b_tier, b_val = c, cf, tier, val
-    found = None if best is None else (best, best_cf, low, wsum)
-    memo[q] = found
-    return found
 
 
 def place(sched, app, node, list order):

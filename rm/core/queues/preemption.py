@@ -197,8 +197,15 @@ class Preemption:
         stats.withhold(v.app for v, _ in self.warned.values())
         self.fair = stats.fair
         out: list[Victim] = []
+        fair, names, starved = stats.fair, self._names, self.starved_since
         for path, cfg in self.settings.items():
-            need = self._starvation(now, path, cfg, stats)
+            # a kind of starvation counts only where its timeout is set: only then can it preempt
+            below_min = cfg.min_share_timeout < INF and stats.min_ratio(path) < 1 - EPS
+            below_fair = cfg.fair_share_timeout < INF and \
+                stats.dominant(path) < cfg.fair_share_threshold * fair.get(names[path], 0.0) - EPS
+            if not (below_min or below_fair) and path not in starved:
+                continue                        # not starved, no episode to end
+            need = self._starvation(now, path, cfg, stats, below_min, below_fair)
             if need is not None:
                 out.extend(self._victims(now, path, need, stats))
         self._expiries = sorted(
@@ -241,14 +248,13 @@ class Preemption:
             if not groups[group]:
                 del groups[group]
 
-    def _starvation(self, now: float, path: str, cfg: PreemptionConfig, stats: TreeView) -> tuple | None:
-        """Update the leaf's starvation clocks and episode at ``now``; (the app it serves
-        first, k: tasks to free for it) when it may preempt now, else None."""
+    def _starvation(self, now: float, path: str, cfg: PreemptionConfig, stats: TreeView,
+                    below_min: bool, below_fair: bool) -> tuple | None:
+        """Update the leaf's starvation clocks and episode at ``now``, given whether it is
+        below its min and below θ·F (each where its timeout is set); it is starved only
+        with a task it could place (asked last: it walks the leaf's apps).  (The app it
+        serves first, k: tasks to free for it) when it may preempt now, else None."""
         u, fair = stats.dominant(path), stats.fair.get(self._names[path], 0.0)
-        # a kind of starvation counts only where its timeout is set: only then can it preempt;
-        # and only with a task the leaf could place (asked last: it walks the leaf's apps)
-        below_min = cfg.min_share_timeout < INF and stats.min_ratio(path) < 1 - EPS
-        below_fair = cfg.fair_share_timeout < INF and u < cfg.fair_share_threshold * fair - EPS
         if not (below_min or below_fair) or not stats.placeable(path):
             if path in self.starved_since:      # the episode ends (both clocks with it)
                 self.since_min.pop(path, None)

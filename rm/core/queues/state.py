@@ -70,8 +70,9 @@ class QueueTreeState:
                  index: "PendingIndex", naive: bool = False):
         self.tree, self.cluster, self.index = tree, cluster, index
         self.naive = naive
-        #: the compiled walk (``_offer.tree_choose``) mirrors this class's ``_scan``: a subclass
-        #: with its own keeps the Python one
+        #: the compiled tree (``rayrm.rm.core.native._tree``) under the native core: its walk
+        #: mirrors this class's ``_scan`` (a subclass with its own keeps the Python one)
+        self._native = index.native
         self._native_choose = index.native and type(self)._scan is QueueTreeState._scan
         self.members: dict[str, Member] = {}
         self.by_path: dict[str, QueueState] = {}
@@ -249,6 +250,8 @@ class QueueTreeState:
 
     def allocated(self, app: "AppState") -> None:
         """One more task of ``app`` runs, one fewer pending."""
+        if self._native:
+            return compiled("_tree").allocated(self, app)
         member = self.members[app.app_id]
         demand, user, contrib = app.demand, member.user, member.contrib
         admit = not member.admitted
@@ -268,6 +271,8 @@ class QueueTreeState:
 
     def released(self, app: "AppState", n: int = 1) -> list[int]:
         """``n`` tasks of ``app`` ended; returns the nodes its queues' caps had blocked."""
+        if self._native:
+            return compiled("_tree").released(self, app, n)
         member = self.members[app.app_id]
         for k, q in enumerate(member.path):
             q.agg -= n * member.contrib[k]
@@ -353,7 +358,7 @@ class QueueTreeState:
         every pending app's entry, sorted).  The compiled core's ``tree_choose`` under the
         native core (the same walk)."""
         if self._native_choose:
-            return compiled("_offer").tree_choose(self, m, free, order)
+            return compiled("_tree").choose(self, m, free, order)
         index = self.index
         fit = index.fits_mask(m, free)
         q = self.root

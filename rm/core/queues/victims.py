@@ -49,7 +49,7 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
                 continue
             chain = [x.spec.path for x in members[owner.app_id].path if x.spec.path not in mine]
             d = owner.demand
-            if all(stats.frac([u - x for u, x in zip(kept[p], d)]) >= fair[p] - EPS for p in chain):
+            if all(stats.frac([u - x for u, x in zip(kept[p], d)]) >= floor[p] for p in chain):
                 sources[owner.app_id] = (source, chain)
     if not sources:
         return
