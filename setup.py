@@ -19,6 +19,7 @@ SOURCES = {"rayrm.rm.core.native._eventheap": "rm/core/native/_eventheap.pyx",
            "rayrm.rm.core.native._offer": "rm/core/native/_offer.pyx",
            "rayrm.rm.core.native._pending": "rm/core/native/_pending.pyx",
            "rayrm.rm.core.native._runlog": "rm/core/native/_runlog.pyx",
+           "rayrm.rm.core.native._simloop": "rm/core/native/_simloop.pyx",
            "rayrm.rm.core.native._tree": "rm/core/native/_tree.pyx",
            "rayrm.rm.core.native._victims": "rm/core/native/_victims.pyx"}
 
