@@ -6,6 +6,7 @@ makes that, and any compiler warning (``-Werror``), an error instead.
 """
 
 import os
+import shutil
 import sys
 
 from setuptools import Extension, setup
@@ -58,7 +59,24 @@ def extensions():
               file=sys.stderr)
         return []
     exts = [Extension(name, [src], extra_compile_args=FLAGS) for name, src in SOURCES.items()]
-    return cythonize(exts, language_level=3, quiet=True)
+    return cythonize(exts, language_level=3, quiet=True, include_path=[_package_root()])
+
+
+def _package_root() -> str:
+    """A folder holding the core's .pxd files at their package path (rayrm/rm/core/native/,
+    each level marked a package), whatever this checkout's own folder is called: Cython finds
+    a module's declarations (``_eventheap.pxd``, cimported by ``_simloop``) by that path."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.join(here, "build", "cython-root")
+    native = os.path.join(root, "rayrm", "rm", "core", "native")
+    os.makedirs(native, exist_ok=True)
+    for level in ("rayrm", "rayrm/rm", "rayrm/rm/core", "rayrm/rm/core/native"):
+        open(os.path.join(root, level, "__init__.pxd"), "a").close()
+    source = os.path.join(here, "rm", "core", "native")
+    for name in os.listdir(source):
+        if name.endswith(".pxd"):
+            shutil.copyfile(os.path.join(source, name), os.path.join(native, name))
+    return root
 
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})
