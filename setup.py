@@ -6,6 +6,7 @@ makes that, and any compiler warning (``-Werror``), an error instead.
 """
 
 import os
+import shutil
 import sys
 
 from setuptools import Extension, setup
@@ -15,9 +16,13 @@ STRICT = os.environ.get("RAYRM_NATIVE_STRICT") == "1"
 FLAGS = ["-O2", "-Wall", "-Werror"] if STRICT else ["-O2"]
 #: one extension per compiled module of the core (rayrm.rm.core.native.NATIVE_MODULES)
 SOURCES = {"rayrm.rm.core.native._eventheap": "rm/core/native/_eventheap.pyx",
+           "rayrm.rm.core.native._fairshare": "rm/core/native/_fairshare.pyx",
            "rayrm.rm.core.native._offer": "rm/core/native/_offer.pyx",
            "rayrm.rm.core.native._pending": "rm/core/native/_pending.pyx",
-           "rayrm.rm.core.native._runlog": "rm/core/native/_runlog.pyx"}
+           "rayrm.rm.core.native._runlog": "rm/core/native/_runlog.pyx",
+           "rayrm.rm.core.native._simloop": "rm/core/native/_simloop.pyx",
+           "rayrm.rm.core.native._tree": "rm/core/native/_tree.pyx",
+           "rayrm.rm.core.native._victims": "rm/core/native/_victims.pyx"}
 
 
 class OptionalBuildExt(build_ext):
@@ -54,7 +59,24 @@ def extensions():
               file=sys.stderr)
         return []
     exts = [Extension(name, [src], extra_compile_args=FLAGS) for name, src in SOURCES.items()]
-    return cythonize(exts, language_level=3, quiet=True)
+    return cythonize(exts, language_level=3, quiet=True, include_path=[_package_root()])
+
+
+def _package_root() -> str:
+    """A folder holding the core's .pxd files at their package path (rayrm/rm/core/native/,
+    each level marked a package), whatever this checkout's own folder is called: Cython finds
+    a module's declarations (``_eventheap.pxd``, cimported by ``_simloop``) by that path."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.join(here, "build", "cython-root")
+    native = os.path.join(root, "rayrm", "rm", "core", "native")
+    os.makedirs(native, exist_ok=True)
+    for level in ("rayrm", "rayrm/rm", "rayrm/rm/core", "rayrm/rm/core/native"):
+        open(os.path.join(root, level, "__init__.pxd"), "a").close()
+    source = os.path.join(here, "rm", "core", "native")
+    for name in os.listdir(source):
+        if name.endswith(".pxd"):
+            shutil.copyfile(os.path.join(source, name), os.path.join(native, name))
+    return root
 
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})

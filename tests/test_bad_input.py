@@ -110,6 +110,9 @@ def test_an_unknown_trace_format_is_refused(capsys):
     ("kill-ray-node:x@3", "index must be a whole number"),
     ("kill-nm:zz@3", "no node named 'zz'"),
     ("kill-am:other@3", "no job named 'other'"),
+    ("kill-rm@preempt_warned+1+2", "write kill-rm@preempt_warned[+S]"),
+    ("kill-rm@preempt_warned+-1", "the delay after preempt_warned must be >= 0"),
+    ("drop:0.1@node_lost", "write drop:P@node_lost[+S]+D"),
 ])
 def test_bad_fault_specs_are_one_line_before_ray_starts(tmp_path, capsys, spec, message):
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(BASE))

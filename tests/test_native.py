@@ -1,7 +1,8 @@
 """The compiled core against the Python reference (rayrm.rm.core.native).
 
 The event queue: the same pops, in the order (t, priority, push order), as a sort of the
-pushed events says.  The simulator: random clusters, constraints, demands, arrivals,
+pushed events says.  The water-filling preemption's rules solve at each evaluation: the same
+floats, and random preempting runs byte for byte the same.  The simulator: random clusters, constraints, demands, arrivals,
 node joins and leaves, faults and launch jitter, simulated under each core — every file of the run directory but
 the summary's wall time byte for byte the same, so every decision was.
 """
@@ -9,6 +10,7 @@ the summary's wall time byte for byte the same, so every decision was.
 from __future__ import annotations
 
 import json
+import math
 import random
 
 import pytest
@@ -20,6 +22,7 @@ from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
 from rayrm.rm.core.pending import PendingIndex
 from rayrm.rm.core.policies.builtin import BUILTIN
+from rayrm.rm.core.queues.fairshare import fair_shares
 from rayrm.rm.core.queues.scheduler import TreeScheduler
 from rayrm.rm.core.queues.tree import parse_queues
 from rayrm.rm.core.scheduler import OnlineScheduler
@@ -315,3 +318,51 @@ def test_both_pending_indexes_hold_the_same_bits(seed):
         assert sorted(indexes[0].fitting(m, free)) == sorted(indexes[1].fitting(m, free)), k
     assert indexes[0].generation == indexes[1].generation > 0
     assert (indexes[0]._bits == indexes[1]._bits).all()
+
+
+# ----- preemption's water-filling ---------------------------------------------------
+
+@needs_native
+def test_the_compiled_water_filling_gives_the_same_floats():
+    rng = random.Random(7)
+    solve = native.compiled("_fairshare").fair_shares
+    for _ in range(20000):
+        n = rng.randint(1, 7)
+        weights = [rng.choice([0, 0.5, 1, 2, 3, rng.random() * 5]) for _ in range(n)]
+        hi = [rng.choice([0.0, 1.0, 0.3 * rng.random(), rng.random(), math.inf]) for _ in range(n)]
+        lo = [min(rng.choice([0.0, 0.0, 0.4 * rng.random()]), h) for h in hi]
+        total = rng.choice([1.0, 0.75, 0.25, rng.random()])
+        assert solve(weights, lo, hi, total) == fair_shares(weights, lo, hi, total)
+    # a worked case: weights 3 and 1 share 1; the second is capped at its demand 0.1, so the
+    # first takes the rest, 0.9 (R = 0.3 would give it 0.9 = 3R; 0.1 + 0.9 = 1)
+    assert solve([3, 1], [0.0, 0.0], [1.0, 0.1], 1.0) == pytest.approx([0.9, 0.1])
+
+
+def preemption_config(rng: random.Random) -> dict:
+    """Two to four leaves (one level or under a parent), jobs arriving into them, preemption
+    on with short timeouts: starvation, victims and kills happen within the run."""
+    nodes = [{"name": "n{i}", "count": rng.randint(2, 6),
+              "capacity": {"cpu": rng.choice([4, 8]), "memory_mb": rng.choice([4096, 8192])}}]
+    leaves = ["a", "b"] + (["p.c", "p.d"] if rng.random() < 0.5 else [])
+    queues = [{"name": "a", "weight": rng.choice([1, 2])}, {"name": "b"}]
+    if len(leaves) > 2:
+        queues.append({"name": "p", "children": [{"name": "c"}, {"name": "d", "weight": 2}]})
+    jobs = [{"id": f"j{i}", "queue": rng.choice(leaves), "submit": rng.choice([0, 0, 5, 20, 40]),
+             "tasks": rng.randint(2, 30), "duration": rng.choice([30, 60, {"mean": 50, "jitter": 0.3}]),
+             "demand": {"cpu": rng.choice([0.5, 1, 2]), "memory_mb": rng.choice([512, 1024, 3072])}}
+            for i in range(rng.randint(3, 8))]
+    return {"name": "equiv-preempt", "cluster": {"nodes": nodes}, "queues": queues, "workload": {"jobs": jobs},
+            "preemption": {"enabled": True, "fair_share_timeout": rng.choice([5, 10]),
+                           "fair_share_threshold": rng.choice([0.5, 0.9]), "grace": rng.choice([3, 8])},
+            "run": {"seed": rng.randint(0, 99)}}
+
+
+@needs_native
+@pytest.mark.parametrize("seed", range(12))
+def test_both_cores_preempt_the_same(tmp_path, monkeypatch, seed):
+    doc = preemption_config(random.Random(seed))
+    py = run_files(doc, "tsf", "python", tmp_path / "python", monkeypatch)
+    nat = run_files(doc, "tsf", "native", tmp_path / "native", monkeypatch)
+    assert py.keys() == nat.keys()
+    for name in py:
+        assert py[name] == nat[name], name

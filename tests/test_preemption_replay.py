@@ -85,17 +85,19 @@ def test_the_rm_preempts_for_a_starved_queue_and_every_task_finishes_once(local_
 
 
 def test_an_rm_restart_between_warning_and_kill_neither_loses_nor_doubles_a_kill(local_ray, tmp_path):
-    # time scale 1: b is starved from its ask's first evaluation (its AM's heartbeat after 2,
-    # then the RM's next tick: by 4), so the warning comes in [5, 7] plus the machine's lag
-    # (7.8 seen on a loaded 2-core machine); with grace 7 the kill is due at 12 or later.  The
-    # RM is killed at 9.5, after the warning, and restarts from its snapshot and journal in
-    # about a second, before the deadline
+    # The RM is killed on the first preemption warning (kill-rm@preempt_warned), however late
+    # the loaded machine makes it, and restarts from its snapshot and journal in about 0.4
+    # wall s (0.34-0.40 measured quiet); at time scale 1 the grace of 7 trace s is 7 wall s,
+    # so the kill, due at warning + 7, comes after the restart with 6 s to spare
     doc = dict(TWO_QUEUES, run=dict(TWO_QUEUES["run"], time_scale=1.0),
                preemption=dict(TWO_QUEUES["preemption"], grace=7))
-    summary = replay(parse_config(doc), out=tmp_path, faults=["kill-rm@9.5"], progress=False)
+    summary = replay(parse_config(doc), out=tmp_path, faults=["kill-rm@preempt_warned"], progress=False)
+    assert summary["faults"]["injected"] == ["kill-rm@preempt_warned"] and summary["faults"]["not_triggered"] == []
     run = preempted_once(tmp_path, summary, grace=7)
     ev = run.events
-    assert len(ev[ev.kind == "rm_recovered"]) == 1
+    (fault,) = ev[ev.kind == "fault"].itertuples()
+    (recovered,) = ev[ev.kind == "rm_recovered"].itertuples()
     warned_at = ev[ev.kind == "preempt_warned"].time.min()
-    assert warned_at < ev[ev.kind == "rm_recovered"].time.iloc[0]      # warned before the restart
-    assert ev[ev.kind == "preempt_killed"].time.min() > ev[ev.kind == "rm_recovered"].time.iloc[0]
+    assert fault.detail == "kill-rm@preempt_warned"
+    assert warned_at <= fault.time < recovered.time                       # warned before the restart
+    assert ev[ev.kind == "preempt_killed"].time.min() > recovered.time    # killed after it

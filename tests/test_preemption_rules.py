@@ -195,3 +195,20 @@ def test_victims_come_from_the_queue_furthest_above_and_never_below_its_share():
     a_ids = sorted(cid for cid, c in s.cluster.containers.items() if c.app_id == "a1")
     assert [v.source for v in victims] == ["root.a"] * 4
     assert sorted(v.container for v in victims) == a_ids[-4:]       # a's newest four
+
+
+def test_the_tree_keeps_each_queues_pending_demand():
+    # a1: 40 tasks of <1, 1024>, 16 placed -> 24 pending: P_a = <24, 24576>; b1 asks 20 tasks
+    cfg = parse_config(doc())
+    s, _ = started(cfg)
+    s.tree.track_pending()
+    a, b = s.tree.by_path["a"], s.tree.by_path["b"]
+    assert a.pend == [24.0, 24576.0] and b.pend == [20.0, 20480.0]
+    s.cancel("b1", 5)                       # 15 left: <15, 15360>
+    s.ask("a1", 2)                          # 26: <26, 26624>
+    assert a.pend == [26.0, 26624.0] and b.pend == [15.0, 15360.0]
+    s.release(1)                            # a1's container 1 ends: one node slot free,
+    assert [c.app_id for c in s.schedule()] == ["b1"]      # b1 (furthest below) takes it
+    assert b.pend == [14.0, 14336.0]
+    s.finish_app("b1")
+    assert b.pend == [0.0, 0.0] and a.pend == [26.0, 26624.0]

@@ -48,7 +48,9 @@ def add_arguments(parser) -> None:
                         help="inject a fault at trace time T (repeatable): kill-nm:NODE@T, kill-nm-host:I@T, "
                              "kill-am:APP@T, kill-am-host:I@T, kill-rm@T, kill-ray-node:I@T, stall-rm:SECONDS@T, "
                              "partition-nm-host:I@T+D, partition-am-host:I@T+D, slow-nm-host:I@T+D:MS, "
-                             "slow-am-host:I@T+D:MS, drop:P@T+D (see rm/core/faults.py)")
+                             "slow-am-host:I@T+D:MS, drop:P@T+D; instead of T, EVENT[+S]: S trace seconds "
+                             "after the first preempt_warned, node_lost, am_expired or rm_recovered "
+                             "(see rm/core/faults.py)")
     parser.add_argument("--chaos", metavar="SEED[:RATE]",
                         help="add a seeded nemesis's schedule of faults of every kind, about RATE per trace "
                              "hour (default: one per 300 trace s, at least 3); printed at start and written to "
@@ -192,5 +194,7 @@ def format_summary(summary: dict, out: str) -> str:
         lines.append(f"  faults: {', '.join(faults['injected'])}; RM restarts {faults['rm_restarts']}, "
                      f"NM host restarts {faults['nm_host_restarts']}, AM crashes {faults['am_crashes']} "
                      f"(recovery: rayrm check --recovery {out})")
+        if faults.get("not_triggered"):
+            lines.append(f"  not injected, their event never came: {', '.join(faults['not_triggered'])}")
     lines.append(f"  run directory: {out}")
     return "\n".join(lines)

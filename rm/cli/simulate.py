@@ -36,7 +36,8 @@ def add_arguments(parser) -> None:
                         help="simulate a fault at trace time T (repeatable): kill-nm:NODE@T, kill-am:APP@T, "
                              "kill-am-host:I@T, kill-rm@T, partition-nm-host:I@T+D, partition-am-host:I@T+D; "
                              "kill-nm-host, kill-ray-node, stall-rm, slow-nm-host, slow-am-host and drop are "
-                             "recorded, not simulated (see rm/sim/faults.py)")
+                             "recorded, not simulated; instead of T, EVENT[+S] as for replay "
+                             "(see rm/sim/faults.py)")
     parser.add_argument("--am-hosts", type=int, metavar="N",
                         help="AM hosts the apps are dealt to, as the replay deals them (kill-am-host; "
                              "default: the config's run.am_hosts, 0 counting as 1: a local Ray's one node)")
@@ -113,6 +114,8 @@ def format_summary(summary: dict, out: str | None = None, total: float | None = 
         lines.append(f"  faults: {', '.join(faults['simulated'])}; RM restarts {faults['rm_restarts']}, "
                      f"AM crashes {faults['am_crashes']}"
                      + (f" (recovery: rayrm check --recovery {out})" if out else ""))
+    if faults and faults.get("not_triggered"):
+        lines.append(f"  not injected, their event never came: {', '.join(faults['not_triggered'])}")
     if out:
         lines.append(f"  run directory: {out}")
     return "\n".join(lines)

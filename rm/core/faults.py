@@ -36,7 +36,12 @@
     drop:P@T+D             each call of any host to the RM is lost with probability P (the
                            call or its answer); the host repeats it with the same request id
 
-T and D are in trace seconds (T >= 0, D > 0).  What a partition, a slow or a lossy link
+T and D are in trace seconds (T >= 0, D > 0).  Instead of a time T, a fault may wait for an
+event of the run (``TRIGGERS``): ``@EVENT`` fires it at the first such event, ``@EVENT+S``
+S trace seconds after it (S >= 0), e.g. ``kill-rm@preempt_warned+1``; a lasting fault then
+takes its duration after that: ``partition-nm-host:0@node_lost+30`` from the event,
+``partition-nm-host:0@node_lost+2+30`` from 2 s after it.  It is injected at most once, and
+not at all if the event never comes.  What a partition, a slow or a lossy link
 means is ``rayrm.rm.core.fault_rules`` (``LinkFault``).  ``parse_fault`` checks the form;
 ``check_targets`` that NODE and APP exist in the config; the replay checks
 Ray-node and host indexes against the cluster it runs on.  Errors are one-line
@@ -47,7 +52,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rayrm.rm.core.errors import InputError
 
@@ -63,7 +68,13 @@ SLOW = ("slow-nm-host", "slow-am-host")
 NM_HOST_KINDS = ("kill-nm-host", "partition-nm-host", "slow-nm-host")
 AM_HOST_KINDS = ("kill-am-host", "partition-am-host", "slow-am-host")
 EXAMPLE = ("e.g. kill-nm:n30@60, kill-am:job2@50, kill-rm@100, kill-ray-node:1@30, "
-           "partition-nm-host:0@40+30, slow-am-host:0@10+20:50, drop:0.1@0+60")
+           "partition-nm-host:0@40+30, slow-am-host:0@10+20:50, drop:0.1@0+60, kill-rm@preempt_warned+1")
+#: the events a fault may wait for (``@EVENT[+S]``): the first row of that kind in events.csv,
+#: logged alike by the replay's RM and the simulator
+TRIGGERS = {"preempt_warned": "a container is warned of its preemption",
+            "node_lost": "an NM is declared LOST (or a node leaves, as the trace says)",
+            "am_expired": "an ApplicationMaster attempt fails",
+            "rm_recovered": "a restarted ResourceManager serves again"}
 _FORM = re.compile(r"^(?P<kind>[a-z-]+)(?::(?P<target>[^@]*))?@(?P<time>[^+]*)"
                    r"(?:\+(?P<dur>[^:]*))?(?::(?P<ms>.*))?$")
 
@@ -77,7 +88,9 @@ def _positive_number(text: str) -> bool:
 
 @dataclass(frozen=True)
 class Fault:
-    """One fault to inject: ``kind`` at trace time ``time`` on ``target``."""
+    """One fault to inject: ``kind`` at trace time ``time`` on ``target``; with ``after``
+    (an event of ``TRIGGERS``) ``delay`` trace seconds after the first such event, its
+    ``time`` infinite until then (``fired``)."""
 
     kind: str
     target: str
@@ -85,6 +98,12 @@ class Fault:
     text: str
     duration: float = 0.0     # trace seconds a partition, slow or lossy link lasts
     ms: float = 0.0           # wall milliseconds a slow link adds to each call
+    after: str = ""           # the event it waits for ("": none, it is due at ``time``)
+    delay: float = 0.0        # trace seconds from that event to the fault
+
+    def fired(self, at: float) -> "Fault":
+        """The fault its event, seen at trace time ``at``, makes due: at ``at + delay``."""
+        return replace(self, time=at + self.delay)
 
     @property
     def index(self) -> int:
@@ -112,26 +131,44 @@ def _number(spec: str, what: str, text: str | None) -> float:
     return x
 
 
-def _lasting(spec: str, kind: str, m) -> tuple[float, float]:
+def _lasting(spec: str, kind: str, dur: str | None, ms: str | None) -> tuple[float, float]:
     """The duration D (and MS of a slow link) of a lasting fault; errors say what is wrong."""
     form = f"{kind}:I@T+D:MS" if kind in SLOW else ("drop:P@T+D" if kind == "drop" else f"{kind}:I@T+D")
-    if m["dur"] is None:
+    if dur is None:
         raise InputError(f"fault {spec!r}: {kind} needs a duration (write {form})")
-    d = _number(spec, "the duration after '+' (trace seconds)", m["dur"])
+    d = _number(spec, "the duration after '+' (trace seconds)", dur)
     if d <= 0:
-        raise InputError(f"fault {spec!r}: the duration must be > 0 trace seconds, got {m['dur']!r}")
+        raise InputError(f"fault {spec!r}: the duration must be > 0 trace seconds, got {dur!r}")
     if kind not in SLOW:
-        if m["ms"] is not None:
+        if ms is not None:
             raise InputError(f"fault {spec!r}: {kind} takes no ':MS' (write {form})")
         return d, 0.0
-    ms = _number(spec, "the delay after the last ':' (wall milliseconds)", m["ms"])
-    if ms <= 0:
-        raise InputError(f"fault {spec!r}: the delay must be > 0 wall milliseconds, got {m['ms']!r}")
-    return d, ms
+    x = _number(spec, "the delay after the last ':' (wall milliseconds)", ms)
+    if x <= 0:
+        raise InputError(f"fault {spec!r}: the delay must be > 0 wall milliseconds, got {ms!r}")
+    return d, x
+
+
+def _trigger(spec: str, kind: str, event: str, dur: str | None) -> tuple[float, str | None]:
+    """``@EVENT[+S]`` (a lasting fault's ``+D`` after it): the delay S and what is left, D."""
+    if event not in TRIGGERS:
+        raise InputError(f"fault {spec!r}: the time after '@' must be a number of trace seconds or an event "
+                         f"to wait for ({', '.join(TRIGGERS)}), got {event!r}")
+    parts = [] if dur is None else dur.split("+")
+    lasting = kind in LASTING
+    if len(parts) > 1 + lasting or (lasting and not parts):
+        form = f"{kind}{':' + KINDS[kind] if KINDS[kind] else ''}@{event}" + ("[+S]+D" if lasting else "[+S]")
+        raise InputError(f"fault {spec!r}: write {form} (S: trace seconds after the event)")
+    delay = parts.pop(0) if len(parts) > lasting else None
+    s = 0.0 if delay is None else _number(spec, "the delay after the event (trace seconds)", delay)
+    if s < 0:
+        raise InputError(f"fault {spec!r}: the delay after {event} must be >= 0 trace seconds, got {delay!r}")
+    return s, (parts[0] if parts else None)
 
 
 def parse_fault(text: str) -> Fault:
-    """A Fault from ``KIND[:TARGET]@T``; raises InputError saying what is wrong."""
+    """A Fault from ``KIND[:TARGET]@T`` (or ``@EVENT[+S]``, module docstring); raises
+    InputError saying what is wrong."""
     spec = str(text).strip()
     m = _FORM.match(spec)
     if not m:
@@ -150,15 +187,21 @@ def parse_fault(text: str) -> Fault:
         raise InputError(f"fault {spec!r}: {kind} needs a positive number of wall seconds, got {target!r}")
     if want == "P" and not 0 <= _number(spec, "the probability P", target) <= 1:
         raise InputError(f"fault {spec!r}: the probability must be in [0, 1], got {target!r}")
-    duration, ms = _lasting(spec, kind, m) if kind in LASTING else (0.0, 0.0)
-    if kind not in LASTING and (m["dur"] is not None or m["ms"] is not None):
+    event, delay, dur = "", 0.0, m["dur"]
+    if when[:1].isalpha():
+        event = when
+        delay, dur = _trigger(spec, kind, event, dur)
+    duration, ms = _lasting(spec, kind, dur, m["ms"]) if kind in LASTING else (0.0, 0.0)
+    if kind not in LASTING and (dur is not None or m["ms"] is not None):
         raise InputError(f"fault {spec!r}: {kind} is instant and takes no '+D' (write {kind}"
                          f"{':' + want if want else ''}@T)")
+    if event:
+        return Fault(kind, target, math.inf, spec, duration, ms, after=event, delay=delay)
     try:
         t = float(when)
     except ValueError:
-        raise InputError(f"fault {spec!r}: the time after '@' must be a number of trace seconds, "
-                         f"got {when!r}") from None
+        raise InputError(f"fault {spec!r}: the time after '@' must be a number of trace seconds or an event "
+                         f"to wait for ({', '.join(TRIGGERS)}), got {when!r}") from None
     if not math.isfinite(t) or t < 0:
         raise InputError(f"fault {spec!r}: the time must be >= 0 trace seconds, got {when!r}")
     return Fault(kind, target, t, spec, duration, ms)
@@ -256,9 +299,12 @@ def earliest_end(config) -> float:
 def check_times(faults: list[Fault], until: float | None, earliest: float) -> list[str]:
     """Faults after the trace's end.  With ``until`` the end is known and a fault at or
     after it is an InputError; else the makespan is known only once the trace has run, and
-    a fault after ``earliest`` (the trace cannot end sooner) gets a warning, returned."""
+    a fault after ``earliest`` (the trace cannot end sooner) gets a warning, returned.  One
+    waiting for an event has no time yet: it is injected if the event comes in time."""
     warnings = []
     for f in faults:
+        if f.after:
+            continue
         if until is not None and f.time >= until:
             raise InputError(f"fault {f.text!r}: at trace time {f.time:g}, at or after the end of the run "
                              f"(--until {until:g})")

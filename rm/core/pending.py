@@ -18,6 +18,7 @@ so the last term is one bisection and one lookup per dimension.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from typing import Iterator
 
 import numpy as np
 
@@ -210,6 +211,14 @@ class PendingIndex:
     def item(self, bit: int):
         """What ``add`` named the app of a one-bit integer."""
         return self._items[bit.bit_length() - 1]
+
+    def items_in(self, mask: int) -> Iterator:
+        """What ``add`` named the apps of ``mask``'s bits, lowest bit first."""
+        items = self._items
+        while mask:
+            low = mask & -mask
+            yield items[low.bit_length() - 1]
+            mask ^= low
 
     #: fits_mask(node, vector): the bitset of pending apps that may use ``node`` and whose
     #: task fits ``vector`` (a node's free resources, or a queue's headroom)

@@ -21,14 +21,16 @@ class ColumnBuffer:
     (None as NaN), text stays a list of str: a batch then becomes Arrow columns without a
     pass over millions of scattered row tuples and float objects, which cost a simulation
     a fifth of its time.  ``append`` takes a row as a tuple; the drivers' hot paths
-    (``RunLog.start``/``end``/``shares_at``) append field by field.
+    (``RunLog.start``/``end``/``shares_at``) append field by field.  ``text``, when given,
+    makes the text columns (a class such as the compiled ``TextColumn``, which keeps its
+    cells as Arrow's bytes and offsets and has ``arrow()``) instead of lists.
     """
 
-    def __init__(self, table: str):
+    def __init__(self, table: str, text: type | None = None):
         self.table = table
         self.kinds = tuple(TABLES[table].values())
-        self.cols = [array("d") if k.startswith("float") else array("q") if k == "int" else []
-                     for k in self.kinds]
+        self.cols = [array("d") if k.startswith("float") else array("q") if k == "int" else
+                     text() if text is not None else [] for k in self.kinds]
         self._floats = [i for i, k in enumerate(self.kinds) if k.startswith("float")]
 
     def __len__(self) -> int:
@@ -53,7 +55,8 @@ class ColumnBuffer:
         """These rows as a buffer of their own, this one left empty."""
         taken = ColumnBuffer.__new__(ColumnBuffer)
         taken.table, taken.kinds, taken._floats, taken.cols = self.table, self.kinds, self._floats, self.cols
-        self.cols = [type(c)(c.typecode) if isinstance(c, array) else [] for c in self.cols]
+        self.cols = [array(c.typecode) if isinstance(c, array) else [] if isinstance(c, list) else type(c)()
+                     for c in self.cols]
         return taken
 
     def rows(self) -> list[tuple]:

@@ -80,7 +80,8 @@ def _arrow_arrays(buffer: ColumnBuffer, for_csv: bool) -> list:
     """A batch as pyarrow arrays, one per column of ``TABLES[table]``: times and shares to
     6 decimals, NaN null, ints as int64.  Text columns are text for Parquet; for CSV a text
     column of whole numbers and '' (events.task and .container) stays int64 with nulls,
-    which writes the same cells without a str() each.
+    which writes the same cells without a str() each.  A text column that is not a list
+    (a streaming log's ``TextColumn``) gives its own utf8 array: the same cells.
 
     The arrays are built from numpy and bytes buffers (``_pa_*``), not ``pa.array``: that
     one imports pandas on first use (pyarrow checks every input for pandas types), a fifth
@@ -90,7 +91,7 @@ def _arrow_arrays(buffer: ColumnBuffer, for_csv: bool) -> list:
     for i, (name, kind) in enumerate(TABLES[buffer.table].items()):
         col = buffer.cols[i]
         if kind == "str":
-            arrays.append(_pa_text(col, for_csv))
+            arrays.append(_pa_text(col, for_csv) if isinstance(col, list) else col.arrow())
         elif kind == "int":
             arrays.append(_pa_ints(np.frombuffer(col, dtype=np.int64) if len(col) else np.zeros(0, np.int64)))
         else:

@@ -23,6 +23,7 @@ import csv
 import json
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,8 +62,10 @@ class _TaskStats:
         done = ~np.isnan(finish)
         if done.any():
             self.finish_max = max(self.finish_max, float(finish[done].max()))
-        demands = {a: demand_of(a) for a in set(apps)}
-        per_attempt = np.array(list(map(demands.__getitem__, apps)), dtype=float)
+        # each row's demand vector, from a table of the batch's apps (one row per app)
+        code = {a: k for k, a in enumerate(set(apps))}
+        table = np.array([demand_of(a) for a in code], dtype=float)
+        per_attempt = table[np.fromiter(map(code.__getitem__, apps), np.intp, len(apps))]
         ran = finish - start
         busy = (per_attempt[done] * ran[done][:, None]).sum(axis=0)
         self.busy = busy if self.busy is None else self.busy + busy
@@ -70,6 +73,9 @@ class _TaskStats:
 
 class RunLog:
     """Collects a run's rows and writes the run directory: streamed with ``out``, else at the end."""
+
+    #: the text columns of a streaming log's events and shares (None: lists)
+    _text_column: type | None = None
 
     def __init__(self, dims: tuple[str, ...], *, mode: str, policy: str, name: str = "",
                  seed: int | None = None, out: str | Path | None = None, fmt: str | None = None,
@@ -81,11 +87,15 @@ class RunLog:
         self.nodes: dict[str, dict] = {}
         self.jobs: dict[str, dict] = {}
         self.tasks: dict[tuple[str, int, int], list] = {}    # streaming: the running attempts only
-        self._events = ColumnBuffer("events")
-        self._shares = ColumnBuffer("shares")
+        text = self._text_column if out is not None else None
+        self._events = ColumnBuffer("events", text)
+        self._shares = ColumnBuffer("shares", text)
         self._share_time: float | None = None
         self._share_pending: dict[str, tuple] = {}
         self.started = 0                                      # attempts started so far
+        #: event kind -> trace time of its first row logged by ``event`` (what ``watch`` waits for)
+        self.first_at: dict[str, float] = {}
+        self._watches: dict[str, list[Callable[[float], None]]] = {}
         self._ended = ColumnBuffer("tasks")                        # streaming: ended, not yet written
         self._bind()
         self._stats = _TaskStats()
@@ -214,8 +224,24 @@ class RunLog:
     def event(self, kind: str, time: float, wall: float | None = None, *, app: str = "",
               task: int | str = "", container: int | str = "", node: str = "", detail: str = "") -> None:
         self._events.append((time, wall, kind, app, task, container, node, detail))
+        if kind not in self.first_at:
+            self.first_at[kind] = time
+            for then in self._watches.pop(kind, ()):
+                then(time)
         if self._sinks and len(self._event_times) >= BATCH:
             self._flush()
+
+    def watch(self, kind: str, then: Callable[[float], None]) -> None:
+        """``then(t)``, once, with the trace time t of the first event of ``kind`` logged by
+        ``event``: now if there was one, else when it comes.  A watch is the caller's, not
+        part of the run's record: the log pickles without it."""
+        if kind in self.first_at:
+            then(self.first_at[kind])
+        else:
+            self._watches.setdefault(kind, []).append(then)
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_watches": {}}
 
     def share(self, time: float, app: str, shares: tuple[float, float, float, float], running: int) -> None:
         """An app's shares changed at ``time``; rows at one instant collapse to the last."""
@@ -403,10 +429,12 @@ _NATIVE: dict = {}
 
 def _native_class(module) -> type:
     """``RunLog`` with ``start``, ``end`` and ``shares_at`` from the compiled ``module``
-    (rm/core/native/_runlog.pyx, the same records as the Python methods)."""
+    (rm/core/native/_runlog.pyx, the same records as the Python methods), and, streaming,
+    its ``TextColumn`` for the text of events and shares (the same cells as lists give)."""
     cls = _NATIVE.get(module)
     if cls is None:
         cls = _NATIVE[module] = type("NativeRunLog", (RunLog,), {
             "__doc__": RunLog.__doc__ + " (hot paths compiled)", "__module__": __name__,
-            "start": module.start, "end": module.end, "shares_at": module.shares_at})
+            "start": module.start, "end": module.end, "shares_at": module.shares_at,
+            "_text_column": module.TextColumn})
     return cls

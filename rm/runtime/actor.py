@@ -274,6 +274,14 @@ class ResourceManager:
         return _Pickled(self.state.progress(time.time()) | {"calls": self.calls, "lag": round(lag, 3),
                                                             "behind": behind, "policy_error": self.policy_error})
 
+    async def first_event(self, kind: str) -> float:
+        """The trace time of the run's first event of ``kind``, once there is one
+        (``RunLog.watch``): a fault waiting for that event (``@EVENT``, rm/core/faults.py)
+        is due from then.  A restarted RM answers from the log it rebuilt."""
+        seen = asyncio.get_running_loop().create_future()
+        self.state.log.watch(kind, lambda t: seen.done() or seen.set_result(t))
+        return await seen
+
     async def ui_snapshot(self) -> dict:
         """The compact view the driver's web UI polls, at most once per heartbeat interval
         (``rayrm.rm.ui.snapshot``); ended apps cross once."""

@@ -460,6 +460,8 @@ def summarize_stage(run: ReplayRun, placed: Placement, supervised: Supervised, e
                            "nm_hosts_lost": sorted(supervisor.dead_hosts),
                            "am_crashes": supervised.outcome.get("crashes", 0),
                            "link_lost": link_losses(supervised.outcome, host_stats)}
+        if any(f.after for f in run.faults):             # waiting for an event that never came
+            extra["faults"]["not_triggered"] = [f.text for f in supervised.injector.waiting]
     if run.chaos is not None:
         extra["chaos"] = {"seed": run.chaos.seed, "rate": run.chaos.rate,
                           "faults": [f.text for f in run.drawn]}

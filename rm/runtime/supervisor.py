@@ -10,8 +10,9 @@
   (``max_restarts``): the restarted host registers its NMs again.  A host whose
   Ray node is gone cannot restart; its NMs stay lost.  An AM host whose node is gone
   is made again on another node (``rayrm.nodes.placement``).
-* **injects faults** (``rayrm.rm.core.faults``) at their trace times, each first logged by
-  the RM as a ``fault`` event so recovery can be measured from events.csv.
+* **injects faults** (``rayrm.rm.core.faults``) at their trace times, or after the first
+  event they wait for (``FaultInjector``), each first logged by the RM as a ``fault`` event
+  so recovery can be measured from events.csv.
 * **shows progress** on stderr: on a terminal one line rewritten every second;
   otherwise (CI, ``ray job logs``, nohup) a plain line every ``PLAIN_EVERY`` wall
   seconds — trace time, running, finished, pending, and how far the RM is behind
@@ -55,13 +56,20 @@ def rm_call(method, *args):
 
 
 class FaultInjector:
-    """Injects ``faults`` at their trace times on ``clock`` (see rm.faults)."""
+    """Injects ``faults`` at their trace times on ``clock`` (see rm.faults).  One waiting for
+    an event (``Fault.after``) is due once the RM has logged the first such event: the
+    injector asks the RM for its time (``first_event``, a call answered then, whose ref the
+    supervisor waits on with the hosts': ``watches``, ``seen``) and asks again when the RM
+    died meanwhile, the restarted one answering from its rebuilt log."""
 
     def __init__(self, faults: list[Fault], *, clock: TraceClock, rm, am, hosts: dict,
                  am_hosts: dict | None = None,
                  host_of_node: dict[str, str], ray_nodes: list, nms_on_ray_node: dict[str, list[str]],
                  nm_restart_after: float, kill_ray_node=None):
-        self.todo = sorted(faults, key=lambda f: f.time)
+        self.todo = sorted((f for f in faults if not f.after), key=lambda f: f.time)
+        self.waiting = [f for f in faults if f.after]          # for their event, in order given
+        self._watch: dict = {}                                 # first_event ref -> event kind
+        self._rewatch: dict[str, float] = {}                   # kind -> when to ask again
         self.clock = clock
         self.rm, self.am, self.hosts, self.am_hosts = rm, am, hosts, am_hosts or {}
         self.host_of_node, self.ray_nodes, self.nms_on = host_of_node, ray_nodes, nms_on_ray_node
@@ -74,6 +82,35 @@ class FaultInjector:
         if not self.todo:
             return float("inf")
         return max(0.0, self.clock.wall(self.todo[0].time) - time.time())
+
+    def watches(self) -> list:
+        """The refs of the RM's ``first_event`` calls for the events faults wait for, asked
+        now for those not out (again ``RESUME_RETRY`` after one failed with the RM)."""
+        now = time.time()
+        out = set(self._watch.values())
+        for kind in dict.fromkeys(f.after for f in self.waiting):
+            if kind not in out and self._rewatch.get(kind, 0.0) <= now:
+                self._watch[self.rm.first_event.remote(kind)] = kind
+        return list(self._watch)
+
+    def seen(self, ref) -> None:
+        """A ``first_event`` call answered: the faults waiting for its event are due from
+        its trace time (``Fault.fired``); a call the RM died under is asked again."""
+        import ray  # noqa: PLC0415
+        kind = self._watch.pop(ref)
+        try:
+            at = ray.get(ref)
+        except ray.exceptions.RayError:
+            self._rewatch[kind] = time.time() + RESUME_RETRY
+            return
+        self.todo = sorted(self.todo + [f.fired(at) for f in self.waiting if f.after == kind], key=lambda f: f.time)
+        self.waiting = [f for f in self.waiting if f.after != kind]
+
+    def seconds_to_watch(self) -> float:
+        """Wall seconds until a failed ``first_event`` call is asked again (inf: none is)."""
+        asked = [at for kind, at in self._rewatch.items() if kind not in self._watch.values()
+                 and any(f.after == kind for f in self.waiting)]
+        return max(0.0, min(asked) - time.time()) if asked else float("inf")
 
     def inject_due(self) -> None:
         import ray  # noqa: PLC0415
@@ -295,7 +332,9 @@ class Supervisor:
         last_change, last_key, last_print, last_poll = time.time(), None, 0.0, 0.0
         p = {"time": 0.0, "running": 0, "finished": 0, "pending": 0, "allocations": 0}
         while True:
-            wait = min(1.0, self.injector.seconds_to_next() if self.injector else 1.0)
+            watches = self.injector.watches() if self.injector else []
+            wait = min(1.0, self.injector.seconds_to_next(), self.injector.seconds_to_watch()) \
+                if self.injector else 1.0
             now = time.time()
             for hid in [h for h, at in retry.items() if at <= now]:
                 del retry[hid]
@@ -304,7 +343,7 @@ class Supervisor:
                 wait = max(0.0, min(wait, min(retry.values()) - now))
             if self.until_wall is not None:
                 wait = max(0.0, min(wait, self.until_wall - time.time()))
-            ready, _ = ray.wait([*waiting, *lifelines, *resuming], num_returns=1, timeout=wait)
+            ready, _ = ray.wait([*waiting, *lifelines, *resuming, *watches], num_returns=1, timeout=wait)
             for ref in ready:
                 if ref in waiting:
                     hid = waiting.pop(ref)
@@ -316,6 +355,8 @@ class Supervisor:
                     self._host_down(lifelines.pop(ref), ref, resuming)
                 elif ref in resuming:
                     self._resumed(resuming.pop(ref), ref, lifelines, retry)
+                else:
+                    self.injector.seen(ref)
             if self.injector is not None:
                 self.injector.inject_due()
             now = time.time()

@@ -37,6 +37,7 @@ the cluster changes, since h_i changes with it).
 
 from __future__ import annotations
 
+import functools
 import gc
 from array import array
 import sys
@@ -49,6 +50,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.native import compiled, core_name
 from rayrm.rm.core.policies import PolicyError, policy_for_run
 from rayrm.rm.core.policies.plugins import policy_source
 from rayrm.rm.core.shares import share_units
@@ -190,10 +192,15 @@ class Simulation:
         changed: dict[str, _Job] = {}
         shown = 0
         until = float("inf") if self.until is None else self.until
+        complete_due, place = self._compiled_steps()
         while heap and first_time() <= until:
             t = first_time()
             self.now = t
             while first_time() == t:
+                if complete_due is not None:
+                    complete_due(self, heap, t, running, changed)
+                    if first_time() != t:
+                        break
                 _, priority, payload = pop()
                 if priority == COMPLETE:
                     entry = running.pop(payload, None)
@@ -214,7 +221,7 @@ class Simulation:
             if t >= self.rm_up:
                 placed = schedule()
                 if placed:
-                    self.place(placed, t, changed)
+                    place(placed, t, changed)
                 if self.preemption is not None:
                     self.preemption.after_round(t)
             if changed:
@@ -225,6 +232,17 @@ class Simulation:
         if bar is not None:
             bar.update(log.started - shown, self.now)
         self.finished_tasks = sum(j.done for j in self.jobs.values())
+
+    def _compiled_steps(self) -> tuple:
+        """(complete_due, place) of the loop: under the native core the compiled ones
+        (rm/core/native/_simloop.pyx: the completions of an instant, popped and handled in C,
+        and ``place``), as long as this class's own ``complete`` and ``place`` are
+        ``Simulation``'s; else (None, ``self.place``)."""
+        if (core_name() != "native" or not isinstance(self.heap, compiled("_eventheap").EventHeap)
+                or type(self).complete is not Simulation.complete or type(self).place is not Simulation.place):
+            return None, self.place
+        steps = compiled("_simloop")
+        return steps.complete_due, functools.partial(steps.place, self)
 
     def complete(self, cid: int, entry: tuple, finish: float, t: float, changed: dict) -> None:
         """The attempt ``entry`` = (job, task, attempt) of container ``cid`` finished at

@@ -14,6 +14,8 @@ holds the RM's loop, which takes no time here; slow-nm-host, slow-am-host and dr
 the wall time and delivery of actor calls, and the simulated RM applies each event once,
 at its trace time, with no call to slow down or lose (``fault_rules.link_passage`` needs
 a wall clock and real calls).  Records are the replay RM's, durations in trace seconds.
+A fault waiting for an event (``@EVENT[+S]``) goes on the heap when the run log logs the
+first one (``RunLog.watch``), S trace seconds after it.
 """
 
 from __future__ import annotations
@@ -71,8 +73,19 @@ class FaultModel:
         self.inject = {"kill-nm": self._kill_nm, "kill-am": self._kill_am, "kill-am-host": self._kill_am_host,
                        "kill-rm": self._kill_rm, "partition-nm-host": self._partition_nm_host,
                        "partition-am-host": self._partition_am_host}
+        self.waiting = [f for f in faults if f.after]     # for their event (``fired``)
+        self.triggers = bool(self.waiting)
         for f in faults:
-            self._push([Next(f.time, Step.INJECT, (f,))])
+            if f.after:
+                sim.log.watch(f.after, lambda t, f=f: self.fired(f, t))
+            else:
+                self._push([Next(f.time, Step.INJECT, (f,))])
+
+    def fired(self, fault: Fault, t: float) -> None:
+        """The first event ``fault`` waits for, logged at ``t``: it is due ``fault.delay`` later."""
+        self.waiting.remove(fault)
+        due = fault.fired(t)
+        self._push([Next(due.time, Step.INJECT, (due,))])
 
     def _push(self, steps) -> None:
         for step in steps:
@@ -105,8 +118,11 @@ class FaultModel:
             self.steps[event[0]](t, changed, *event[1:])
 
     def summary(self) -> dict:
-        return {"simulated": list(self.simulated), "not_simulated": dict(self.not_simulated),
-                "rm_restarts": self.rec.resync.epoch, "am_crashes": self.rec.am_crashes}
+        out = {"simulated": list(self.simulated), "not_simulated": dict(self.not_simulated),
+               "rm_restarts": self.rec.resync.epoch, "am_crashes": self.rec.am_crashes}
+        if self.triggers:
+            out["not_triggered"] = [f.text for f in self.waiting]
+        return out
 
     def _synced(self, key, t: float) -> None:
         detail = self.rec.synced(key, t)

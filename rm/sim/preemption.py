@@ -27,13 +27,20 @@ class SimPreemption:
         self.rules = Preemption(config, queues)
         self.kill_priority, self.wake_priority = kill, wake
         self.woken: set[float] = set()
+        self._quiet_until = -float("inf")       # rounds before then need not ask the rules
         self.preempted: dict[str, int] = {}
         self.lost_seconds: dict[str, float] = {}
         self.warned = 0
         self.spared = 0
 
     def after_round(self, t: float) -> None:
-        """The instant ``t`` is scheduled: warn the new victims, plan their kills and the next wake-up."""
+        """The instant ``t`` is scheduled: warn the new victims, plan their kills and the next wake-up.
+
+        A round before the next evaluation is due changes nothing in the rules, and their
+        wake-up time stays the one already planned until that time (``Preemption.wake``: the
+        next evaluation, or a clock's expiry before it): such rounds are not asked."""
+        if t < self._quiet_until:
+            return
         sim = self.sim
         for v in self.rules.decide(t, sim.scheduler):
             self.warned += 1
@@ -44,6 +51,7 @@ class SimPreemption:
         if w is not None and w not in self.woken:
             self.woken.add(w)
             sim._push(w, self.wake_priority, None)
+        self._quiet_until = w if w is not None and self.rules.last_evaluation < t else -float("inf")
 
     def kill(self, v, t: float, changed: dict) -> None:
         """Victim ``v``'s deadline: killed if it still runs, its task asked for again."""

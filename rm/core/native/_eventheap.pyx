@@ -9,12 +9,6 @@ released in ``__dealloc__`` for events never popped.
 from cpython.mem cimport PyMem_Malloc, PyMem_Realloc, PyMem_Free
 from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
 
-cdef struct Event:
-    double t
-    long priority
-    unsigned long long seq
-    PyObject *payload
-
 
 cdef inline bint before(Event *a, Event *b) noexcept nogil:
     """(t, priority, seq) of a < that of b; seq is unique, so the order is total."""
@@ -26,11 +20,8 @@ cdef inline bint before(Event *a, Event *b) noexcept nogil:
 
 
 cdef class EventHeap:
-    """A min-heap of events keyed (t, priority, push order)."""
-
-    cdef Event *items
-    cdef Py_ssize_t n, cap
-    cdef unsigned long long seq
+    """A min-heap of events keyed (t, priority, push order); its fields are declared in
+    _eventheap.pxd."""
 
     def __cinit__(self):
         self.cap = 1024
@@ -71,10 +62,17 @@ cdef class EventHeap:
 
     cpdef tuple pop(self):
         """The earliest event as (t, priority, payload); IndexError when empty."""
-        cdef Event top, last
-        cdef Py_ssize_t i, child, n
+        cdef Event top
         if self.n == 0:
             raise IndexError("pop from an empty event heap")
+        top = self.items[0]
+        payload = self.pop_payload()
+        return (top.t, top.priority, payload)
+
+    cdef object pop_payload(self):
+        """Remove the earliest event (the caller has seen there is one); its payload."""
+        cdef Event top, last
+        cdef Py_ssize_t i, child, n
         top = self.items[0]
         self.n -= 1
         n = self.n
@@ -94,7 +92,7 @@ cdef class EventHeap:
             self.items[i] = last
         payload = <object> top.payload      # a new reference; the heap's own is dropped
         Py_DECREF(payload)
-        return (top.t, top.priority, payload)
+        return payload
 
     cpdef double first_time(self):
         """The earliest event's time; inf when empty."""

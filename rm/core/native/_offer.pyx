@@ -17,9 +17,10 @@ arithmetic on their items (an int capacity stays an int), only compared in doubl
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from cpython.float cimport PyFloat_AS_DOUBLE
+from cpython.object cimport PyObject_RichCompareBool, Py_LT
 from cpython.ref cimport PyObject
 
-from bisect import bisect_left, insort
 
 from rayrm.rm.core.model import EPS as _EPS, Container
 
@@ -90,7 +91,7 @@ def offer(sched, node, list order, list placed, proof=None):
             app = sched._first_fitting(m, free)
             if app is None:
                 return
-            i = bisect_left(order, app.entry)
+            i = entry_bisect_left(order, app.entry)
         target = sched._choose_node(app, node) if best_fit else node
         placed.append(sched._place(app, target, order))
         load(free, F, w)
@@ -135,6 +136,32 @@ def offer_fresh(sched, list indexes, set dirty, list cand, list placed):
             break
 
 
+def offer_fresh_tree(sched, list indexes, set dirty, list fresh, list placed):
+    """The end of ``TreeScheduler.schedule``: the nodes not offered yet (not ``dirty``) that
+    an app asked for since may use, in node order, offered down the tree (``_offer_tree``)
+    when one of those apps (``fresh``) still has a task pending that fits (``scheduler.any_fits``)."""
+    cdef list nodes = sched.cluster.nodes
+    cdef double F[MAX_DIMS]
+    cdef Py_ssize_t w, j
+    cdef list free
+    for m in indexes:
+        node = <object> PyList_GET_ITEM(nodes, <Py_ssize_t> m)
+        if m in dirty or not node.alive:
+            continue
+        free = node.free
+        w = PyList_GET_SIZE(free)
+        load(free, F, w)
+        for j in range(PyList_GET_SIZE(fresh)):
+            app = <object> PyList_GET_ITEM(fresh, j)
+            if app.pending > 0 and fits(app, m, F, w):
+                break
+        else:
+            continue
+        sched._offer_tree(node, placed)
+        if not sched._order:
+            break
+
+
 def place(sched, app, node, list order):
     """``OnlineScheduler._place``: one task of ``app`` on ``node`` (``ClusterState.allocate``),
     its key anew (``_set_key``, inline when ``sched._inline_key``: key = n u, inf for NaN as
@@ -146,14 +173,15 @@ def place(sched, app, node, list order):
     container = (cluster.allocate(app, node) if "allocate" in cluster.__dict__
                  else allocate(cluster, app, node))
     if order is not main:
-        del order[bisect_left(order, app.entry)]
-    i = bisect_left(main, app.entry)
-    app.pending -= 1
-    set_key(sched, app)
-    if app.pending > 0:
-        reposition(main, i, app.entry)
+        del order[entry_bisect_left(order, app.entry)]
+    i = entry_bisect_left(main, app.entry)
+    pending = app.pending - 1
+    app.pending = pending
+    entry = set_key(sched, app)
+    if pending > 0:
+        reposition(main, i, entry)
         if order is not main:
-            insort(order, app.entry)
+            entry_insort(order, entry)
     else:
         del main[i]
         sched._index.set_pending(app.app_id, False)
@@ -172,7 +200,8 @@ def release(sched, container_id):
     container = cluster.containers.pop(container_id)
     app, node = holders.pop(container_id)
     m = node.index
-    if m not in sched._dirty:
+    dirty = sched._dirty
+    if m not in dirty:
         sched._proof[m] = tuple(node.free)
     cdef set held = node.containers
     held.discard(container_id)
@@ -192,13 +221,12 @@ def release(sched, container_id):
             del app.on_node[m]
     if app.pending > 0:                 # in the order: move it to its new place
         main = sched._order
-        i = bisect_left(main, app.entry)
-        set_key(sched, app)
-        reposition(main, i, app.entry)
+        i = entry_bisect_left(main, app.entry)
+        reposition(main, i, set_key(sched, app))
     else:
         set_key(sched, app)
     if node.alive:
-        sched._dirty.add(m)
+        dirty.add(m)
     return container
 
 
@@ -224,25 +252,70 @@ cdef object allocate(cluster, app, node):
     return c
 
 
-cdef inline void set_key(sched, app) except *:
+cdef inline object set_key(sched, app):
+    """``_set_key``: the app's key and entry anew; returns the entry."""
     cdef double key
-    if sched._inline_key and type(app.unit) is float:
-        key = <double> app.running * <double> app.unit
+    unit = app.unit if sched._inline_key else None
+    if type(unit) is float:
+        key = <double> app.running * <double> unit
         k = key if key == key else float("inf")
         app.key = k
-        app.entry = (k, app.submit, app.app_id, app)
-    else:
-        sched._set_key(app)
+        entry = app.entry = (k, app.submit, app.app_id, app)
+        return entry
+    sched._set_key(app)
+    return app.entry
 
 
 cdef inline void reposition(list order, Py_ssize_t i, tuple entry) except *:
     """``scheduler._reposition``: ``entry`` in place of the entry at i, or re-inserted when
     it is no longer between its neighbours."""
-    if (i + 1 < PyList_GET_SIZE(order) and order[i + 1] < entry) or (i > 0 and entry < order[i - 1]):
+    if ((i + 1 < PyList_GET_SIZE(order) and entry_lt(<object> PyList_GET_ITEM(order, i + 1), entry))
+            or (i > 0 and entry_lt(entry, <object> PyList_GET_ITEM(order, i - 1)))):
         del order[i]
-        insort(order, entry)
+        entry_insort(order, entry)
     else:
         order[i] = entry
+
+
+cdef inline bint entry_lt(object a, object b) except -1:
+    """a < b for two entries (key, submit, app id, app) of the sorted order, as Python compares
+    the tuples: when both keys are floats that differ (not NaN), the first items differ and
+    decide, so the keys are compared in doubles; otherwise the tuples themselves."""
+    cdef object ka = <object> PyTuple_GET_ITEM(a, 0)
+    cdef object kb = <object> PyTuple_GET_ITEM(b, 0)
+    cdef double x, y
+    if type(ka) is float and type(kb) is float:
+        x, y = PyFloat_AS_DOUBLE(ka), PyFloat_AS_DOUBLE(kb)
+        if x < y:
+            return True
+        if x > y:
+            return False
+    return PyObject_RichCompareBool(a, b, Py_LT)
+
+
+cdef Py_ssize_t entry_bisect_left(list order, object entry) except -1:
+    """``bisect.bisect_left(order, entry)`` with ``entry_lt``."""
+    cdef Py_ssize_t lo = 0, hi = PyList_GET_SIZE(order), mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if entry_lt(<object> PyList_GET_ITEM(order, mid), entry):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+cdef int entry_insort(list order, object entry) except -1:
+    """``bisect.insort(order, entry)`` (after any equal entries) with ``entry_lt``."""
+    cdef Py_ssize_t lo = 0, hi = PyList_GET_SIZE(order), mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if entry_lt(entry, <object> PyList_GET_ITEM(order, mid)):
+            hi = mid
+        else:
+            lo = mid + 1
+    order.insert(lo, entry)
+    return 0
 
 
 cdef object release_by(sched, cluster, container_id):

@@ -14,7 +14,8 @@ nodes whose answer cannot have changed all at once.
 
 from __future__ import annotations
 
-from rayrm.rm.core.queues.state import QueueState, QueueTreeState
+from rayrm.rm.core.queues.accounts import QueueState
+from rayrm.rm.core.queues.state import QueueTreeState
 from rayrm.rm.core.queues.verified import VerifiedNodes
 
 

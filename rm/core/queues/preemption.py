@@ -59,6 +59,7 @@ from starvation to share restored.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
@@ -66,8 +67,9 @@ from typing import Any, NamedTuple
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.fields import mapping, number
 from rayrm.rm.core.model import EPS
-from rayrm.rm.core.queues.fairshare import fair_shares
+from rayrm.rm.core.native import core_name
 from rayrm.rm.core.queues.tree import QueueSpec, QueueTree
+from rayrm.rm.core.queues.treeview import TreeView
 from rayrm.rm.core.queues.victims import choose_victims
 
 INF = math.inf
@@ -155,6 +157,7 @@ class Preemption:
         self.config = config
         self.settings: dict[str, PreemptionConfig] = {}
         self._inherit(tree.root, config)
+        self._names = {path: _full(path) for path in self.settings}     # leaf path -> full name
         self.since_min: dict[str, float] = {}
         self.since_fair: dict[str, float] = {}
         self.starved_since: dict[str, float] = {}
@@ -165,7 +168,9 @@ class Preemption:
         self.next_search: dict[str, float] = {}             # leaf -> no victim search before then
         self._last = -INF                                   # the last evaluation
         self._skipped = False                               # a call since then was not evaluated
+        self._expiries: list[float] = []                    # the clocks' expiries, sorted (wake)
         self.fair: dict[str, float] = {}                    # the last decide's F_q, by full name
+        self._native = core_name() == "native"              # the view of the core that runs
 
     def _inherit(self, q: QueueSpec, parent: PreemptionConfig) -> None:
         own = replace(parent, **dict(q.preemption)) if q.preemption else parent
@@ -187,31 +192,42 @@ class Preemption:
         self._last, self._skipped = now, False
         self._forget_ended(scheduler.cluster.containers)
         tree.track_usage()
-        stats = _LeafStats(tree)
+        tree.track_pending()
+        stats = TreeView(tree, self._native)
         stats.withhold(v.app for v, _ in self.warned.values())
         self.fair = stats.fair
         out: list[Victim] = []
+        fair, names, starved = stats.fair, self._names, self.starved_since
         for path, cfg in self.settings.items():
-            need = self._starvation(now, path, cfg, stats)
+            # a kind of starvation counts only where its timeout is set: only then can it preempt
+            below_min = cfg.min_share_timeout < INF and stats.min_ratio(path) < 1 - EPS
+            below_fair = cfg.fair_share_timeout < INF and \
+                stats.dominant(path) < cfg.fair_share_threshold * fair.get(names[path], 0.0) - EPS
+            if not (below_min or below_fair) and path not in starved:
+                continue                        # not starved, no episode to end
+            need = self._starvation(now, path, cfg, stats, below_min, below_fair)
             if need is not None:
                 out.extend(self._victims(now, path, need, stats))
+        self._expiries = sorted(
+            [since + self.settings[path].min_share_timeout for path, since in self.since_min.items()]
+            + [since + self.settings[path].fair_share_timeout for path, since in self.since_fair.items()]
+            + [t for path, t in self.next_search.items() if path in self.starved_since])
         return out
+
+    @property
+    def last_evaluation(self) -> float:
+        """The trace time the rules were last evaluated at (-inf: never)."""
+        return self._last
 
     def wake(self, now: float) -> float | None:
         """The earliest time after ``now`` a starved leaf's timeout expires (None: none),
-        when the driver must call ``decide`` although nothing else happens."""
+        when the driver must call ``decide`` although nothing else happens.  The drivers ask
+        after every round; the times only move at an evaluation, which sorts them."""
         best = self._last + UPDATE_INTERVAL if self._skipped else INF
-        for path, since in self.since_min.items():
-            t = since + self.settings[path].min_share_timeout
-            if now < t < best:
-                best = t
-        for path, since in self.since_fair.items():
-            t = since + self.settings[path].fair_share_timeout
-            if now < t < best:
-                best = t
-        for path, t in self.next_search.items():
-            if now < t < best and path in self.starved_since:
-                best = t
+        times = self._expiries
+        at = bisect.bisect_right(times, now)
+        if at < len(times) and times[at] < best:
+            best = times[at]
         return best if best < INF else None
 
     def due(self, now: float) -> list[int]:
@@ -232,25 +248,28 @@ class Preemption:
             if not groups[group]:
                 del groups[group]
 
-    def _starvation(self, now: float, path: str, cfg: PreemptionConfig, stats: "_LeafStats") -> tuple | None:
-        """Update the leaf's starvation clocks and episode at ``now``; (the app it serves
-        first, k: tasks to free for it) when it may preempt now, else None."""
-        placeable = stats.head.get(path)
-        u, fair = stats.dominant(path), stats.fair.get(_full(path), 0.0)
-        ratio = stats.min_ratio(path)
-        # a kind of starvation counts only where its timeout is set: only then can it preempt
-        below_min = placeable is not None and ratio < 1 - EPS and cfg.min_share_timeout < INF
-        below_fair = placeable is not None and u < cfg.fair_share_threshold * fair - EPS \
-            and cfg.fair_share_timeout < INF
-        for flag, clocks in ((below_min, self.since_min), (below_fair, self.since_fair)):
-            if flag:
-                clocks.setdefault(path, now)
-            else:
-                clocks.pop(path, None)
-        if below_min or below_fair:
-            self.starved_since.setdefault(path, now)
-        elif path in self.starved_since:
-            self.episodes.append((_full(path), self.starved_since.pop(path), now))
+    def _starvation(self, now: float, path: str, cfg: PreemptionConfig, stats: TreeView,
+                    below_min: bool, below_fair: bool) -> tuple | None:
+        """Update the leaf's starvation clocks and episode at ``now``, given whether it is
+        below its min and below θ·F (each where its timeout is set); it is starved only
+        with a task it could place (asked last: it walks the leaf's apps).  (The app it
+        serves first, k: tasks to free for it) when it may preempt now, else None."""
+        u, fair = stats.dominant(path), stats.fair.get(self._names[path], 0.0)
+        if not (below_min or below_fair) or not stats.placeable(path):
+            if path in self.starved_since:      # the episode ends (both clocks with it)
+                self.since_min.pop(path, None)
+                self.since_fair.pop(path, None)
+                self.episodes.append((self._names[path], self.starved_since.pop(path), now))
+            return None
+        self.starved_since.setdefault(path, now)
+        if below_min:
+            self.since_min.setdefault(path, now)
+        else:
+            self.since_min.pop(path, None)
+        if below_fair:
+            self.since_fair.setdefault(path, now)
+        else:
+            self.since_fair.pop(path, None)
         target = -INF
         if below_min and now - self.since_min[path] >= cfg.min_share_timeout - EPS:
             target = max(target, min(stats.min_share(path), stats.demand_share(path)))
@@ -260,13 +279,13 @@ class Preemption:
             return None
         if now < self.next_search.get(path, -INF) - EPS:
             return None
-        app = placeable
+        app, pending = stats.head(path)
         s = stats.task_share(app)
         k = math.ceil((target - u) / s - 1e-9) if s > 0 else 0
-        k = min(k, stats.pending.get(path, 0)) - len(self.groups.get(path, ()))
+        k = min(k, pending) - len(self.groups.get(path, ()))
         return (app, k) if k > 0 else None
 
-    def _victims(self, now: float, path: str, need: tuple, stats: "_LeafStats") -> list[Victim]:
+    def _victims(self, now: float, path: str, need: tuple, stats: TreeView) -> list[Victim]:
         """Victims for ``k`` tasks of ``app`` (leaf ``path``), node by node (module docstring)."""
         app, k = need
         deadline = now + self.settings[path].grace
@@ -289,169 +308,3 @@ def _full(path: str) -> str:
 
 def _path(full: str) -> str:
     return full[5:] if full.startswith("root.") else ""
-
-
-#: fair_shares' answers by their inputs: with every leaf backlogged they repeat (a pure function)
-_FAIR_CACHE: dict[tuple, list[float]] = {}
-#: id(tree) -> (tree, (cluster total, 1/T_r measured), {path: (m_q, M_q)}, {his: F by full name}):
-#: what a tree's shares depend on besides demand, and its answers (the tree is held, so the id
-#: stays its own)
-_TREES: dict[int, tuple] = {}
-
-
-class _LeafStats:
-    """One decision's view of the tree: per queue its usage U, demand U + P, and F."""
-
-    def __init__(self, tree):
-        self.tree = tree
-        cluster = tree.cluster
-        self.cluster = cluster
-        self.total = tuple(cluster.total)
-        only = tree.share_resources         # the scheduler's measure: memory under YARN's
-        self._inverse = tuple(1.0 / t if t > 0 and (only is None or r in only) else 0.0
-                              for r, t in enumerate(self.total))
-        k = len(self.total)
-        self.usage: dict[str, list[float]] = {tree.root.spec.path: [0.0] * k}
-        self.kept = self.usage                   # usage less the victims warned (withhold)
-        self.demand: dict[str, list[float]] = {}
-        self.head: dict[str, Any] = {}           # leaf -> the placeable app it serves first
-        self.pending: dict[str, int] = {}        # leaf -> its placeable pending tasks
-        usage, demand = self.usage, self.demand
-        root = tree.root
-        # U_q as the tree keeps it (track_usage), root's the sum of its children's; then
-        # U_q + P_q, adding the pending tasks of the apps with some (the pending index's)
-        for q in tree.queues:
-            if q is not root:
-                usage[q.spec.path] = q.usage[:k]
-        top = usage[root.spec.path]
-        for c in root.children:
-            for r, x in enumerate(usage[c.spec.path]):
-                top[r] += x
-        demand.update((path, list(u)) for path, u in usage.items())
-        index, members = tree.index, tree.members
-        waiting = index.pending_mask
-        while waiting:
-            bit = waiting & -waiting
-            waiting ^= bit
-            app = index.item(bit)
-            member = members.get(app.app_id)
-            p = app.pending
-            if member is None or p <= 0:
-                continue
-            d = app.demand
-            for q in member.path:
-                w = demand[q.spec.path]
-                for r in range(k):
-                    w[r] += p * d[r]
-            w = demand[root.spec.path]
-            for r in range(k):
-                w[r] += p * d[r]
-            if app.eligible_count > 0:
-                leaf = member.path[0].spec.path
-                self.pending[leaf] = self.pending.get(leaf, 0) + p
-                best = self.head.get(leaf)
-                if best is None or app.entry < best.entry:
-                    self.head[leaf] = app
-        self._dominant: dict[str, float] = {}
-        self._demand_share: dict[str, float] = {}
-        self._static, answers = self._statics(tree)
-        # F is a pure function of the tree, the cluster and each queue's hi_q = min(M_q, δ_q)
-        # (None: inactive): while the leaves stay backlogged it repeats between evaluations
-        demand_share = self.demand_share
-        his = tuple(min(big, d) if (d := demand_share(path)) > 0 else None
-                    for path, (_, big) in self._static.items())
-        fair = answers.get(his)
-        if fair is None:
-            self.fair = {"root": 1.0}
-            self._fill(tree.root)
-            if len(answers) > 4096:
-                answers.clear()
-            answers[his] = dict(self.fair)
-        else:
-            self.fair = dict(fair)
-
-    def _statics(self, tree) -> tuple[dict, dict]:
-        """Per queue path (m, M): its min and max as fractions of the cluster (``_bounds``),
-        fixed for a tree on a cluster of this total; and the tree's cached answers."""
-        measure = (self.total, self._inverse)
-        entry = _TREES.get(id(tree))
-        if entry is None or entry[0] is not tree or entry[1] != measure:
-            if len(_TREES) > 8:
-                _TREES.clear()
-            static = {}
-            for q in tree.queues:
-                m = self.frac(q.min) if q.min is not None else 0.0
-                big = min((x / t for x, t in zip(q.max, self.total) if t > 0 and x < INF), default=1.0) \
-                    if q.max is not None else 1.0
-                static[q.spec.path] = (m, big)
-            entry = _TREES[id(tree)] = (tree, measure, static, {})
-        return entry[2], entry[3]
-
-    def withhold(self, victims) -> None:
-        """``kept``: each queue's usage less the containers already warned and still running
-        (one app id per victim), which the victim search must not count twice: a source
-        stays at or above its share *after* every kill due (YARN's FSAppAttempt subtracts
-        its resourcesToBePreempted before canContainerBePreempted)."""
-        self.kept = {p: list(u) for p, u in self.usage.items()}
-        apps, members = self.cluster.apps, self.tree.members
-        for app_id in victims:
-            d = apps[app_id].demand
-            for q in members[app_id].path:
-                u = self.kept[q.spec.path]
-                for r, x in enumerate(d):
-                    u[r] -= x
-
-    def frac(self, vec) -> float:
-        """max_r v_r / T_r over the resources the cluster has."""
-        return max(map(float.__mul__, map(float, vec), self._inverse), default=0.0)
-
-    def dominant(self, path: str) -> float:
-        u = self._dominant.get(path)
-        if u is None:
-            u = self._dominant[path] = self.frac(self.usage[path])
-        return u
-
-    def demand_share(self, path: str) -> float:
-        d = self._demand_share.get(path)
-        if d is None:
-            d = self._demand_share[path] = self.frac(self.demand[path])
-        return d
-
-    def task_share(self, app) -> float:
-        return self.frac(app.demand)
-
-    def min_share(self, path: str) -> float:
-        lo = self.tree.by_path[path].min
-        return self.frac(lo) if lo is not None else 0.0
-
-    def min_ratio(self, path: str) -> float:
-        lo = self.tree.by_path[path].min
-        if lo is None:
-            return INF
-        return max((u / m for u, m in zip(self.usage[path], lo) if m > 0), default=INF)
-
-    def _bounds(self, q) -> tuple[float, float]:
-        """(m_c, hi_c): min as a fraction of the cluster, and min(M_c, δ_c)."""
-        path = q.spec.path
-        m, big = self._static[path]
-        return m, min(big, self.demand_share(path))
-
-    def _fill(self, q) -> None:
-        """F down the tree: each parent's F divided among its active children."""
-        kids = [c for c in q.children if self.demand_share(c.spec.path) > 0]
-        for c in q.children:
-            self.fair[c.name] = 0.0
-        if kids:
-            bounds = [self._bounds(c) for c in kids]
-            key = (tuple(c.weight for c in kids), tuple(bounds), self.fair[q.name])
-            shares = _FAIR_CACHE.get(key)
-            if shares is None:
-                if len(_FAIR_CACHE) > 4096:
-                    _FAIR_CACHE.clear()
-                shares = _FAIR_CACHE[key] = fair_shares(list(key[0]), [min(m, hi) for m, hi in bounds],
-                                                        [hi for _, hi in bounds], key[2])
-            for c, f in zip(kids, shares):
-                self.fair[c.name] = f
-        for c in q.children:
-            if c.children:
-                self._fill(c)

@@ -24,6 +24,7 @@ import numpy as np
 
 from rayrm.rm.core.cluster import AppState
 from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.native import compiled
 from rayrm.rm.core.queues.state import QueueTreeState
 from rayrm.rm.core.model import AppSpec, Container, NodeSpec
 from rayrm.rm.core.policies import Policy, PolicyError, make_policy
@@ -104,12 +105,24 @@ class TreeScheduler(OnlineScheduler):
         app, reason = super().submit(spec, pending)
         if app is not None:
             self.tree.attach(app, self.tree.leaf(leaf.path))
+            self.tree.asked(app, app.pending)       # asked for before it joined the tree
         return app, reason
 
     def _place(self, app: AppState, node, order: list) -> Container:
         container = super()._place(app, node, self._order)
         self.tree.allocated(app)
         return container
+
+    def ask(self, app_id: str, count: int) -> None:
+        super().ask(app_id, count)
+        if count > 0:
+            self.tree.asked(self.cluster.apps[app_id], count)
+
+    def cancel(self, app_id: str, count: int) -> None:
+        app = self.cluster.apps[app_id]
+        before = app.pending
+        super().cancel(app_id, count)
+        self.tree.asked(app, app.pending - before)
 
     def release(self, container_id: int) -> Container:
         app, node = self.cluster.holders[container_id]
@@ -123,6 +136,7 @@ class TreeScheduler(OnlineScheduler):
     def finish_app(self, app_id: str) -> list[Container]:
         app = self.cluster.apps[app_id]
         running = app.running
+        self.tree.asked(app, -app.pending)
         left = super().finish_app(app_id)
         index = self.cluster.node_index
         for c in left:
@@ -189,7 +203,12 @@ class TreeScheduler(OnlineScheduler):
             mask = np.frombuffer(fresh_apps[0].eligible, dtype=np.uint8)
             for a in fresh_apps[1:]:
                 mask = mask | np.frombuffer(a.eligible, dtype=np.uint8)
-            for m in np.flatnonzero(mask).tolist():
+            indexes = np.flatnonzero(mask).tolist()
+            if self._native:
+                compiled("_offer").offer_fresh_tree(self, indexes, dirty, fresh_apps, placed)
+                self.placements += len(placed)
+                return placed
+            for m in indexes:
                 node = nodes[m]
                 if m in dirty or not node.alive or not any_fits(fresh_apps, m, node.free):
                     continue

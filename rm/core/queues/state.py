@@ -41,9 +41,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from rayrm.rm.core.native import compiled
+from rayrm.rm.core.queues.accounts import Member, QueueState
 from rayrm.rm.core.queues.fairshare import steady_shares
 from rayrm.rm.core.queues.tree import QueueSpec, QueueTree, child_shares, resolve_bounds
-from rayrm.rm.core.shares import Holders, ShareKind, dominant_per_task
+from rayrm.rm.core.shares import Holders, dominant_per_task
 
 if TYPE_CHECKING:
     from rayrm.rm.core.cluster import AppState, ClusterState
@@ -55,78 +57,23 @@ INF = math.inf
 LEAF_WALK = 16
 
 
-class QueueState:
-    """One queue's accounting: its aggregate share, usage vector and caps."""
-
-    __slots__ = ("spec", "name", "children", "weight", "policy", "agg", "usage", "running_apps", "mask",
-                 "waiting", "min", "max", "max_apps", "user_limit", "user_cap", "users", "blocked", "capped",
-                 "share", "max_share", "track", "kind")
-
-    def __init__(self, spec: QueueSpec, policy: "Policy", share: float, max_share: float):
-        self.spec = spec
-        self.name = spec.full_name
-        self.children: list[QueueState] = []
-        self.weight = spec.weight
-        self.policy = policy                # orders this queue's children (apps, for a leaf)
-        self.agg = 0.0                      # Σ n_i w_i u_i under the parent's policy
-        self.usage: list[float] = []
-        self.running_apps = 0
-        self.mask = 0                       # slots of the subtree's apps
-        self.waiting = 0                    # ... of those not yet running (max_apps)
-        self.min: list[float] | None = None
-        self.max: list[float] | None = None
-        self.max_apps = spec.max_apps
-        self.user_limit = spec.user_limit
-        self.user_cap: list[float] = []
-        self.users: dict[str, list] = {}    # user -> [usage vector, slots of its apps]
-        self.blocked: set[int] = set()
-        self.capped = spec.max_apps is not None or spec.user_limit is not None or bool(spec.max) \
-            or spec.max_capacity is not None
-        self.share, self.max_share = share, max_share     # of the cluster, by capacity
-        #: the share kind of the parent's policy when it aggregates by usage (DRF, cmmf):
-        #: the queue's share is then that formula of its usage Σ n_i d_i (set by the tree)
-        self.kind: ShareKind | None = None
-        #: keep the usage vector: only a queue with a min, a cap or a usage share reads it
-        self.track = self.capped or bool(spec.min) or spec.capacity is not None
-
-    def min_ratio(self) -> float:
-        """max_r U_r / min_r over the resources its min names (inf: no min): below 1, the
-        queue is below its min."""
-        lo = self.min
-        if lo is None:
-            return INF
-        return max((u / m for u, m in zip(self.usage, lo) if m > 0), default=INF)
-
-    def __repr__(self) -> str:
-        return f"QueueState({self.name}, agg={self.agg:g}, running_apps={self.running_apps})"
-
-
-class Member:
-    """An app's place in the tree: its queues leaf first (root excluded), and what one of
-    its tasks adds to each one's aggregate."""
-
-    __slots__ = ("path", "contrib", "bit", "admitted", "user", "capped")
-
-    def __init__(self, path: list[QueueState], user: str):
-        self.path = path
-        self.capped = [q for q in path if q.capped]     # the queues whose caps may block it
-        self.contrib: list[float] = [0.0] * len(path)
-        self.bit = 0
-        self.admitted = False
-        self.user = user
-
-
 class QueueTreeState:
     """Every queue's accounting, and ``choose``: the app the tree offers a node to."""
 
     #: the resources a queue's share of the cluster is read on where the rules compare queues
     #: (preemption): None, all of them (the dominant share); YARN's schedulers, memory
     share_resources: tuple[int, ...] | None = None
+    #: each queue keeps ``pend`` (``track_pending``)
+    tracks_pending = False
 
     def __init__(self, tree: QueueTree, policies: dict, default: "Policy", cluster: "ClusterState",
                  index: "PendingIndex", naive: bool = False):
         self.tree, self.cluster, self.index = tree, cluster, index
         self.naive = naive
+        #: the compiled tree (``rayrm.rm.core.native._tree``) under the native core: its walk
+        #: mirrors this class's ``_scan`` (a subclass with its own keeps the Python one)
+        self._native = index.native
+        self._native_choose = index.native and type(self)._scan is QueueTreeState._scan
         self.members: dict[str, Member] = {}
         self.by_path: dict[str, QueueState] = {}
         self._gen = index.generation
@@ -190,6 +137,33 @@ class QueueTreeState:
                         usage = q.usage
                         for r, d in enumerate(app.demand):
                             usage[r] += app.running * d
+
+    def track_pending(self) -> None:
+        """Keep every queue's pending demand ``pend`` from now on, computed once here; then
+        ``asked`` follows each change of an app's pending count."""
+        if self.tracks_pending:
+            return
+        self.tracks_pending = True
+        k = len(self.cluster.total)
+        for q in self.queues:
+            q.pend = [0.0] * k
+        apps = self.cluster.apps
+        for app_id, member in self.members.items():
+            self.asked(apps[app_id], apps[app_id].pending)
+
+    def asked(self, app: "AppState", n: int) -> None:
+        """``app``'s pending count changed by ``n`` other than by a placement (``allocated``
+        counts those), tracked once ``track_pending`` ran."""
+        if not self.tracks_pending or not n:
+            return
+        member = self.members.get(app.app_id)
+        if member is None:
+            return
+        share = [n * x for x in app.demand[:len(self.cluster.total)]]
+        for q in member.path:
+            pend = q.pend
+            for r, x in enumerate(share):
+                pend[r] += x
 
     def rebuild(self) -> list[int]:
         """Recompute every aggregate, usage and slot set from the apps (nodes joined or
@@ -275,21 +249,30 @@ class QueueTreeState:
         return self.by_path[path.rpartition(".")[0]] if "." in path else self.root
 
     def allocated(self, app: "AppState") -> None:
-        """One more task of ``app`` runs."""
+        """One more task of ``app`` runs, one fewer pending."""
+        if self._native:
+            return compiled("_tree").allocated(self, app)
         member = self.members[app.app_id]
         demand, user, contrib = app.demand, member.user, member.contrib
         admit = not member.admitted
         member.admitted = True
+        pending = self.tracks_pending
         for k, q in enumerate(member.path):
             q.agg += contrib[k]
             if q.track:
                 self._add_usage(q, user, demand, 1)
+            if pending:
+                pend = q.pend
+                for r in range(len(pend)):
+                    pend[r] -= demand[r]
             if admit:
                 q.running_apps += 1
                 q.waiting &= ~member.bit
 
     def released(self, app: "AppState", n: int = 1) -> list[int]:
         """``n`` tasks of ``app`` ended; returns the nodes its queues' caps had blocked."""
+        if self._native:
+            return compiled("_tree").released(self, app, n)
         member = self.members[app.app_id]
         for k, q in enumerate(member.path):
             q.agg -= n * member.contrib[k]
@@ -385,7 +368,10 @@ class QueueTreeState:
         """The app node ``m`` (with ``free`` left) is offered to: down the tree, at each
         queue to the active child (one with a candidate on m within its caps) of least
         ``(needy, ρ, name)``, then the least entry among the leaf's candidates (``order``:
-        every pending app's entry, sorted)."""
+        every pending app's entry, sorted).  The compiled core's ``tree_choose`` under the
+        native core (the same walk)."""
+        if self._native_choose:
+            return compiled("_tree").choose(self, m, free, order)
         index = self.index
         fit = index.fits_mask(m, free)
         q = self.root

@@ -27,7 +27,8 @@ from heapq import heappop
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rayrm.rm.core.queues.state import QueueState, QueueTreeState
+    from rayrm.rm.core.queues.accounts import QueueState
+    from rayrm.rm.core.queues.state import QueueTreeState
 
 INF = float("inf")
 

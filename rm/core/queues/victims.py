@@ -16,10 +16,14 @@ task is counted as placed on its node.
 
 from __future__ import annotations
 
+import bisect
 import math
 from typing import Iterator
 
+import numpy as np
+
 from rayrm.rm.core.model import EPS
+from rayrm.rm.core.native import compiled
 
 
 def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple[int, str, str]]]:
@@ -34,24 +38,29 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
     kept = stats.kept           # usage less the victims already warned: they are going
     fair = {p: stats.fair.get(tree.by_path[p].name, 0.0) for p in kept}
     over = {p: stats.frac(u) - fair[p] for p, u in kept.items()}
+    floor = {p: f - EPS for p, f in fair.items()}
     # each app of a leaf above its share (not L) -> (its leaf, the queues it must keep at F)
     # (only apps one of whose containers could go alone: most searches end here, cheaply)
     sources = {}
-    apps = cluster.apps
-    for app_id, member in tree.members.items():
-        source = member.path[0].spec.path
-        if source == path or over[source] <= EPS or not apps[app_id].running:
+    members, index = tree.members, tree.index
+    for source, q in tree.by_path.items():
+        if q.children or source == path or over[source] <= EPS:
             continue
-        chain = [x.spec.path for x in member.path if x.spec.path not in mine]
-        d = apps[app_id].demand
-        if all(stats.frac([u - x for u, x in zip(kept[p], d)]) >= fair[p] - EPS for p in chain):
-            sources[app_id] = (source, chain)
+        for owner in index.items_in(q.mask):        # the leaf's apps
+            if not owner.running:
+                continue
+            chain = [x.spec.path for x in members[owner.app_id].path if x.spec.path not in mine]
+            d = owner.demand
+            if all(stats.frac([u - x for u, x in zip(kept[p], d)]) >= floor[p] for p in chain):
+                sources[owner.app_id] = (source, chain)
     if not sources:
         return
     by_node: dict[int, list] = {}
     holders, containers, eligible = cluster.holders, cluster.containers, app.eligible
-    for node in cluster.nodes:          # only the nodes the starved app may use
-        if not node.alive or not eligible[node.index]:
+    nodes = cluster.nodes
+    for m in np.flatnonzero(np.frombuffer(eligible, dtype=np.uint8)).tolist():
+        node = nodes[m]                 # only the nodes the starved app may use
+        if not node.alive:
             continue
         items = []
         for cid in node.containers:
@@ -60,87 +69,100 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
                 items.append((cid, holders[cid][0], found[0], found[1]))
         if items:
             by_node[node.index] = items
-    for items in by_node.values():      # the leaf furthest above its share first, newest first in it
-        items.sort(key=lambda x: (-over[x[2]], -x[0]))
-    top = {m: _top(items) for m, items in by_node.items()}
     usage = {p: list(u) for p, u in kept.items()}
-    free = {}
+    # the walk on a node: the compiled one under the native core (the same choice)
+    walk, measure = (compiled("_victims").on_node, list(stats.inverse)) if stats.native else (_on_node, stats.frac)
+    free = {m: list(cluster.nodes[m].free) for m in by_node}
+    walked: set[int] = set()            # the nodes whose items are in walk order
+    # the nodes best-first by a lower bound on the rank they can reach (_bound), the lowest
+    # index first among equals: a node whose bound is not below the best (rank, index) found
+    # cannot win, nor can any after it
+    order = sorted((b, m) for m, items in by_node.items() if (b := _bound(app.demand, free[m], items)))
     for _ in range(k):
         best = None
-        for m in sorted(by_node):
-            node = cluster.nodes[m]
-            if not node.alive or not app.eligible[m]:
-                continue
-            room = free.get(m) or list(node.free)
-            if best is not None and (_fewest(app.demand, room, top[m][1]), -top[m][0]) >= best[3]:
-                continue                # this node cannot rank before the best one (_top)
-            chosen = _on_node(by_node[m], app.demand, room, usage, fair, stats)
+        for bound, m in order:
+            if best is not None and (bound, m) >= (best[3], best[0]):
+                break
+            items = by_node[m]
+            if m not in walked:         # the leaf furthest above its share first, newest first in it
+                items.sort(key=lambda x: (-over[x[2]], -x[0]))
+                walked.add(m)
+            chosen = walk(items, app.demand, free[m], usage, floor, measure)
             if chosen is not None:
                 rank = (len(chosen[0]), -min((x[0] for x in chosen[0]), default=0))
-                if best is None or rank < best[3]:
+                if best is None or (rank, m) < (best[3], best[0]):
                     best = (m, chosen[0], chosen[1], rank)
         if best is None:
             return
         m, chosen, room, _ = best
         free[m] = [x - d for x, d in zip(room, app.demand)] + list(room[len(app.demand):])
-        if not chosen:              # room already: the scheduler places it, nothing to take
-            continue
         for item in chosen:
             by_node[m].remove(item)
             for p in item[3]:
                 u = usage[p]
                 for r, d in enumerate(item[1].demand):
                     u[r] -= d
-        top[m] = _top(by_node[m])
-        yield [(cid, owner.app_id, source) for cid, owner, source, _ in chosen]
+        order = [e for e in order if e[1] != m]
+        bound = _bound(app.demand, free[m], by_node[m])
+        if bound:
+            bisect.insort(order, (bound, m))
+        if chosen:                  # none: room already, the scheduler places it there
+            yield [(cid, owner.app_id, source) for cid, owner, source, _ in chosen]
 
 
-def _top(items) -> tuple[int, list[float]]:
-    """A node's bounds on the rank it can reach: its newest takeable container, and per
-    resource the most one of them holds.  A node needs at least ``_fewest`` victims, and
-    the oldest of them is no newer than that container; so when (that count, −that id) is
-    not below the best rank found, the node is skipped without changing the choice."""
+def _bound(demand, room, items) -> tuple[int, int] | None:
+    """A lower bound on the rank (victims, −the oldest victim's id) a node can reach, None
+    when it cannot make room for ``demand`` at all.  It needs at least c = ``_fewest``
+    victims, and the oldest of c or more of its containers is no newer than the c-th newest
+    of them all."""
     if not items:
-        return 0, []
-    most = [0.0] * len(items[0][1].demand)
-    for _, owner, _, _ in items:
-        for r, x in enumerate(owner.demand):
-            if x > most[r]:
-                most[r] = x
-    return max(item[0] for item in items), most
+        return (0, 0) if _fits(demand, room) else None
+    c = _fewest(demand, room, items)
+    if c > len(items):
+        return None
+    if c == 0:
+        return (0, 0)
+    return c, -sorted((item[0] for item in items), reverse=True)[c - 1]
 
 
-def _fewest(demand, room, most) -> float:
-    """A lower bound on the victims that make ``room`` fit ``demand`` when none holds
-    more than ``most`` of any resource (inf: none can)."""
+def _fewest(demand, room, items) -> float:
+    """A lower bound on the victims among ``items`` that make ``room`` fit ``demand``: per
+    resource short of it, the fewest containers whose demands, largest first, cover the
+    shortfall (with a little slack for the order floats are added in; inf: none can)."""
     n = 0
     for r, (d, f) in enumerate(zip(demand, room)):
         short = d - f - EPS
         if short > 0:
-            x = most[r] if r < len(most) else 0.0
-            if x <= 0:
+            enough = short * (1 - 1e-9) - 1e-9
+            got, j = 0.0, 0
+            for x in sorted((item[1].demand[r] for item in items), reverse=True):
+                if got >= enough or x <= 0:
+                    break
+                got += x
+                j += 1
+            if got < enough:
                 return math.inf
-            n = max(n, math.ceil(short / x - 1e-9))
+            n = max(n, j)
     return n
 
 
-def _on_node(items, demand, room, usage, fair, stats) -> tuple[list, list] | None:
+def _on_node(items, demand, room, usage, floor, frac) -> tuple[list, list] | None:
     """The newest-first victims on one node that make room for ``demand`` (and the room
-    then), None when the node's takeable containers cannot."""
+    then), None when the node's takeable containers cannot (``floor``: F_q − EPS, each
+    source queue's least share after a kill; ``frac``: the share of a usage vector)."""
     room = list(room)
-    taken: dict[str, list[float]] = {}
-    chosen = []
+    chosen: list = []
     if _fits(demand, room):
         return chosen, room
+    taken: dict[str, list[float]] = {}
     for item in items:
-        cid, owner, source, chain = item
-        d = owner.demand
-        after = {}
-        for p in chain:
-            u = taken.get(p) or usage[p]
-            after[p] = [x - y for x, y in zip(u, d)]
-            if stats.frac(after[p]) < fair[p] - EPS:
+        d = item[1].demand
+        after = []
+        for p in item[3]:
+            v = [x - y for x, y in zip(taken.get(p) or usage[p], d)]
+            if frac(v) < floor[p]:
                 break
+            after.append((p, v))
         else:
             taken.update(after)
             chosen.append(item)
@@ -152,4 +174,7 @@ def _on_node(items, demand, room, usage, fair, stats) -> tuple[list, list] | Non
 
 
 def _fits(demand, room) -> bool:
-    return all(d <= f + EPS for d, f in zip(demand, room))
+    for d, f in zip(demand, room):
+        if d > f + EPS:
+            return False
+    return True

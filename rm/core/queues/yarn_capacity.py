@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.queues.keyed import KeyedTreeState
-from rayrm.rm.core.queues.state import INF, QueueState
+from rayrm.rm.core.queues.accounts import INF, QueueState
 from rayrm.rm.core.queues.tree import QueueTree
 from rayrm.rm.core.shares import resource_index
 
