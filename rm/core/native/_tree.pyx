@@ -58,7 +58,7 @@ cdef object _scan(tree, q, fit, Py_ssize_t m, dict memo):
         if not cf:
             continue
         if c.capped:
-            within = tree._within_caps(c, cf, m)
+            within = tree._within_caps(c, cf)
             if within != cf:
                 c.blocked.add(m)
             cf = within
