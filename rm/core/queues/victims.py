@@ -55,20 +55,7 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
                 sources[owner.app_id] = (source, chain)
     if not sources:
         return
-    by_node: dict[int, list] = {}
-    holders, containers, eligible = cluster.holders, cluster.containers, app.eligible
-    nodes = cluster.nodes
-    for m in np.flatnonzero(np.frombuffer(eligible, dtype=np.uint8)).tolist():
-        node = nodes[m]                 # only the nodes the starved app may use
-        if not node.alive:
-            continue
-        items = []
-        for cid in node.containers:
-            found = sources.get(containers[cid].app_id)
-            if found is not None and cid not in warned:
-                items.append((cid, holders[cid][0], found[0], found[1]))
-        if items:
-            by_node[node.index] = items
+    by_node = _takeable(cluster, app, sources, warned)
     usage = {p: list(u) for p, u in kept.items()}
     # the walk on a node: the compiled one under the native core (the same choice)
     walk, measure = (compiled("_victims").on_node, list(stats.inverse)) if stats.native else (_on_node, stats.frac)
@@ -108,6 +95,25 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
             bisect.insort(order, (bound, m))
         if chosen:                  # none: room already, the scheduler places it there
             yield [(cid, owner.app_id, source) for cid, owner, source, _ in chosen]
+
+
+def _takeable(cluster, app, sources: dict, warned) -> dict[int, list]:
+    """Per node the starved app may use, its containers of ``sources``' apps not warned yet:
+    (container, its app, source leaf, the queues it must keep at F)."""
+    by_node: dict[int, list] = {}
+    holders, containers, nodes = cluster.holders, cluster.containers, cluster.nodes
+    for m in np.flatnonzero(np.frombuffer(app.eligible, dtype=np.uint8)).tolist():
+        node = nodes[m]
+        if not node.alive:
+            continue
+        items = []
+        for cid in node.containers:
+            found = sources.get(containers[cid].app_id)
+            if found is not None and cid not in warned:
+                items.append((cid, holders[cid][0], found[0], found[1]))
+        if items:
+            by_node[m] = items
+    return by_node
 
 
 def _bound(demand, room, items) -> tuple[int, int] | None:
