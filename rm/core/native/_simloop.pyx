@@ -17,7 +17,7 @@ from cpython.ref cimport PyObject
 
 from ._eventheap cimport EventHeap
 
-from . import _offer, _runlog
+from . import _offer, _runlog, _tree
 
 #: Simulation's event priorities: a completion comes first at an instant
 cdef long COMPLETE = 0
@@ -29,13 +29,17 @@ cdef object _end = _runlog.end
 
 cdef object releaser(sched):
     """The compiled ``release`` (a function of the scheduler and a container id) when it is
-    what ``sched.release`` runs: a plain ``OnlineScheduler`` under the native core with the
-    cluster's own ``release``; else None (call ``sched.release``)."""
+    what ``sched.release`` runs: a plain ``OnlineScheduler`` or ``TreeScheduler`` under the
+    native core with the cluster's own ``release``; else None (call ``sched.release``)."""
+    from rayrm.rm.core.queues.scheduler import TreeScheduler
     from rayrm.rm.core.scheduler import OnlineScheduler
 
-    if (sched._native and type(sched).release is OnlineScheduler.release and "release" not in sched.__dict__
-            and "release" not in sched.cluster.__dict__):
+    if not sched._native or "release" in sched.__dict__ or "release" in sched.cluster.__dict__:
+        return None
+    if type(sched).release is OnlineScheduler.release:
         return _release
+    if type(sched).release is TreeScheduler.release:       # a queue tree's (any kind of tree)
+        return _tree.release
     return None
 
 

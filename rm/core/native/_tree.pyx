@@ -1,13 +1,16 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """The compiled queue tree (rm/core/queues/state.py's ``QueueTreeState``, the reference): the
 offer's descent (``choose`` and ``_scan``) and the accounting of a placement and a release
-(``allocated``, ``released``), statement for statement, with their arithmetic on C doubles
+(``allocated``, ``released``; and ``TreeScheduler.release``, which the simulator's compiled
+steps call), statement for statement, with their arithmetic on C doubles
 in the same order, so every aggregate, usage and choice is the reference's.  Masks are the
 pending index's Python integers; caps, usage shares and min ratios are the tree's own
 Python methods.
 """
 
 from rayrm.rm.core.queues.state import LEAF_WALK
+
+from . import _offer
 
 cdef double INF = float("inf")
 
@@ -137,3 +140,17 @@ def released(tree, app, long n=1):
                     usage[r] = <double> usage[r] + (-n) * <double> demand[r]
         k += 1
     return tree.take_blocked(member.capped) if member.capped else ()
+
+
+def release(sched, container_id):
+    """``TreeScheduler.release`` under the native core: the compiled
+    ``OnlineScheduler.release``, then the tree's own ``node_changed`` and ``released`` and
+    its caps' blocked nodes offered again."""
+    app, node = sched.cluster.holders[container_id]
+    container = _offer.release(sched, container_id)
+    tree = sched.tree
+    tree.node_changed(node.index)
+    blocked = tree.released(app)
+    if blocked:
+        sched._redirty(blocked)
+    return container
