@@ -18,6 +18,7 @@ so the last term is one bisection and one lookup per dimension.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from types import MethodType
 from typing import Iterator
 
 import numpy as np
@@ -68,6 +69,12 @@ class PendingIndex:
         #: outside (the queue tree's) is stale when this has moved on
         self.generation = 0
         self._reset()
+        self._bind()
+
+    def _bind(self) -> None:
+        """Under the compiled core, ``fits_mask`` is its compiled twin (the same bitset)."""
+        if self.native:
+            self.fits_mask = MethodType(compiled("_pending").fits_mask, self)
 
     def _reset(self) -> None:
         self._dims = [_Dimension() for _ in range(self.width)]
@@ -95,12 +102,14 @@ class PendingIndex:
         # would miss apps that arrived after its snapshot on every node they made stale
         state = self.__dict__.copy()
         del state["_stale"]
+        state.pop("fits_mask", None)        # bound again on restore (_bind)
         return state
 
     def __setstate__(self, state: dict) -> None:
         state.setdefault("native", False)
         self.__dict__.update(state)
         self._set_stale(self._stale_flags)
+        self._bind()
 
     def add(self, app_id: str, demand: tuple, eligible: bytearray, item=None) -> None:
         """A new app; ``fitting`` names it by ``item`` (default: its id)."""

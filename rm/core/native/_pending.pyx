@@ -1,11 +1,19 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""The compiled piece of the pending index (rm/core/pending.py, the Python reference):
+"""The compiled pieces of the pending index (rm/core/pending.py, the Python reference):
 ``PendingIndex._set_bits``'s two numpy fancy-index writes — an app's bit in its column of
-every eligible node's row, and those rows' stale flags — as one loop over the nodes.
+every eligible node's row, and those rows' stale flags — as one loop over the nodes; and
+``fits_mask`` (``PendingIndex._mask``), its bisections on C doubles (the queue tree asks it
+at every offer).
 
 An unconstrained app is eligible on every node, so on a 1,000-node cluster each arrival
 writes 1,000 rows twice; numpy's fancy indexing pays more per element than the loop.
 """
+
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+
+from rayrm.rm.core.model import EPS as _EPS
+
+cdef double EPS = _EPS
 
 
 def set_bits(unsigned char[:, ::1] bits, unsigned char[::1] stale, Py_ssize_t column,
@@ -20,3 +28,32 @@ def set_bits(unsigned char[:, ::1] bits, unsigned char[::1] stale, Py_ssize_t co
         else:
             bits[m, column] &= clear
         stale[m] = 1
+
+
+cdef Py_ssize_t _at_most(list values, double x) except -1:
+    """bisect_right(values, x): the values <= x, compared as Python compares them."""
+    cdef Py_ssize_t lo = 0, hi = PyList_GET_SIZE(values), mid
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if x < <double> (<object> PyList_GET_ITEM(values, mid)):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def fits_mask(index, Py_ssize_t node, free):
+    """``PendingIndex._mask``: the pending apps that may use ``node`` and whose task fits
+    ``free`` (the node's row re-read first when stale)."""
+    cdef bytearray stale = index._stale_flags
+    cdef Py_ssize_t k
+    if stale[node]:
+        index._elig[node] = int.from_bytes(index._bits[node].tobytes(), "little")
+        stale[node] = 0
+    cand = index._pending & (<list> index._elig)[node]
+    for dim, f in zip(index._dims, free):
+        if not cand:
+            break
+        k = _at_most(dim.values, <double> f + EPS)
+        cand &= (<list> dim.prefix)[k - 1] if k else 0
+    return cand
