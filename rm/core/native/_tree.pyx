@@ -154,3 +154,20 @@ def release(sched, container_id):
     if blocked:
         sched._redirty(blocked)
     return container
+
+
+def offer(sched, node, list placed):
+    """``TreeScheduler._offer_tree`` with its ``_place`` (the compiled
+    ``OnlineScheduler._place``, then the tree's ``allocated``): ``node`` offered down the tree
+    until nothing more is chosen."""
+    tree = sched.tree
+    cdef bint compiled_choose = tree._native_choose
+    walk = tree.choose
+    m, free, order = node.index, node.free, sched._order
+    while True:
+        app = choose(tree, m, free, order) if compiled_choose else walk(m, free, order)
+        if app is None:
+            return
+        container = _offer.place(sched, app, node, sched._order)
+        tree.allocated(app)
+        placed.append(container)

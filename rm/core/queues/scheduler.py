@@ -219,6 +219,8 @@ class TreeScheduler(OnlineScheduler):
         return placed
 
     def _offer_tree(self, node, placed: list) -> None:
+        if self._native and type(self)._place is TreeScheduler._place and "_place" not in self.__dict__:
+            return compiled("_tree").offer(self, node, placed)      # the same offer, compiled
         choose, m, free, order = self.tree.choose, node.index, node.free, self._order
         while True:
             app = choose(m, free, order)
