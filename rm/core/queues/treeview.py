@@ -31,9 +31,9 @@ INF = math.inf
 
 #: fair_shares' answers by their inputs: with every leaf backlogged they repeat (a pure function)
 _FAIR_CACHE: dict[tuple, list[float]] = {}
-#: id(tree) -> (tree, (cluster total, 1/T_r measured), {path: (m_q, M_q)}, {his: F by full name},
-#: the compiled shape or None): what a tree's shares depend on besides demand, and its answers
-#: (the tree is held, so the id stays its own)
+#: id(tree) -> (tree, (cluster total, resources measured, core), {path: (m_q, M_q)}, {his: F by
+#: full name}, the compiled shape or None, 1/T_r, the share function): what a tree's shares
+#: depend on besides demand, and its answers (the tree is held, so the id stays its own)
 _TREES: dict[int, tuple] = {}
 
 
@@ -54,10 +54,6 @@ class TreeView:
         cluster = tree.cluster
         self.cluster = cluster
         self.total = tuple(cluster.total)
-        only = tree.share_resources         # the scheduler's measure: memory under YARN's
-        self.inverse = tuple(1.0 / t if t > 0 and (only is None or r in only) else 0.0
-                              for r, t in enumerate(self.total))
-        self.frac = _measure(self.inverse)
         self.native = native
         self._heads: dict[str, tuple] = {}       # leaf -> (its head app, its placeable pending tasks)
         self._usage: dict[str, list[float]] | None = None
@@ -125,12 +121,19 @@ class TreeView:
     def _statics(self, tree, native: bool) -> tuple[dict, dict, Any]:
         """Per queue path (m, M): its min and max as fractions of the cluster (``_bounds``),
         fixed for a tree on a cluster of this total; the tree's cached answers; and, under the
-        compiled core, its shape (``_fairshare.TreeShape``)."""
-        measure = (self.total, self.inverse, native)
+        compiled core, its shape (``_fairshare.TreeShape``); it sets ``inverse`` (1/T_r of the
+        resources measured) and ``frac``, kept with them."""
+        measure = (self.total, tree.share_resources, native)
         entry = _TREES.get(id(tree))
-        if entry is None or entry[0] is not tree or entry[1] != measure:
+        if entry is not None and entry[0] is tree and entry[1] == measure:
+            self.inverse, self.frac = entry[5], entry[6]
+        else:
             if len(_TREES) > 8:
                 _TREES.clear()
+            only = tree.share_resources         # the scheduler's measure: memory under YARN's
+            self.inverse = tuple(1.0 / t if t > 0 and (only is None or r in only) else 0.0
+                                 for r, t in enumerate(self.total))
+            self.frac = _measure(self.inverse)
             static = {}
             for q in tree.queues:
                 m = self.frac(q.min) if q.min is not None else 0.0
@@ -138,7 +141,7 @@ class TreeView:
                     if q.max is not None else 1.0
                 static[q.spec.path] = (m, big)
             shape = _shape(tree, static, self.inverse) if native else None
-            entry = _TREES[id(tree)] = (tree, measure, static, {}, shape)
+            entry = _TREES[id(tree)] = (tree, measure, static, {}, shape, self.inverse, self.frac)
         return entry[2], entry[3], entry[4]
 
     def withhold(self, victims) -> None:
