@@ -10,6 +10,9 @@
   anywhere, u2 <1, 3> on m2 only.
 * ``REJECTS`` / ``REASONS`` — a runnable job and three that no node can ever run, with
   the reason each is rejected.
+* ``TWO_QUEUES`` — preemption between two queues: 4 nodes <cpu:2; 8 GB> = 8 slots; a's
+  a1 asks 16 tasks of 20 s from 0, b's b1 4 tasks of 5 s from 2; fair_share_timeout 3,
+  threshold 0.5, grace 3; time scale 0.1.
 """
 
 from __future__ import annotations
@@ -127,3 +130,16 @@ def small_two_node_cluster():
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, namespace="rayrm", logging_level="ERROR")
     return cluster, node
+
+
+TWO_QUEUES = {
+    "name": "two-queues-preempt",
+    "cluster": {"nodes": [{"name": "n{i}", "count": 4, "capacity": {"cpu": 2, "memory_mb": 8192}}]},
+    "queues": [{"name": "a"}, {"name": "b"}],
+    "preemption": {"enabled": True, "fair_share_timeout": 3, "fair_share_threshold": 0.5, "grace": 3},
+    "policy": "tsf",
+    "run": {"seed": 1, "time_scale": 0.1},
+    "workload": {"jobs": [
+        {"id": "a1", "submit": 0, "tasks": 16, "demand": {"cpu": 1, "memory_mb": 512}, "duration": 20, "queue": "a"},
+        {"id": "b1", "submit": 2, "tasks": 4, "demand": {"cpu": 1, "memory_mb": 512}, "duration": 5, "queue": "b"}]},
+}

@@ -1,7 +1,7 @@
 """Faults that wait for an event (``KIND[:TARGET]@EVENT[+S]``, rm/core/faults.py): the spec,
 the run log's watch that fires them, the simulator's and the replay injector's firing.
 
-The simulated instance (``PREEMPT``) is test_preemption_replay's: 4 nodes <cpu:2> = 8 slots;
+The simulated instance (``samples.TWO_QUEUES``) is test_preemption_replay's: 4 nodes <cpu:2> = 8 slots;
 a1 takes all 8 from t = 0 with 16 tasks of 20 s; b1 asks 4 at t = 2 and is starved (share 0
 < 0.5 x 1/2) until ``fair_share_timeout`` = 3 has passed, so at t = 2 + 3 = 5 four of a1's
 containers are warned (``preempt_warned``) and killed at 5 + grace 3 = 8.  Heartbeats are
@@ -23,18 +23,7 @@ from rayrm.rm.runs.log import RunLog
 from rayrm.rm.runs.reader import RunDir
 from rayrm.rm.sim.engine import simulate
 
-PREEMPT = {
-    "name": "two-queues-preempt",
-    "cluster": {"nodes": [{"name": "n{i}", "count": 4, "capacity": {"cpu": 2, "memory_mb": 8192}}]},
-    "queues": [{"name": "a"}, {"name": "b"}],
-    "preemption": {"enabled": True, "fair_share_timeout": 3, "fair_share_threshold": 0.5, "grace": 3},
-    "policy": "tsf",
-    "run": {"seed": 1, "time_scale": 0.1},
-    "workload": {"jobs": [
-        {"id": "a1", "submit": 0, "tasks": 16, "demand": {"cpu": 1, "memory_mb": 512}, "duration": 20, "queue": "a"},
-        {"id": "b1", "submit": 2, "tasks": 4, "demand": {"cpu": 1, "memory_mb": 512}, "duration": 5, "queue": "b"}]},
-}
-
+from samples import TWO_QUEUES
 
 @pytest.mark.parametrize("spec, kind, target, after, delay, duration, ms", [
     ("kill-rm@preempt_warned", "kill-rm", "", "preempt_warned", 0.0, 0.0, 0.0),
@@ -93,7 +82,7 @@ def test_the_run_logs_watch_fires_once_at_the_first_event_of_its_kind_and_is_not
 
 
 def simulated(tmp_path, *faults):
-    summary = simulate(parse_config(PREEMPT), out=tmp_path, progress=False, faults=list(faults))
+    summary = simulate(parse_config(TWO_QUEUES), out=tmp_path, progress=False, faults=list(faults))
     ev = RunDir(tmp_path).events
     return summary, ev
 
@@ -125,7 +114,7 @@ def test_simulate_says_which_faults_waited_for_an_event_that_never_came(tmp_path
 
     from rayrm.rm.cli.main import main
 
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(PREEMPT))
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(TWO_QUEUES))
     code = main(["simulate", str(tmp_path / "c.yaml"), "--out", str(tmp_path / "run"),
                  "--fault", "kill-rm@am_expired", "--fault", "kill-rm@preempt_warned"])
     out = capsys.readouterr().out

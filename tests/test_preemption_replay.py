@@ -27,18 +27,7 @@ from rayrm.rm.runs.check import check_run  # noqa: E402
 from rayrm.rm.runs.reader import RunDir  # noqa: E402
 from rayrm.rm.runtime.driver import replay  # noqa: E402
 
-TWO_QUEUES = {
-    "name": "two-queues-preempt",
-    "cluster": {"nodes": [{"name": "n{i}", "count": 4, "capacity": {"cpu": 2, "memory_mb": 8192}}]},
-    "queues": [{"name": "a"}, {"name": "b"}],
-    "preemption": {"enabled": True, "fair_share_timeout": 3, "fair_share_threshold": 0.5, "grace": 3},
-    "policy": "tsf",
-    "run": {"seed": 1, "time_scale": 0.1},
-    "workload": {"jobs": [
-        {"id": "a1", "submit": 0, "tasks": 16, "demand": {"cpu": 1, "memory_mb": 512}, "duration": 20, "queue": "a"},
-        {"id": "b1", "submit": 2, "tasks": 4, "demand": {"cpu": 1, "memory_mb": 512}, "duration": 5, "queue": "b"}]},
-}
-
+from samples import TWO_QUEUES  # noqa: E402
 
 def preempted_once(tmp_path, summary, grace: float = 3.0) -> RunDir:
     """The invariants and the figures worked in the module docstring (``grace``: the
