@@ -114,15 +114,7 @@ def fair_shares(weights, lo, hi, double total) -> list:
         free(buf)
 
 
-cdef inline double _frac(const double* v, const double* inverse, Py_ssize_t k) noexcept:
-    """max_r v_r · inverse_r, 0 for k = 0 (treeview._measure: the first of equals kept)."""
-    cdef double best = 0.0, t
-    cdef Py_ssize_t r
-    for r in range(k):
-        t = v[r] * inverse[r]
-        if r == 0 or t > best:
-            best = t
-    return best
+include "_share.pxi"
 
 
 cdef class TreeShape:

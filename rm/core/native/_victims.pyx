@@ -19,14 +19,7 @@ cdef enum:
     MAX_DIMS = 64
 
 
-cdef inline double _share(const double* v, const double* inverse, Py_ssize_t n) noexcept:
-    cdef double best = 0.0, t
-    cdef Py_ssize_t r
-    for r in range(n):
-        t = v[r] * inverse[r]
-        if r == 0 or t > best:
-            best = t
-    return best
+include "_share.pxi"
 
 
 cdef inline bint _fits(const double* d, const double* f, Py_ssize_t n) noexcept:
@@ -69,7 +62,7 @@ def on_node(list items, demand, list room, dict usage, dict floor, list inverse)
             n = nu if nu < len(d) else len(d)
             for r in range(n):
                 V[r] = <double> u[r] - <double> d[r]
-            if _share(V, I, n if n < k else k) < <double> floor[p]:
+            if _frac(V, I, n if n < k else k) < <double> floor[p]:
                 break
             after.append((p, [V[r] for r in range(n)]))
         else:
