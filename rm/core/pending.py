@@ -187,19 +187,17 @@ class PendingIndex:
         if self._stale_flags[node]:
             self._elig[node] = int.from_bytes(self._bits[node].tobytes(), "little")
             self._stale_flags[node] = 0
-        cand = self._pending & self._elig[node]
-        for dim, f in zip(self._dims, free):
-            if not cand:
-                break
-            k = bisect_right(dim.values, f + EPS)      # _Dimension.at_most, inline
-            cand &= dim.prefix[k - 1] if k else 0
-        return cand
+        return self._under(self._pending & self._elig[node], free)
 
     def pending_within(self, vector) -> int:
         """The pending apps whose task fits under ``vector`` (a queue's headroom), whatever
         node they may use: for a node's candidates ``c`` (a subset of ``fits_mask(m, F)``),
         ``c & pending_within(v)`` is ``c & fits_mask(m, v)``, the same for every node."""
-        cand = self._pending
+        return self._under(self._pending, vector)
+
+    def _under(self, cand: int, vector) -> int:
+        """The apps of ``cand`` whose task fits under ``vector``: per dimension, those whose
+        demand is at most its value (``_Dimension.at_most``, inline)."""
         for dim, f in zip(self._dims, vector):
             if not cand:
                 break
