@@ -111,11 +111,13 @@ def offer_fresh(sched, list indexes, set dirty, list cand, list placed):
 def offer_fresh_tree(sched, list indexes, set dirty, list fresh, list placed):
     """The end of ``TreeScheduler.schedule``: the nodes not offered yet (not ``dirty``) that
     an app asked for since may use, in node order, offered down the tree (``_offer_tree``)
-    when one of those apps (``fresh``) still has a task pending that fits (``scheduler.any_fits``)."""
+    when one of those apps (``fresh``) still has a task pending that fits (``scheduler.any_fits``),
+    each with its free vector as its proof when the tree's proofs hold."""
     cdef list nodes = sched.cluster.nodes
     cdef double F[MAX_DIMS]
     cdef Py_ssize_t w, j
     cdef list free
+    cdef bint proofs = sched._tree_proofs
     for m in indexes:
         node = <object> PyList_GET_ITEM(nodes, <Py_ssize_t> m)
         if m in dirty or not node.alive:
@@ -129,7 +131,7 @@ def offer_fresh_tree(sched, list indexes, set dirty, list fresh, list placed):
                 break
         else:
             continue
-        sched._offer_tree(node, placed)
+        sched._offer_tree(node, placed, tuple(free) if proofs else None, fresh)
         if not sched._order:
             break
 

@@ -218,7 +218,8 @@ class TreeScheduler(OnlineScheduler):
                 node = nodes[m]
                 if m in dirty or not node.alive or not any_fits(fresh_apps, m, node.free):
                     continue
-                self._offer_tree(node, placed)
+                # a node not freed since fits no app pending then: its free vector is its proof
+                self._offer_tree(node, placed, tuple(node.free) if self._tree_proofs else None, fresh_apps)
                 if not self._order:
                     break
         self.placements += len(placed)
