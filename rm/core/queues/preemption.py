@@ -245,7 +245,7 @@ class Preemption:
         self.starved_since.clear()
 
     def _forget_ended(self, live: dict) -> None:
-        for cid in self.warned.keys() - live.keys():
+        for cid in [c for c in self.warned if c not in live]:
             v, group = self.warned.pop(cid)
             groups = self.groups[_path(v.starved)]
             groups[group] -= 1
