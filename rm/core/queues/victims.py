@@ -52,11 +52,15 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
                 chain.append(q.spec.path)
             q = tree._parent(q)
         held = [(kept[p], floor[p]) for p in chain]
+        verdicts: dict[tuple, bool] = {}            # by demand: the leaf's apps share a few
         for owner in index.items_in(tree.by_path[source].mask):        # the leaf's apps
             if not owner.running:
                 continue
             d = owner.demand
-            if all(frac([u - x for u, x in zip(u_p, d)]) >= f_p for u_p, f_p in held):
+            ok = verdicts.get(d)
+            if ok is None:
+                ok = verdicts[d] = all(frac([u - x for u, x in zip(u_p, d)]) >= f_p for u_p, f_p in held)
+            if ok:
                 sources[owner.app_id] = (source, chain)
     if not sources:
         return
