@@ -13,7 +13,8 @@ from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 
 from rayrm.rm.core.model import EPS as _EPS
-from rayrm.rm.core.queues.state import LEAF_WALK
+from rayrm.rm.core.queues.accounts import Member as _Member, QueueState as _QueueState
+from rayrm.rm.core.queues.state import LEAF_WALK, QueueTreeState as _QueueTreeState
 
 from . import _offer
 
@@ -21,6 +22,41 @@ cdef double INF = float("inf")
 cdef double EPS = _EPS
 
 include "_fit.pxi"
+include "_slots.pxi"
+
+#: the queues' and members' slots, read and written at their offsets (_slots.pxi): the walk
+#: reads a handful of them for every queue at every choice
+cdef type QT = _QueueState, MT = _Member
+cdef Py_ssize_t Q_CHILDREN = slot_offset(QT, "children"), Q_MASK = slot_offset(QT, "mask")
+cdef Py_ssize_t Q_CAPPED = slot_offset(QT, "capped"), Q_WEIGHT = slot_offset(QT, "weight")
+cdef Py_ssize_t Q_KIND = slot_offset(QT, "kind"), Q_AGG = slot_offset(QT, "agg")
+cdef Py_ssize_t Q_MIN = slot_offset(QT, "min"), Q_NAME = slot_offset(QT, "name")
+cdef Py_ssize_t Q_TRACK = slot_offset(QT, "track"), Q_USAGE = slot_offset(QT, "usage")
+cdef Py_ssize_t Q_USER_LIMIT = slot_offset(QT, "user_limit"), Q_PEND = slot_offset(QT, "pend")
+cdef Py_ssize_t M_PATH = slot_offset(MT, "path"), M_CONTRIB = slot_offset(MT, "contrib")
+cdef Py_ssize_t M_ADMITTED = slot_offset(MT, "admitted")
+
+
+cdef inline object qget(object q, Py_ssize_t offset, str name):
+    """``q.<name>``: at its slot's offset when ``q`` is a ``QueueState``, else by name."""
+    if type(q) is QT:
+        return get_slot(q, offset, name)
+    return getattr(q, name)
+
+
+cdef inline int qset(object q, Py_ssize_t offset, str name, object value) except -1:
+    """``q.<name> = value``: at its slot's offset when ``q`` is a ``QueueState``, else by name."""
+    if type(q) is QT:
+        return set_slot(q, offset, value)
+    setattr(q, name, value)
+    return 0
+
+
+cdef inline object mget(object member, Py_ssize_t offset, str name):
+    """``member.<name>``: at its slot's offset when it is a ``Member``, else by name."""
+    if type(member) is MT:
+        return get_slot(member, offset, name)
+    return getattr(member, name)
 
 
 def choose(tree, Py_ssize_t m, free, list order):
@@ -32,7 +68,7 @@ def choose(tree, Py_ssize_t m, free, list order):
     fit = index.fits_mask(m, free)
     q = tree.root
     cdef dict memo = {}
-    while fit and q.children:
+    while fit and qget(q, Q_CHILDREN, "children"):
         found = memo[q] if q in memo else _scan(tree, q, fit, m, memo)
         if found is None:
             return None
@@ -64,36 +100,37 @@ cdef object _scan(tree, q, fit, Py_ssize_t m, dict memo):
     cdef bint naive = tree.naive
     best = None
     best_cf = 0
-    for c in q.children:
-        cf = fit & c.mask
+    for c in qget(q, Q_CHILDREN, "children"):
+        cf = fit & qget(c, Q_MASK, "mask")
         if not cf:
             continue
-        if c.capped:
+        if qget(c, Q_CAPPED, "capped"):
             within = tree._within_caps(c, cf)
             if within != cf:
                 c.blocked.add(m)
             cf = within
             if not cf:
                 continue
-        weight = c.weight
-        if c.children and not naive:
+        weight = qget(c, Q_WEIGHT, "weight")
+        if qget(c, Q_CHILDREN, "children") and not naive:
             below = _scan(tree, c, cf, m, memo)
             if below is None:
                 continue
             rho = <double> (<tuple> below)[2] * <double> (<tuple> below)[3] / weight
-        elif c.kind is None:
-            rho = <double> c.agg / weight
+        elif qget(c, Q_KIND, "kind") is None:
+            rho = <double> qget(c, Q_AGG, "agg") / weight
         else:
-            rho = tree.usage_share(c, c.weight)
+            rho = tree.usage_share(c, qget(c, Q_WEIGHT, "weight"))
         if rho < low:
             low = rho
         wsum += weight
         tier, val = 1, rho
-        if c.min is not None:
+        if qget(c, Q_MIN, "min") is not None:
             ratio = c.min_ratio()
             if ratio < 1:
                 tier, val = 0, ratio
-        if tier < b_tier or (tier == b_tier and (val < b_val or (val == b_val and c.name < best.name))):
+        if tier < b_tier or (tier == b_tier and (val < b_val or (val == b_val and
+                                                                 qget(c, Q_NAME, "name") < qget(best, Q_NAME, "name")))):
             best, best_cf, b_tier, b_val = c, cf, tier, val
     found = None if best is None else (best, best_cf, low, wsum)
     memo[q] = found
@@ -103,24 +140,25 @@ cdef object _scan(tree, q, fit, Py_ssize_t m, dict memo):
 def allocated(tree, app):
     """``QueueTreeState.allocated``: one more task of ``app`` runs, one fewer pending."""
     member = tree.members[app.app_id]
-    demand, user, contrib = app.demand, member.user, member.contrib
-    cdef bint admit = not member.admitted
+    demand, user, contrib = app.demand, member.user, mget(member, M_CONTRIB, "contrib")
+    cdef bint admit = not mget(member, M_ADMITTED, "admitted")
     cdef bint pending = tree.tracks_pending
     cdef Py_ssize_t k = 0, r, nd = len(demand)
     cdef list usage, pend
-    member.admitted = True
-    for q in member.path:
-        q.agg = <double> q.agg + <double> contrib[k]
-        if q.track:
-            usage = q.usage
+    if admit:
+        member.admitted = True
+    for q in mget(member, M_PATH, "path"):
+        qset(q, Q_AGG, "agg", <double> qget(q, Q_AGG, "agg") + <double> contrib[k])
+        if qget(q, Q_TRACK, "track"):
+            usage = qget(q, Q_USAGE, "usage")
             for r in range(nd):
                 usage[r] = <double> usage[r] + <double> demand[r]
-            if q.user_limit is not None:
+            if qget(q, Q_USER_LIMIT, "user_limit") is not None:
                 usage = q.users[user][0]
                 for r in range(nd):
                     usage[r] = <double> usage[r] + <double> demand[r]
         if pending:
-            pend = q.pend
+            pend = qget(q, Q_PEND, "pend")
             for r in range(len(pend)):
                 pend[r] = <double> pend[r] - <double> demand[r]
         if admit:
@@ -133,16 +171,16 @@ def released(tree, app, long n=1):
     """``QueueTreeState.released``: ``n`` tasks of ``app`` ended; the nodes its queues' caps
     had blocked."""
     member = tree.members[app.app_id]
-    demand, contrib = app.demand, member.contrib
+    demand, contrib = app.demand, mget(member, M_CONTRIB, "contrib")
     cdef Py_ssize_t k = 0, r, nd = len(demand)
     cdef list usage
-    for q in member.path:
-        q.agg = <double> q.agg - n * <double> contrib[k]
-        if q.track:
-            usage = q.usage
+    for q in mget(member, M_PATH, "path"):
+        qset(q, Q_AGG, "agg", <double> qget(q, Q_AGG, "agg") - n * <double> contrib[k])
+        if qget(q, Q_TRACK, "track"):
+            usage = qget(q, Q_USAGE, "usage")
             for r in range(nd):
                 usage[r] = <double> usage[r] + (-n) * <double> demand[r]
-            if q.user_limit is not None:
+            if qget(q, Q_USER_LIMIT, "user_limit") is not None:
                 usage = q.users[member.user][0]
                 for r in range(nd):
                     usage[r] = <double> usage[r] + (-n) * <double> demand[r]
@@ -171,6 +209,8 @@ def offer(sched, node, list placed, proof=None, asked=()):
     app ``asked`` for since fits (the reference's docstring)."""
     tree = sched.tree
     cdef bint compiled_choose = tree._native_choose
+    # the base tree's accounting is this module's (its ``allocated`` calls ``allocated``)
+    cdef bint own_accounts = tree._native and type(tree).allocated is _QueueTreeState.allocated
     cdef double F[MAX_DIMS]
     cdef list free = node.free
     cdef Py_ssize_t m = node.index, w = PyList_GET_SIZE(free), r
@@ -181,7 +221,10 @@ def offer(sched, node, list placed, proof=None, asked=()):
         if app is None:
             return
         container = _offer.place(sched, app, node, sched._order)
-        tree.allocated(app)
+        if own_accounts:
+            allocated(tree, app)
+        else:
+            tree.allocated(app)
         placed.append(container)
         if proof is None:
             continue
