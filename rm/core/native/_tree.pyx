@@ -14,6 +14,7 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 
 from rayrm.rm.core.model import EPS as _EPS
 from rayrm.rm.core.queues.accounts import Member as _Member, QueueState as _QueueState
+from rayrm.rm.core.queues.scheduler import TreeScheduler as _TreeScheduler
 from rayrm.rm.core.queues.state import LEAF_WALK, QueueTreeState as _QueueTreeState
 
 from . import _offer
@@ -238,3 +239,75 @@ def offer(sched, node, list placed, proof=None, asked=()):
                     break
             else:
                 return
+
+
+def schedule(sched):
+    """``TreeScheduler.schedule`` (rm/core/queues/scheduler.py, the reference), the same
+    steps: the dirty nodes offered down the tree in the tree's round order, each with its
+    proof; then, in node order, the nodes a fresh app may use where one of them still has a
+    task pending that fits, each with its free vector as its proof when proofs hold."""
+    cdef list placed = []
+    cdef double F[MAX_DIMS]
+    cdef Py_ssize_t m, n, w, j
+    cdef list nodes, free, fresh_apps, eligible
+    cdef bint found
+    dirty, fresh = sched._dirty, sched._fresh
+    tree = sched.tree
+    if not dirty and not fresh and not tree.deferred:
+        return placed
+    cdef bint proofs_hold = sched._tree_proofs
+    proofs = sched._proof if proofs_hold else {}
+    sched._dirty, sched._fresh, sched._proof = set(), {}, {}
+    nodes = sched.cluster.nodes
+    stopped = None if sched._order else -1
+    asked = list(fresh.values())
+    # the compiled offer, unless a subclass offers or places its own way
+    direct = (type(sched)._offer_tree is _TreeScheduler._offer_tree and
+              type(sched)._place is _TreeScheduler._place and "_place" not in sched.__dict__)
+    for m in tree.offer_round(dirty, bool(fresh)):
+        node = <object> PyList_GET_ITEM(nodes, m)
+        if node.alive and sched._order:
+            if direct:
+                offer(sched, node, placed, proofs.get(m), asked)
+            else:
+                sched._offer_tree(node, placed, proofs.get(m), asked)
+            if not sched._order:
+                stopped = m
+    tree.close_round(stopped)
+    fresh_apps = [a for a in fresh.values() if a.pending > 0]
+    if fresh_apps and sched._order:
+        # only nodes some fresh app may use, and of those only where one of them fits (by
+        # the invariant, no older app fits a node that was not freed since)
+        eligible = [a.eligible for a in fresh_apps]
+        n = len(eligible[0])
+        for m in range(n):
+            found = False
+            for j in range(PyList_GET_SIZE(eligible)):
+                e = <object> PyList_GET_ITEM(eligible, j)
+                if type(e) is bytes and m < PyBytes_GET_SIZE(e):
+                    found = PyBytes_AS_STRING(e)[m] != 0
+                else:
+                    found = bool(e[m])
+                if found:
+                    break
+            if not found or m in dirty:
+                continue
+            node = <object> PyList_GET_ITEM(nodes, m)
+            if not node.alive:
+                continue
+            free = node.free
+            w = PyList_GET_SIZE(free)
+            load(free, F, w)
+            for a in fresh_apps:
+                if a.pending > 0 and fits(a, m, F, w):
+                    break
+            else:
+                continue
+            if direct:
+                offer(sched, node, placed, tuple(free) if proofs_hold else None, fresh_apps)
+            else:
+                sched._offer_tree(node, placed, tuple(free) if proofs_hold else None, fresh_apps)
+            if not sched._order:
+                break
+    sched.placements += len(placed)
+    return placed
