@@ -176,6 +176,14 @@ def csv_table(buffer: ColumnBuffer):
     return pa.Table.from_arrays(_arrow_arrays(buffer, True), names=list(TABLES[buffer.table]))
 
 
+def csv_kinds(table: str) -> str:
+    """The kinds of ``table``'s columns for the compiled ``csv_lines``, one letter each: 'r' a
+    float written to 6 decimals, 'f' another float (a count), 'i' an int, 's' text."""
+    rounded = ROUNDED[table]
+    return "".join("s" if kind == "str" else "i" if kind == "int" else "r" if name in rounded else "f"
+                   for name, kind in TABLES[table].items())
+
+
 def csv_text(batch) -> bytes | None:
     """A batch's CSV lines, formatted by pyarrow in C++ (without the GIL) rather than cell
     by cell in Python; None when a text cell needs quoting (the caller then formats the

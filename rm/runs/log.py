@@ -76,6 +76,8 @@ class RunLog:
 
     #: the text columns of a streaming log's events and shares (None: lists)
     _text_column: type | None = None
+    #: the compiled CSV formatter of the tables (``TableSink``'s ``lines``), None: pyarrow's
+    _csv_lines: Callable | None = None
 
     def __init__(self, dims: tuple[str, ...], *, mode: str, policy: str, name: str = "",
                  seed: int | None = None, out: str | Path | None = None, fmt: str | None = None,
@@ -107,7 +109,8 @@ class RunLog:
             self._out.mkdir(parents=True, exist_ok=True)
             self.format = choose_format(fmt, total_tasks)
             self._background = Background()
-            self._sinks = {t: TableSink(self._out, t, self.format, self._background) for t in TABLES}
+            self._sinks = {t: TableSink(self._out, t, self.format, self._background, self._csv_lines)
+                           for t in TABLES}
         else:
             self.format = fmt
 
@@ -269,6 +272,16 @@ class RunLog:
         if self._sinks and len(self._share_times) >= BATCH:
             self._flush()
 
+    def shares_of(self, time: float, changed: dict, apps: dict) -> None:
+        """``shares_at`` for the apps of ``changed`` (app -> its job, whose ``units`` are one
+        task's shares), in its order, each with its running count from ``apps`` (app -> its
+        state's ``running``; 0 once it has left them)."""
+        rows = []
+        for app, job in changed.items():
+            state = apps.get(app)
+            rows.append((app, state.running if state is not None else 0, job.units))
+        self.shares_at(time, rows)
+
     def _flush_shares(self) -> None:
         self._shares.extend(self._share_pending.values())
         self._share_pending.clear()
@@ -387,7 +400,7 @@ class RunLog:
             summary = self.summary(wall_seconds, **extra)
             for table, rows in (("tasks", self.tasks.values()), ("shares", self._shares),
                                 ("events", self._events)):
-                sink = TableSink(out, table, self.format)
+                sink = TableSink(out, table, self.format, lines=self._csv_lines)
                 sink.write(rows)
                 sink.close()
         attrs = sorted({a for n in self.nodes.values() for a in n["spec"].attributes})
@@ -428,13 +441,15 @@ _NATIVE: dict = {}
 
 
 def _native_class(module) -> type:
-    """``RunLog`` with ``start``, ``end`` and ``shares_at`` from the compiled ``module``
+    """``RunLog`` with ``start``, ``end``, ``shares_at`` and ``shares_of`` from the compiled ``module``
     (rm/core/native/_runlog.pyx, the same records as the Python methods), and, streaming,
-    its ``TextColumn`` for the text of events and shares (the same cells as lists give)."""
+    its ``TextColumn`` for the text of events and shares (the same cells as lists give);
+    its ``csv_lines`` formats the CSV tables (the same bytes as pyarrow)."""
     cls = _NATIVE.get(module)
     if cls is None:
         cls = _NATIVE[module] = type("NativeRunLog", (RunLog,), {
             "__doc__": RunLog.__doc__ + " (hot paths compiled)", "__module__": __name__,
             "start": module.start, "end": module.end, "shares_at": module.shares_at,
-            "_text_column": module.TextColumn})
+            "shares_of": module.shares_of,
+            "_text_column": module.TextColumn, "_csv_lines": staticmethod(module.csv_lines)})
     return cls
