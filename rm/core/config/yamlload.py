@@ -28,8 +28,8 @@ class YamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
     """libyaml's safe loader when present (~10x faster than the pure-Python one), with
 
     * each plain scalar's tag resolved once per text: resolution runs the implicit
-      resolvers' regexes in Python for every scalar.  The tag depends only on the text and
-      whether it was quoted (no path resolvers are registered);
+      resolvers' regexes in Python for every scalar.  A plain scalar's tag depends only on
+      its text, a quoted one's on nothing (no path resolvers are registered);
     * a document of plain mappings, lists and scalars (null, bool, int, float, str) built
       by one recursive walk, each distinct (tag, text) scalar constructed once, rather than
       by PyYAML's per-node generators and checks; anything else — another tag, a merge key
@@ -40,11 +40,10 @@ class YamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
     _tags: dict = {}
 
     def resolve(self, kind, value, implicit):
-        if kind is ScalarNode:
-            key = (value, implicit)
-            tag = self._tags.get(key)
+        if kind is ScalarNode and implicit[0]:          # plain: the tag of its text
+            tag = self._tags.get(value)
             if tag is None:
-                tag = self._tags[key] = super().resolve(kind, value, implicit)
+                tag = self._tags[value] = super().resolve(kind, value, implicit)
             return tag
         return super().resolve(kind, value, implicit)
 
