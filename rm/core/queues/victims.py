@@ -97,6 +97,8 @@ def _sources(stats, path: str, kept: dict, over: dict, floor: dict) -> dict[str,
         q = tree._parent(q)
     sources = {}
     index, frac = tree.index, stats.frac
+    if stats.native:                # the same test on C doubles (_victims.keeps)
+        keeps, inverse = compiled("_victims").keeps, list(stats.inverse)
     for source, q in tree.by_path.items():
         if q.children or source == path or over[source] <= EPS:
             continue
@@ -113,7 +115,8 @@ def _sources(stats, path: str, kept: dict, over: dict, floor: dict) -> dict[str,
             d = owner.demand
             ok = verdicts.get(d)
             if ok is None:
-                ok = verdicts[d] = all(frac([u - x for u, x in zip(u_p, d)]) >= f_p for u_p, f_p in held)
+                ok = verdicts[d] = keeps(held, d, inverse) if stats.native else \
+                    all(frac([u - x for u, x in zip(u_p, d)]) >= f_p for u_p, f_p in held)
             if ok:
                 sources[owner.app_id] = (source, chain)
     return sources
