@@ -67,6 +67,9 @@ def _command(argv: list[str]) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    # NumPy's OpenBLAS starts a thread per core that spins at import (about 0.06 s of CPU a
+    # process here); nothing rayrm runs multiplies matrices big enough to use them
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     parser = build_parser(_command(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
