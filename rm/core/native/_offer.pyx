@@ -20,6 +20,7 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.float cimport PyFloat_AS_DOUBLE
 from cpython.object cimport PyObject_RichCompareBool, Py_LT
 from cpython.ref cimport PyObject
+from cpython.mem cimport PyMem_Malloc, PyMem_Free
 
 
 from rayrm.rm.core.model import EPS as _EPS, Container
@@ -61,10 +62,76 @@ cdef inline bint fits(object app, Py_ssize_t m, double *F, Py_ssize_t w) except 
     return True
 
 
+def schedule(sched):
+    """``OnlineScheduler.schedule``: the dirty nodes offered to every pending app, in node
+    order, then the nodes an app asked for since may use offered to those apps (the
+    reference's docstrings give the invariant).  For a plain ``OnlineScheduler`` (not per-node,
+    ``_offer``, ``_first_fitting`` and ``_place`` its own) the walk, the index's answer and
+    the placement are this module's C functions; else the scheduler's methods, called as the
+    reference calls them."""
+    cdef list placed = []
+    dirty, fresh = sched._dirty, sched._fresh
+    if not dirty and not fresh:
+        return placed
+    proofs = sched._proof
+    sched._dirty, sched._fresh, sched._proof = set(), {}, {}
+    cdef list nodes = sched.cluster.nodes
+    cdef bint direct = plain(sched)
+    if fresh:
+        sched._new = [a for a in fresh.values() if a.pending > 0]
+    ordered = sorted(dirty)
+    if sched._best_fit:
+        sched._round_fresh, sched._round_nodes = fresh, ordered
+        sched.policy.new_round()
+    cdef list order = sched._order
+    if order:
+        offer_method = None if direct else sched._offer
+        for m in ordered:
+            node = <object> PyList_GET_ITEM(nodes, <Py_ssize_t> m)
+            if node.alive:
+                proof = proofs.get(m) if proofs else None
+                if direct:
+                    offer_walk(sched, node, order, placed, proof, True)
+                else:
+                    offer_method(node, order, placed, proof)
+                if not order:
+                    break
+    new = sched._new
+    if new:
+        fresh_apps = [a for a in new if a.pending > 0]
+        sched._new = []
+        if fresh_apps:
+            offer_fresh(sched, nodes, <set> dirty, sorted([a.entry for a in fresh_apps]), placed, direct)
+    sched.placements += PyList_GET_SIZE(placed)
+    return placed
+
+
+cdef object _Plain = None
+
+
+cdef bint plain(sched) except -1:
+    """``sched`` is an ``OnlineScheduler`` itself, not per-node, with its own ``_offer``,
+    ``_first_fitting`` and ``_place`` (none replaced on the instance): its offers may call
+    this module's functions for them directly."""
+    global _Plain
+    if _Plain is None:
+        from rayrm.rm.core.scheduler import OnlineScheduler
+        _Plain = OnlineScheduler
+    if type(sched) is not _Plain or sched._per_node:
+        return False
+    d = sched.__dict__
+    return not ("_offer" in d or "_first_fitting" in d or "_place" in d)
+
+
 def offer(sched, node, list order, list placed, proof=None):
-    """``OnlineScheduler._offer`` for keys that do not depend on the node (not per-node):
-    serve ``node`` to the apps of ``order`` until no eligible app fits (the reference's
-    docstring gives the walk and its two shortcuts)."""
+    """``OnlineScheduler._offer`` for keys that do not depend on the node (not per-node)."""
+    offer_walk(sched, node, order, placed, proof, False)
+
+
+cdef int offer_walk(sched, node, list order, list placed, object proof, bint direct) except -1:
+    """Serve ``node`` to the apps of ``order`` until no eligible app fits (the reference's
+    docstring gives the walk and its two shortcuts); ``direct``: the index's answer and the
+    placement are this module's (``plain``)."""
     cdef double F[MAX_DIMS]
     cdef list free = node.free
     cdef Py_ssize_t w = PyList_GET_SIZE(free)
@@ -87,13 +154,13 @@ def offer(sched, node, list order, list placed, proof=None):
             i += 1
         if app is None:
             if i >= n:
-                return
-            app = sched._first_fitting(m, free)
+                return 0
+            app = first_fitting_c(sched._index, m, free) if direct else sched._first_fitting(m, free)
             if app is None:
-                return
+                return 0
             i = entry_bisect_left(order, app.entry)
         target = sched._choose_node(app, node) if best_fit else node
-        placed.append(sched._place(app, target, order))
+        placed.append(place_c(sched, app, target, order) if direct else sched._place(app, target, order))
         load(free, F, w)
         if proof is not None:
             under = True
@@ -104,36 +171,109 @@ def offer(sched, node, list order, list placed, proof=None):
             if under:
                 if sched._new:
                     sched._serve_new(node, placed)
-                return
+                return 0
 
 
-cdef bint any_fits(list cand, Py_ssize_t m, list free) except -1:
-    """``scheduler.any_fits`` over the apps of ``cand`` (sorted entries), all with a task
-    pending (an entry leaves ``cand`` when its app's last one is placed)."""
+cdef int offer_fresh(sched, list nodes, set dirty, list cand, list placed, bint direct) except -1:
+    """The end of ``OnlineScheduler.schedule``: in node order, the nodes not offered yet (not
+    ``dirty``) where a task of an app asked for since the last ``schedule()`` (``cand``, its
+    sorted entries) fits are offered to those apps.  Most nodes are full: the fit test,
+    cheaper than an offer that would walk the same apps and place nothing, runs on the
+    candidates' eligibility and demand read once (``Candidates``), again after each offer
+    (an app leaves ``cand`` with its last pending task)."""
     cdef double F[MAX_DIMS]
-    cdef Py_ssize_t w = PyList_GET_SIZE(free), j
-    load(free, F, w)
-    for j in range(PyList_GET_SIZE(cand)):
-        if fits(<object> PyTuple_GET_ITEM(<tuple> PyList_GET_ITEM(cand, j), 3), m, F, w):
-            return True
-    return False
-
-
-def offer_fresh(sched, list indexes, set dirty, list cand, list placed):
-    """The end of ``OnlineScheduler.schedule``: the nodes not offered yet (not ``dirty``) that
-    an app asked for since the last ``schedule()`` may use, in node order, offered to those
-    apps (``cand``, sorted entries) when one of them fits — most are full, and the fit test
-    is cheaper than an offer that would walk the same apps and place nothing."""
-    cdef list nodes = sched.cluster.nodes
-    for m in indexes:
-        node = <object> PyList_GET_ITEM(nodes, <Py_ssize_t> m)
-        if m in dirty or not node.alive:
+    cdef Candidates c = Candidates()
+    cdef Py_ssize_t m, w
+    cdef list free
+    offer_method = None if direct else sched._offer
+    c.read(cand)
+    for m in range(PyList_GET_SIZE(nodes)):
+        if not c.eligible(m):
             continue
-        if not any_fits(cand, m, node.free):
+        node = <object> PyList_GET_ITEM(nodes, m)
+        if not node.alive:
             continue
-        sched._offer(node, cand, placed)
+        free = node.free
+        w = PyList_GET_SIZE(free)
+        load(free, F, w)
+        if not c.any_fits(m, F, w) or m in dirty:
+            continue
+        if direct:
+            offer_walk(sched, node, cand, placed, None, True)
+        else:
+            offer_method(node, cand, placed)
         if not cand:
             break
+        c.read(cand)
+    return 0
+
+
+cdef class Candidates:
+    """The apps of sorted entries, for ``scheduler.any_fits``: each one's eligibility bytes
+    and its demand in C doubles (every app of the entries has a task pending)."""
+    cdef list held                      # the eligibility vectors pointed at, kept alive
+    cdef Py_ssize_t k
+    cdef const unsigned char **elig
+    cdef Py_ssize_t *size
+    cdef Py_ssize_t *nd
+    cdef double *demand                 # row j: app j's d_r, MAX_DIMS apart
+
+    def __dealloc__(self):
+        self.release()
+
+    cdef void release(self):
+        PyMem_Free(self.elig)
+        PyMem_Free(self.size)
+        PyMem_Free(self.nd)
+        PyMem_Free(self.demand)
+        self.elig, self.size, self.nd, self.demand = NULL, NULL, NULL, NULL
+
+    cdef int read(self, list entries) except -1:
+        cdef Py_ssize_t j, r, k = PyList_GET_SIZE(entries)
+        cdef tuple d
+        self.release()
+        self.k, self.held = k, []
+        self.elig = <const unsigned char **> PyMem_Malloc(max(k, 1) * sizeof(void *))
+        self.size = <Py_ssize_t *> PyMem_Malloc(max(k, 1) * sizeof(Py_ssize_t))
+        self.nd = <Py_ssize_t *> PyMem_Malloc(max(k, 1) * sizeof(Py_ssize_t))
+        self.demand = <double *> PyMem_Malloc(max(k, 1) * MAX_DIMS * sizeof(double))
+        if not (self.elig and self.size and self.nd and self.demand):
+            raise MemoryError()
+        for j in range(k):
+            app = <object> PyTuple_GET_ITEM(<tuple> PyList_GET_ITEM(entries, j), 3)
+            e = bytes(app.eligible) if type(app.eligible) is not bytes else app.eligible
+            self.held.append(e)
+            self.elig[j] = <const unsigned char *> PyBytes_AS_STRING(e)
+            self.size[j] = PyBytes_GET_SIZE(e)
+            d = app.demand
+            self.nd[j] = min(PyTuple_GET_SIZE(d), MAX_DIMS)
+            for r in range(self.nd[j]):
+                self.demand[j * MAX_DIMS + r] = <double> (<object> PyTuple_GET_ITEM(d, r))
+        return 0
+
+    cdef inline bint eligible(self, Py_ssize_t m):
+        """Some app may use node m."""
+        cdef Py_ssize_t j
+        for j in range(self.k):
+            if m < self.size[j] and self.elig[j][m]:
+                return True
+        return False
+
+    cdef bint any_fits(self, Py_ssize_t m, double *F, Py_ssize_t w):
+        """Some app may use node m and its task fits F: no d_r > F_r + EPS."""
+        cdef Py_ssize_t j, r, nd
+        cdef double *d
+        for j in range(self.k):
+            if not (m < self.size[j] and self.elig[j][m]):
+                continue
+            d = self.demand + j * MAX_DIMS
+            nd = min(self.nd[j], w)
+            for r in range(nd):
+                if d[r] > F[r] + EPS:
+                    break
+            else:
+                return True
+        return False
 
 
 def offer_fresh_tree(sched, list indexes, set dirty, list fresh, list placed):
@@ -163,6 +303,11 @@ def offer_fresh_tree(sched, list indexes, set dirty, list fresh, list placed):
 
 
 def place(sched, app, node, list order):
+    """``OnlineScheduler._place`` (``place_c``)."""
+    return place_c(sched, app, node, order)
+
+
+cdef object place_c(sched, app, node, list order):
     """``OnlineScheduler._place``: one task of ``app`` on ``node`` (``ClusterState.allocate``),
     its key anew (``_set_key``, inline when ``sched._inline_key``: key = n u, inf for NaN as
     ``served_key``), its entry moved in the order or dropped with its last pending task."""
@@ -333,6 +478,11 @@ cdef object release_by(sched, cluster, container_id):
 
 
 def first_fitting(index, Py_ssize_t m, list free):
+    """``OnlineScheduler._first_fitting`` (``first_fitting_c``)."""
+    return first_fitting_c(index, m, free)
+
+
+cdef object first_fitting_c(index, Py_ssize_t m, list free):
     """``OnlineScheduler._first_fitting``: the least entry among the pending apps that may
     use node m and fit ``free`` (``PendingIndex.fits_mask``), its app, or None; the bitset is
     read one byte at a time instead of one lowest bit at a time."""
