@@ -19,11 +19,46 @@ from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.float cimport PyFloat_AS_DOUBLE
 from cpython.object cimport PyObject_RichCompareBool, Py_LT
-from cpython.ref cimport PyObject
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 
 
+from rayrm.rm.core.cluster import AppState as _AppState, NodeState as _NodeState
 from rayrm.rm.core.model import EPS as _EPS, Container
+
+include "_slots.pxi"
+
+#: the accounting's slots, read and written at their offsets (_slots.pxi)
+cdef type AppT = _AppState, NodeT = _NodeState
+cdef Py_ssize_t A_ELIGIBLE = slot_offset(AppT, "eligible"), A_DEMAND = slot_offset(AppT, "demand")
+cdef Py_ssize_t A_ENTRY = slot_offset(AppT, "entry"), A_PENDING = slot_offset(AppT, "pending")
+cdef Py_ssize_t A_RUNNING = slot_offset(AppT, "running"), A_UNIT = slot_offset(AppT, "unit")
+cdef Py_ssize_t A_SUBMIT = slot_offset(AppT, "submit"), A_APP_ID = slot_offset(AppT, "app_id")
+cdef Py_ssize_t A_ON_NODE = slot_offset(AppT, "on_node"), A_KEY = slot_offset(AppT, "key")
+cdef Py_ssize_t N_FREE = slot_offset(NodeT, "free"), N_INDEX = slot_offset(NodeT, "index")
+cdef Py_ssize_t N_ALIVE = slot_offset(NodeT, "alive"), N_NAME = slot_offset(NodeT, "name")
+cdef Py_ssize_t N_CONTAINERS = slot_offset(NodeT, "containers"), N_CAPACITY = slot_offset(NodeT, "capacity")
+
+
+cdef inline object aget(object app, Py_ssize_t offset, str name):
+    """``app.<name>``: at its slot's offset when ``app`` is an ``AppState``, else by name."""
+    if type(app) is AppT:
+        return get_slot(app, offset, name)
+    return getattr(app, name)
+
+
+cdef inline int aset(object app, Py_ssize_t offset, str name, object value) except -1:
+    """``app.<name> = value``: at its slot's offset when ``app`` is an ``AppState``, else by name."""
+    if type(app) is AppT:
+        return set_slot(app, offset, value)
+    setattr(app, name, value)
+    return 0
+
+
+cdef inline object nget(object node, Py_ssize_t offset, str name):
+    """``node.<name>``: at its slot's offset when ``node`` is a ``NodeState``, else by name."""
+    if type(node) is NodeT:
+        return get_slot(node, offset, name)
+    return getattr(node, name)
 
 cdef double EPS = _EPS
 #: the widest vector walked in C; a wider one (never met: real plus virtual dimensions)
@@ -44,7 +79,7 @@ cdef inline void load(list free, double *F, Py_ssize_t w):
 
 cdef inline bint fits(object app, Py_ssize_t m, double *F, Py_ssize_t w) except -1:
     """The app may use node m and its task fits F: eligible[m] and no d_r > F_r + EPS."""
-    cdef object elig = app.eligible
+    cdef object elig = aget(app, A_ELIGIBLE, "eligible")
     cdef tuple demand
     cdef Py_ssize_t r, nd
     if type(elig) is bytes and m < PyBytes_GET_SIZE(elig):
@@ -52,7 +87,7 @@ cdef inline bint fits(object app, Py_ssize_t m, double *F, Py_ssize_t w) except 
             return False
     elif not elig[m]:
         return False
-    demand = app.demand
+    demand = aget(app, A_DEMAND, "demand")
     nd = PyTuple_GET_SIZE(demand)
     if nd > w:
         nd = w
@@ -78,7 +113,7 @@ def schedule(sched):
     cdef list nodes = sched.cluster.nodes
     cdef bint direct = plain(sched)
     if fresh:
-        sched._new = [a for a in fresh.values() if a.pending > 0]
+        sched._new = [a for a in fresh.values() if aget(a, A_PENDING, "pending") > 0]
     ordered = sorted(dirty)
     if sched._best_fit:
         sched._round_fresh, sched._round_nodes = fresh, ordered
@@ -88,7 +123,7 @@ def schedule(sched):
         offer_method = None if direct else sched._offer
         for m in ordered:
             node = <object> PyList_GET_ITEM(nodes, <Py_ssize_t> m)
-            if node.alive:
+            if nget(node, N_ALIVE, "alive"):
                 proof = proofs.get(m) if proofs else None
                 if direct:
                     offer_walk(sched, node, order, placed, proof, True)
@@ -98,10 +133,11 @@ def schedule(sched):
                     break
     new = sched._new
     if new:
-        fresh_apps = [a for a in new if a.pending > 0]
+        fresh_apps = [a for a in new if aget(a, A_PENDING, "pending") > 0]
         sched._new = []
         if fresh_apps:
-            offer_fresh(sched, nodes, <set> dirty, sorted([a.entry for a in fresh_apps]), placed, direct)
+            cand = sorted([aget(a, A_ENTRY, "entry") for a in fresh_apps])
+            offer_fresh(sched, nodes, <set> dirty, cand, placed, direct)
     sched.placements += PyList_GET_SIZE(placed)
     return placed
 
@@ -133,9 +169,9 @@ cdef int offer_walk(sched, node, list order, list placed, object proof, bint dir
     docstring gives the walk and its two shortcuts); ``direct``: the index's answer and the
     placement are this module's (``plain``)."""
     cdef double F[MAX_DIMS]
-    cdef list free = node.free
+    cdef list free = nget(node, N_FREE, "free")
     cdef Py_ssize_t w = PyList_GET_SIZE(free)
-    cdef Py_ssize_t m = node.index
+    cdef Py_ssize_t m = nget(node, N_INDEX, "index")
     cdef Py_ssize_t i = 0, n, stop, k
     cdef bint best_fit = sched._best_fit
     cdef bint vector = order is sched._order and PyList_GET_SIZE(order) >= VECTOR_FROM
@@ -158,7 +194,7 @@ cdef int offer_walk(sched, node, list order, list placed, object proof, bint dir
             app = first_fitting_c(sched._index, m, free) if direct else sched._first_fitting(m, free)
             if app is None:
                 return 0
-            i = entry_bisect_left(order, app.entry)
+            i = entry_bisect_left(order, aget(app, A_ENTRY, "entry"))
         target = sched._choose_node(app, node) if best_fit else node
         placed.append(place_c(sched, app, target, order) if direct else sched._place(app, target, order))
         load(free, F, w)
@@ -191,9 +227,9 @@ cdef int offer_fresh(sched, list nodes, set dirty, list cand, list placed, bint 
         if not c.eligible(m):
             continue
         node = <object> PyList_GET_ITEM(nodes, m)
-        if not node.alive:
+        if not nget(node, N_ALIVE, "alive"):
             continue
-        free = node.free
+        free = nget(node, N_FREE, "free")
         w = PyList_GET_SIZE(free)
         load(free, F, w)
         if not c.any_fits(m, F, w) or m in dirty:
@@ -241,11 +277,13 @@ cdef class Candidates:
             raise MemoryError()
         for j in range(k):
             app = <object> PyTuple_GET_ITEM(<tuple> PyList_GET_ITEM(entries, j), 3)
-            e = bytes(app.eligible) if type(app.eligible) is not bytes else app.eligible
+            e = aget(app, A_ELIGIBLE, "eligible")
+            if type(e) is not bytes:
+                e = bytes(e)
             self.held.append(e)
             self.elig[j] = <const unsigned char *> PyBytes_AS_STRING(e)
             self.size[j] = PyBytes_GET_SIZE(e)
-            d = app.demand
+            d = aget(app, A_DEMAND, "demand")
             self.nd[j] = min(PyTuple_GET_SIZE(d), MAX_DIMS)
             for r in range(self.nd[j]):
                 self.demand[j * MAX_DIMS + r] = <double> (<object> PyTuple_GET_ITEM(d, r))
@@ -318,10 +356,10 @@ cdef object place_c(sched, app, node, list order):
     container = (cluster.allocate(app, node) if "allocate" in cluster.__dict__
                  else allocate(cluster, app, node))
     if order is not main:
-        del order[entry_bisect_left(order, app.entry)]
-    i = entry_bisect_left(main, app.entry)
-    pending = app.pending - 1
-    app.pending = pending
+        del order[entry_bisect_left(order, aget(app, A_ENTRY, "entry"))]
+    i = entry_bisect_left(main, aget(app, A_ENTRY, "entry"))
+    pending = aget(app, A_PENDING, "pending") - 1
+    aset(app, A_PENDING, "pending", pending)
     entry = set_key(sched, app)
     if pending > 0:
         reposition(main, i, entry)
@@ -329,7 +367,7 @@ cdef object place_c(sched, app, node, list order):
             entry_insort(order, entry)
     else:
         del main[i]
-        sched._index.set_pending(app.app_id, False)
+        sched._index.set_pending(aget(app, A_APP_ID, "app_id"), False)
     return container
 
 
@@ -344,54 +382,56 @@ def release(sched, container_id):
     cdef Py_ssize_t i
     container = cluster.containers.pop(container_id)
     app, node = holders.pop(container_id)
-    m = node.index
+    m = nget(node, N_INDEX, "index")
     dirty = sched._dirty
     if m not in dirty:
-        sched._proof[m] = tuple(node.free)
-    cdef set held = node.containers
+        sched._proof[m] = tuple(nget(node, N_FREE, "free"))
+    cdef set held = nget(node, N_CONTAINERS, "containers")
     held.discard(container_id)
-    cdef list free = node.free
-    cdef tuple cap = node.capacity, demand = app.demand
+    cdef list free = nget(node, N_FREE, "free")
+    cdef tuple cap = nget(node, N_CAPACITY, "capacity"), demand = aget(app, A_DEMAND, "demand")
     for i in range(PyTuple_GET_SIZE(demand)):
         # snap back to capacity on the last release so drift never accumulates
         free[i] = cap[i] if not held else free[i] + <object> PyTuple_GET_ITEM(demand, i)
     if cluster._free_matrix is not None:
         cluster._free_stale.add(m)
-    app.running -= 1
+    aset(app, A_RUNNING, "running", aget(app, A_RUNNING, "running") - 1)
     if cluster.count_per_node:
-        k = app.on_node[m] - 1
+        on_node = aget(app, A_ON_NODE, "on_node")
+        k = on_node[m] - 1
         if k:
-            app.on_node[m] = k
+            on_node[m] = k
         else:
-            del app.on_node[m]
-    if app.pending > 0:                 # in the order: move it to its new place
+            del on_node[m]
+    if aget(app, A_PENDING, "pending") > 0:                 # in the order: move it to its new place
         main = sched._order
-        i = entry_bisect_left(main, app.entry)
+        i = entry_bisect_left(main, aget(app, A_ENTRY, "entry"))
         reposition(main, i, set_key(sched, app))
     else:
         set_key(sched, app)
-    if node.alive:
+    if nget(node, N_ALIVE, "alive"):
         dirty.add(m)
     return container
 
 
 cdef object allocate(cluster, app, node):
     """``ClusterState.allocate``: free -= d, a new container, the running counts."""
-    cdef list free = node.free
-    cdef tuple demand = app.demand
+    cdef list free = nget(node, N_FREE, "free")
+    cdef tuple demand = aget(app, A_DEMAND, "demand")
     cdef Py_ssize_t i
     for i in range(PyTuple_GET_SIZE(demand)):
         free[i] = free[i] - <object> PyTuple_GET_ITEM(demand, i)
     cid = next(cluster._next_container)
     # Container(cid, app_id, -1, node) without the named tuple's Python-level __new__
-    c = tuple.__new__(Container, (cid, app.app_id, -1, node.name))
+    c = tuple.__new__(Container, (cid, aget(app, A_APP_ID, "app_id"), -1, nget(node, N_NAME, "name")))
     cluster.containers[cid] = c
     cluster.holders[cid] = (app, node)
-    node.containers.add(cid)
-    app.running += 1
-    m = node.index
+    nget(node, N_CONTAINERS, "containers").add(cid)
+    aset(app, A_RUNNING, "running", aget(app, A_RUNNING, "running") + 1)
+    m = nget(node, N_INDEX, "index")
     if cluster.count_per_node:
-        app.on_node[m] = app.on_node.get(m, 0) + 1
+        on_node = aget(app, A_ON_NODE, "on_node")
+        on_node[m] = on_node.get(m, 0) + 1
     if cluster._free_matrix is not None:
         cluster._free_stale.add(m)
     return c
@@ -400,15 +440,16 @@ cdef object allocate(cluster, app, node):
 cdef inline object set_key(sched, app):
     """``_set_key``: the app's key and entry anew; returns the entry."""
     cdef double key
-    unit = app.unit if sched._inline_key else None
+    unit = aget(app, A_UNIT, "unit") if sched._inline_key else None
     if type(unit) is float:
-        key = <double> app.running * <double> unit
+        key = <double> aget(app, A_RUNNING, "running") * <double> unit
         k = key if key == key else float("inf")
-        app.key = k
-        entry = app.entry = (k, app.submit, app.app_id, app)
+        aset(app, A_KEY, "key", k)
+        entry = (k, aget(app, A_SUBMIT, "submit"), aget(app, A_APP_ID, "app_id"), app)
+        aset(app, A_ENTRY, "entry", entry)
         return entry
     sched._set_key(app)
-    return app.entry
+    return aget(app, A_ENTRY, "entry")
 
 
 cdef inline void reposition(list order, Py_ssize_t i, tuple entry) except *:
@@ -467,12 +508,12 @@ cdef object release_by(sched, cluster, container_id):
     """``OnlineScheduler.release`` through the cluster's own ``release``."""
     node = cluster.holders[container_id][1]
     container = cluster.containers[container_id]
-    m = node.index
+    m = nget(node, N_INDEX, "index")
     if m not in sched._dirty:
-        sched._proof[m] = tuple(node.free)
+        sched._proof[m] = tuple(nget(node, N_FREE, "free"))
     app, node = cluster.release(container_id)
     sched._rekey(app)
-    if node.alive:
+    if nget(node, N_ALIVE, "alive"):
         sched._dirty.add(m)
     return container
 
