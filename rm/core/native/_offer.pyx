@@ -97,7 +97,29 @@ cdef inline bint fits(object app, Py_ssize_t m, double *F, Py_ssize_t w) except 
     return True
 
 
+cdef class Core:
+    """What the offer reads of a scheduler and its cluster that stays the same for their
+    life (the containers' dicts, the container ids, the pending index, how keys are made),
+    read once: for a whole simulation by the compiled loop (_simloop.pyx), else per call."""
+
+    def __init__(self, sched):
+        cluster = sched.cluster
+        self.sched, self.cluster, self.index = sched, cluster, sched._index
+        self.containers, self.holders, self.counter = cluster.containers, cluster.holders, cluster._next_container
+        self.count_per_node = cluster.count_per_node
+        self.inline_key, self.best_fit = sched._inline_key, sched._best_fit
+        # ClusterState's own allocate and release, unless replaced on this cluster (a test's
+        # checking wrapper): then the reference's path calls them
+        self.own_allocate = "allocate" not in cluster.__dict__
+        self.own_release = "release" not in cluster.__dict__
+
+
 def schedule(sched):
+    """``OnlineScheduler.schedule`` (``schedule_in``)."""
+    return schedule_in(Core(sched))
+
+
+cdef list schedule_in(Core core):
     """``OnlineScheduler.schedule``: the dirty nodes offered to every pending app, in node
     order, then the nodes an app asked for since may use offered to those apps (the
     reference's docstrings give the invariant).  For a plain ``OnlineScheduler`` (not per-node,
@@ -105,17 +127,18 @@ def schedule(sched):
     the placement are this module's C functions; else the scheduler's methods, called as the
     reference calls them."""
     cdef list placed = []
+    sched = core.sched
     dirty, fresh = sched._dirty, sched._fresh
     if not dirty and not fresh:
         return placed
     proofs = sched._proof
     sched._dirty, sched._fresh, sched._proof = set(), {}, {}
-    cdef list nodes = sched.cluster.nodes
+    cdef list nodes = core.cluster.nodes
     cdef bint direct = plain(sched)
     if fresh:
         sched._new = [a for a in fresh.values() if aget(a, A_PENDING, "pending") > 0]
     ordered = sorted(dirty)
-    if sched._best_fit:
+    if core.best_fit:
         sched._round_fresh, sched._round_nodes = fresh, ordered
         sched.policy.new_round()
     cdef list order = sched._order
@@ -126,7 +149,7 @@ def schedule(sched):
             if nget(node, N_ALIVE, "alive"):
                 proof = proofs.get(m) if proofs else None
                 if direct:
-                    offer_walk(sched, node, order, placed, proof, True)
+                    offer_walk(core, node, order, placed, proof, True)
                 else:
                     offer_method(node, order, placed, proof)
                 if not order:
@@ -137,7 +160,7 @@ def schedule(sched):
         sched._new = []
         if fresh_apps:
             cand = sorted([aget(a, A_ENTRY, "entry") for a in fresh_apps])
-            offer_fresh(sched, nodes, <set> dirty, cand, placed, direct)
+            offer_fresh(core, nodes, <set> dirty, cand, placed, direct)
     sched.placements += PyList_GET_SIZE(placed)
     return placed
 
@@ -161,10 +184,10 @@ cdef bint plain(sched) except -1:
 
 def offer(sched, node, list order, list placed, proof=None):
     """``OnlineScheduler._offer`` for keys that do not depend on the node (not per-node)."""
-    offer_walk(sched, node, order, placed, proof, False)
+    offer_walk(Core(sched), node, order, placed, proof, False)
 
 
-cdef int offer_walk(sched, node, list order, list placed, object proof, bint direct) except -1:
+cdef int offer_walk(Core core, node, list order, list placed, object proof, bint direct) except -1:
     """Serve ``node`` to the apps of ``order`` until no eligible app fits (the reference's
     docstring gives the walk and its two shortcuts); ``direct``: the index's answer and the
     placement are this module's (``plain``)."""
@@ -173,7 +196,8 @@ cdef int offer_walk(sched, node, list order, list placed, object proof, bint dir
     cdef Py_ssize_t w = PyList_GET_SIZE(free)
     cdef Py_ssize_t m = nget(node, N_INDEX, "index")
     cdef Py_ssize_t i = 0, n, stop, k
-    cdef bint best_fit = sched._best_fit
+    cdef bint best_fit = core.best_fit
+    sched = core.sched
     cdef bint vector = order is sched._order and PyList_GET_SIZE(order) >= VECTOR_FROM
     cdef bint under
     cdef object app, a
@@ -191,12 +215,12 @@ cdef int offer_walk(sched, node, list order, list placed, object proof, bint dir
         if app is None:
             if i >= n:
                 return 0
-            app = first_fitting_c(sched._index, m, free) if direct else sched._first_fitting(m, free)
+            app = first_fitting_c(core.index, m, free) if direct else sched._first_fitting(m, free)
             if app is None:
                 return 0
             i = entry_bisect_left(order, aget(app, A_ENTRY, "entry"))
         target = sched._choose_node(app, node) if best_fit else node
-        placed.append(place_c(sched, app, target, order) if direct else sched._place(app, target, order))
+        placed.append(place_in(core, app, target, order) if direct else sched._place(app, target, order))
         load(free, F, w)
         if proof is not None:
             under = True
@@ -210,7 +234,7 @@ cdef int offer_walk(sched, node, list order, list placed, object proof, bint dir
                 return 0
 
 
-cdef int offer_fresh(sched, list nodes, set dirty, list cand, list placed, bint direct) except -1:
+cdef int offer_fresh(Core core, list nodes, set dirty, list cand, list placed, bint direct) except -1:
     """The end of ``OnlineScheduler.schedule``: in node order, the nodes not offered yet (not
     ``dirty``) where a task of an app asked for since the last ``schedule()`` (``cand``, its
     sorted entries) fits are offered to those apps.  Most nodes are full: the fit test,
@@ -221,7 +245,7 @@ cdef int offer_fresh(sched, list nodes, set dirty, list cand, list placed, bint 
     cdef Candidates c = Candidates()
     cdef Py_ssize_t m, w
     cdef list free
-    offer_method = None if direct else sched._offer
+    offer_method = None if direct else core.sched._offer
     c.read(cand)
     for m in range(PyList_GET_SIZE(nodes)):
         if not c.eligible(m):
@@ -235,7 +259,7 @@ cdef int offer_fresh(sched, list nodes, set dirty, list cand, list placed, bint 
         if not c.any_fits(m, F, w) or m in dirty:
             continue
         if direct:
-            offer_walk(sched, node, cand, placed, None, True)
+            offer_walk(core, node, cand, placed, None, True)
         else:
             offer_method(node, cand, placed)
         if not cand:
@@ -341,47 +365,48 @@ def offer_fresh_tree(sched, list indexes, set dirty, list fresh, list placed):
 
 
 def place(sched, app, node, list order):
-    """``OnlineScheduler._place`` (``place_c``)."""
-    return place_c(sched, app, node, order)
+    """``OnlineScheduler._place`` (``place_in``)."""
+    return place_in(Core(sched), app, node, order)
 
 
-cdef object place_c(sched, app, node, list order):
+cdef object place_in(Core core, app, node, list order):
     """``OnlineScheduler._place``: one task of ``app`` on ``node`` (``ClusterState.allocate``),
     its key anew (``_set_key``, inline when ``sched._inline_key``: key = n u, inf for NaN as
     ``served_key``), its entry moved in the order or dropped with its last pending task."""
-    cdef list main = sched._order
+    cdef list main = core.sched._order
     cdef Py_ssize_t i
-    cluster = sched.cluster
-    # ClusterState.allocate, unless this cluster's was replaced (a test's checking wrapper)
-    container = (cluster.allocate(app, node) if "allocate" in cluster.__dict__
-                 else allocate(cluster, app, node))
+    container = allocate(core, app, node) if core.own_allocate else core.cluster.allocate(app, node)
     if order is not main:
         del order[entry_bisect_left(order, aget(app, A_ENTRY, "entry"))]
     i = entry_bisect_left(main, aget(app, A_ENTRY, "entry"))
     pending = aget(app, A_PENDING, "pending") - 1
     aset(app, A_PENDING, "pending", pending)
-    entry = set_key(sched, app)
+    entry = set_key(core, app)
     if pending > 0:
         reposition(main, i, entry)
         if order is not main:
             entry_insort(order, entry)
     else:
         del main[i]
-        sched._index.set_pending(aget(app, A_APP_ID, "app_id"), False)
+        core.index.set_pending(aget(app, A_APP_ID, "app_id"), False)
     return container
 
 
 def release(sched, container_id):
     """``OnlineScheduler.release``: the container's resources back to its node
     (``ClusterState.release``), its node's proof kept on the first release since the last
-    ``schedule()``, its app rekeyed (``_rekey``), the node dirty when alive."""
-    cluster = sched.cluster
-    if "release" in cluster.__dict__:       # replaced on this cluster: the reference path
+    ``schedule()``, its app rekeyed (``_rekey``), the node dirty when alive (``release_in``)."""
+    return release_in(Core(sched), container_id)
+
+
+cdef object release_in(Core core, object container_id):
+    """``OnlineScheduler.release`` (``release``)."""
+    sched, cluster = core.sched, core.cluster
+    if not core.own_release:
         return release_by(sched, cluster, container_id)
-    cdef dict holders = cluster.holders
     cdef Py_ssize_t i
-    container = cluster.containers.pop(container_id)
-    app, node = holders.pop(container_id)
+    container = core.containers.pop(container_id)
+    app, node = core.holders.pop(container_id)
     m = nget(node, N_INDEX, "index")
     dirty = sched._dirty
     if m not in dirty:
@@ -396,7 +421,7 @@ def release(sched, container_id):
     if cluster._free_matrix is not None:
         cluster._free_stale.add(m)
     aset(app, A_RUNNING, "running", aget(app, A_RUNNING, "running") - 1)
-    if cluster.count_per_node:
+    if core.count_per_node:
         on_node = aget(app, A_ON_NODE, "on_node")
         k = on_node[m] - 1
         if k:
@@ -406,41 +431,42 @@ def release(sched, container_id):
     if aget(app, A_PENDING, "pending") > 0:                 # in the order: move it to its new place
         main = sched._order
         i = entry_bisect_left(main, aget(app, A_ENTRY, "entry"))
-        reposition(main, i, set_key(sched, app))
+        reposition(main, i, set_key(core, app))
     else:
-        set_key(sched, app)
+        set_key(core, app)
     if nget(node, N_ALIVE, "alive"):
         dirty.add(m)
     return container
 
 
-cdef object allocate(cluster, app, node):
+cdef object allocate(Core core, app, node):
     """``ClusterState.allocate``: free -= d, a new container, the running counts."""
     cdef list free = nget(node, N_FREE, "free")
     cdef tuple demand = aget(app, A_DEMAND, "demand")
     cdef Py_ssize_t i
     for i in range(PyTuple_GET_SIZE(demand)):
         free[i] = free[i] - <object> PyTuple_GET_ITEM(demand, i)
-    cid = next(cluster._next_container)
+    cid = next(core.counter)
     # Container(cid, app_id, -1, node) without the named tuple's Python-level __new__
     c = tuple.__new__(Container, (cid, aget(app, A_APP_ID, "app_id"), -1, nget(node, N_NAME, "name")))
-    cluster.containers[cid] = c
-    cluster.holders[cid] = (app, node)
+    core.containers[cid] = c
+    core.holders[cid] = (app, node)
     nget(node, N_CONTAINERS, "containers").add(cid)
     aset(app, A_RUNNING, "running", aget(app, A_RUNNING, "running") + 1)
     m = nget(node, N_INDEX, "index")
-    if cluster.count_per_node:
+    if core.count_per_node:
         on_node = aget(app, A_ON_NODE, "on_node")
         on_node[m] = on_node.get(m, 0) + 1
+    cluster = core.cluster
     if cluster._free_matrix is not None:
         cluster._free_stale.add(m)
     return c
 
 
-cdef inline object set_key(sched, app):
+cdef inline object set_key(Core core, app):
     """``_set_key``: the app's key and entry anew; returns the entry."""
     cdef double key
-    unit = aget(app, A_UNIT, "unit") if sched._inline_key else None
+    unit = aget(app, A_UNIT, "unit") if core.inline_key else None
     if type(unit) is float:
         key = <double> aget(app, A_RUNNING, "running") * <double> unit
         k = key if key == key else float("inf")
@@ -448,7 +474,7 @@ cdef inline object set_key(sched, app):
         entry = (k, aget(app, A_SUBMIT, "submit"), aget(app, A_APP_ID, "app_id"), app)
         aset(app, A_ENTRY, "entry", entry)
         return entry
-    sched._set_key(app)
+    core.sched._set_key(app)
     return aget(app, A_ENTRY, "entry")
 
 

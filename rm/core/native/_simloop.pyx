@@ -19,6 +19,7 @@ from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.ref cimport PyObject
 
 from ._eventheap cimport EventHeap
+from ._offer cimport Core, schedule_in, release_in
 
 from . import _offer, _runlog, _tree
 
@@ -30,7 +31,6 @@ cdef enum:
 cdef Py_ssize_t BAR_EVERY = 5000
 
 cdef object _release = _offer.release
-cdef object _schedule = _offer.schedule
 cdef object _start = _runlog.start
 cdef object _end = _runlog.end
 
@@ -51,14 +51,12 @@ cdef object releaser(sched):
     return None
 
 
-cdef object scheduler_round(sched):
-    """The compiled round (a function of the scheduler) when ``sched.schedule`` would run it:
-    a plain ``OnlineScheduler``'s under the native core; else None (call ``sched.schedule``)."""
+cdef bint compiled_round(sched) except -1:
+    """``sched.schedule`` runs the compiled round (``_offer.schedule_in``): a plain
+    ``OnlineScheduler``'s under the native core."""
     from rayrm.rm.core.scheduler import OnlineScheduler
 
-    if sched._native and type(sched).schedule is OnlineScheduler.schedule and "schedule" not in sched.__dict__:
-        return _schedule
-    return None
+    return sched._native and type(sched).schedule is OnlineScheduler.schedule and "schedule" not in sched.__dict__
 
 
 def loop(sim, bar, double until):
@@ -73,7 +71,8 @@ def loop(sim, bar, double until):
     cdef Py_ssize_t shown = 0
     cdef tuple event
     log, sched = steps.log, steps.sched
-    schedule, schedule_c = sched.schedule, scheduler_round(sched)
+    schedule = sched.schedule
+    cdef Core core = Core(sched) if compiled_round(sched) else None
     record_shares = sim._record_shares
     while heap.n and heap.items[0].t <= until:
         t = heap.items[0].t
@@ -85,7 +84,7 @@ def loop(sim, bar, double until):
             event = heap.pop()
             dispatch(sim, steps, t, <long> event[1], event[2], changed)
         if t >= sim.rm_up:
-            placed = schedule() if schedule_c is None else schedule_c(sched)
+            placed = schedule() if core is None else schedule_in(core)
             if placed:
                 steps.place(placed, t, changed)
             if sim.preemption is not None:
@@ -125,6 +124,7 @@ cdef class Steps:
     attempts and jobs, the scheduler's and the log's methods (their compiled twins when
     they are the plain ones) and the launch jitter."""
     cdef object sim, sched, log, release, end, start, finish_app, app_done
+    cdef Core core                      # the compiled release's (``_offer.release_in``), or None
     cdef EventHeap heap
     cdef dict running, jobs
     cdef double jitter
@@ -133,6 +133,7 @@ cdef class Steps:
         self.sim, self.heap, self.running, self.jobs = sim, sim.heap, sim.running, sim.jobs
         self.sched, self.log = sim.scheduler, sim.log
         self.release = releaser(self.sched)
+        self.core = Core(self.sched) if self.release is _release else None
         self.end = _end if type(self.log).end is _end else None
         self.start = _start if type(self.log).start is _start else None
         self.finish_app, self.app_done = self.sched.finish_app, self.log.app_done
@@ -155,7 +156,9 @@ cdef class Steps:
             job = <object> PyTuple_GET_ITEM(entry, 0)
             task = <object> PyTuple_GET_ITEM(entry, 1)
             attempt = <object> PyTuple_GET_ITEM(entry, 2)
-            if self.release is None:
+            if self.core is not None:
+                release_in(self.core, cid)
+            elif self.release is None:
                 self.sched.release(cid)
             else:
                 self.release(self.sched, cid)
