@@ -99,8 +99,9 @@ cdef inline bint fits(object app, Py_ssize_t m, double *F, Py_ssize_t w) except 
 
 cdef class Core:
     """What the offer reads of a scheduler and its cluster that stays the same for their
-    life (the containers' dicts, the container ids, the pending index, how keys are made),
-    read once: for a whole simulation by the compiled loop (_simloop.pyx), else per call."""
+    life (the containers' dicts, the container ids, the pending index, how keys are made,
+    whether its offers may call this module's functions directly: ``plain``), read once: for
+    a whole simulation by the compiled loop (_simloop.pyx), else per call."""
 
     def __init__(self, sched):
         cluster = sched.cluster
@@ -112,6 +113,7 @@ cdef class Core:
         # checking wrapper): then the reference's path calls them
         self.own_allocate = "allocate" not in cluster.__dict__
         self.own_release = "release" not in cluster.__dict__
+        self.direct = plain(sched)
 
 
 def schedule(sched):
@@ -134,7 +136,7 @@ cdef list schedule_in(Core core):
     proofs = sched._proof
     sched._dirty, sched._fresh, sched._proof = set(), {}, {}
     cdef list nodes = core.cluster.nodes
-    cdef bint direct = plain(sched)
+    cdef bint direct = core.direct
     if fresh:
         sched._new = [a for a in fresh.values() if aget(a, A_PENDING, "pending") > 0]
     ordered = sorted(dirty)
