@@ -61,40 +61,17 @@ cdef inline object nget(object node, Py_ssize_t offset, str name):
     return getattr(node, name)
 
 cdef double EPS = _EPS
-#: the widest vector walked in C; a wider one (never met: real plus virtual dimensions)
-#: takes the Python reference
-cdef enum:
-    MAX_DIMS = 64
+include "_fit.pxi"
+
 MAX_WIDTH = MAX_DIMS
 
 cdef Py_ssize_t VECTOR_FROM = 48
 cdef Py_ssize_t WALK_STEPS = 8
 
 
-cdef inline void load(list free, double *F, Py_ssize_t w):
-    cdef Py_ssize_t r
-    for r in range(w):
-        F[r] = <double> (<object> PyList_GET_ITEM(free, r))
-
-
-cdef inline bint fits(object app, Py_ssize_t m, double *F, Py_ssize_t w) except -1:
-    """The app may use node m and its task fits F: eligible[m] and no d_r > F_r + EPS."""
-    cdef object elig = aget(app, A_ELIGIBLE, "eligible")
-    cdef tuple demand
-    cdef Py_ssize_t r, nd
-    if type(elig) is bytes and m < PyBytes_GET_SIZE(elig):
-        if not PyBytes_AS_STRING(elig)[m]:
-            return False
-    elif not elig[m]:
-        return False
-    demand = aget(app, A_DEMAND, "demand")
-    nd = PyTuple_GET_SIZE(demand)
-    if nd > w:
-        nd = w
-    for r in range(nd):
-        if <double> (<object> PyTuple_GET_ITEM(demand, r)) > F[r] + EPS:
-            return False
-    return True
+cdef inline bint app_fits(object app, Py_ssize_t m, double *F, Py_ssize_t w) except -1:
+    """``fits`` (_fit.pxi), the app's eligibility and demand read at their slots' offsets."""
+    return fits_vectors(aget(app, A_ELIGIBLE, "eligible"), aget(app, A_DEMAND, "demand"), m, F, w)
 
 
 cdef class Core:
@@ -210,7 +187,7 @@ cdef int offer_walk(Core core, node, list order, list placed, object proof, bint
         stop = min(n, i + WALK_STEPS) if vector else n
         while i < stop:
             a = <object> PyTuple_GET_ITEM(<tuple> PyList_GET_ITEM(order, i), 3)
-            if fits(a, m, F, w):
+            if app_fits(a, m, F, w):
                 app = a
                 break
             i += 1
@@ -338,32 +315,6 @@ cdef class Candidates:
             else:
                 return True
         return False
-
-
-def offer_fresh_tree(sched, list indexes, set dirty, list fresh, list placed):
-    """The end of ``TreeScheduler.schedule``: the nodes not offered yet (not ``dirty``) that
-    an app asked for since may use, in node order, offered down the tree (``_offer_tree``)
-    when one of those apps (``fresh``) still has a task pending that fits (``scheduler.any_fits``)."""
-    cdef list nodes = sched.cluster.nodes
-    cdef double F[MAX_DIMS]
-    cdef Py_ssize_t w, j
-    cdef list free
-    for m in indexes:
-        node = <object> PyList_GET_ITEM(nodes, <Py_ssize_t> m)
-        if m in dirty or not node.alive:
-            continue
-        free = node.free
-        w = PyList_GET_SIZE(free)
-        load(free, F, w)
-        for j in range(PyList_GET_SIZE(fresh)):
-            app = <object> PyList_GET_ITEM(fresh, j)
-            if app.pending > 0 and fits(app, m, F, w):
-                break
-        else:
-            continue
-        sched._offer_tree(node, placed)
-        if not sched._order:
-            break
 
 
 def place(sched, app, node, list order):

@@ -11,6 +11,9 @@ writes 1,000 rows twice; numpy's fancy indexing pays more per element than the l
 
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 
+cdef extern from "Python.h":
+    object _PyLong_FromByteArray(const unsigned char* data, size_t n, int little_endian, int is_signed)
+
 from rayrm.rm.core.model import EPS as _EPS
 
 cdef double EPS = _EPS
@@ -43,17 +46,22 @@ cdef Py_ssize_t _at_most(list values, double x) except -1:
 
 
 def fits_mask(index, Py_ssize_t node, free):
-    """``PendingIndex._mask``: the pending apps that may use ``node`` and whose task fits
-    ``free`` (the node's row re-read first when stale)."""
-    cdef bytearray stale = index._stale_flags
+    """``PendingIndex._mask``: the pending apps whose task fits ``free`` and, of those, the
+    ones that may use ``node`` (the node's row re-read when stale and asked)."""
+    cdef bytearray stale
     cdef Py_ssize_t k
-    if stale[node]:
-        index._elig[node] = int.from_bytes(index._bits[node].tobytes(), "little")
-        stale[node] = 0
-    cand = index._pending & (<list> index._elig)[node]
+    cand = index._pending
     for dim, f in zip(index._dims, free):
         if not cand:
-            break
+            return 0
         k = _at_most(dim.values, <double> f + EPS)
         cand &= (<list> dim.prefix)[k - 1] if k else 0
-    return cand
+    if not cand:
+        return 0
+    cdef unsigned char[:, ::1] bits
+    stale = index._stale_flags
+    if stale[node]:
+        bits = index._bits          # the row's bytes read straight into an int, little-endian
+        index._elig[node] = _PyLong_FromByteArray(&bits[node, 0], bits.shape[1], 1, 0)
+        stale[node] = 0
+    return cand & (<list> index._elig)[node]
