@@ -187,9 +187,14 @@ class TreeView:
         if found is not None:
             return found[0] is not None
         index = self.tree.index
-        for app in index.items_in(index.pending_mask & self.tree.by_path[path].mask):
+        item = index.item
+        mask = index.pending_mask & self.tree.by_path[path].mask
+        while mask:                     # the leaf's apps, lowest slot first, till one is placeable
+            low = mask & -mask
+            app = item(low)
             if app.pending > 0 and app.eligible_count > 0:
                 return True
+            mask ^= low
         return False
 
     def dominant(self, path: str) -> float:
