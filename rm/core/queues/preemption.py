@@ -199,7 +199,7 @@ class Preemption:
         tree.track_usage()
         tree.track_pending()
         stats = TreeView(tree, self._native)
-        stats.withhold(v.app for v, _ in self.warned.values())
+        stats.withhold([v for v, _ in self.warned.values()])
         self.fair = stats.fair
         out: list[Victim] = []
         fair, dominant, starved = stats.fair, stats.dominant, self.starved_since
