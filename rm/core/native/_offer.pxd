@@ -9,6 +9,7 @@ cdef class Core:
 
 cdef list schedule_in(Core core)
 cdef object release_in(Core core, object container_id)
+cdef object place_in(Core core, app, node, list order)
 
 cdef class Candidates:
     cdef list held                      # the eligibility vectors pointed at, kept alive

@@ -20,6 +20,7 @@ from cpython.ref cimport PyObject
 
 from ._eventheap cimport EventHeap
 from ._offer cimport Core, schedule_in, release_in
+from ._tree cimport tree_schedule, tree_release
 
 from . import _offer, _runlog, _tree
 
@@ -51,12 +52,20 @@ cdef object releaser(sched):
     return None
 
 
-cdef bint compiled_round(sched) except -1:
-    """``sched.schedule`` runs the compiled round (``_offer.schedule_in``): a plain
-    ``OnlineScheduler``'s under the native core."""
+cdef int compiled_round(sched) except -1:
+    """Which compiled round ``sched.schedule`` runs: 1, a plain ``OnlineScheduler``'s
+    (``_offer.schedule_in``); 2, a ``TreeScheduler``'s (``_tree.tree_schedule``); 0, none
+    (call ``sched.schedule``)."""
+    from rayrm.rm.core.queues.scheduler import TreeScheduler
     from rayrm.rm.core.scheduler import OnlineScheduler
 
-    return sched._native and type(sched).schedule is OnlineScheduler.schedule and "schedule" not in sched.__dict__
+    if not sched._native or "schedule" in sched.__dict__:
+        return 0
+    if type(sched).schedule is OnlineScheduler.schedule:
+        return 1
+    if type(sched).schedule is TreeScheduler.schedule:
+        return 2
+    return 0
 
 
 def loop(sim, bar, double until):
@@ -72,7 +81,8 @@ def loop(sim, bar, double until):
     cdef tuple event
     log, sched = steps.log, steps.sched
     schedule = sched.schedule
-    cdef Core core = Core(sched) if compiled_round(sched) else None
+    cdef int kind = compiled_round(sched)
+    cdef Core core = Core(sched) if kind else None
     record_shares = sim._record_shares
     while heap.n and heap.items[0].t <= until:
         t = heap.items[0].t
@@ -84,7 +94,7 @@ def loop(sim, bar, double until):
             event = heap.pop()
             dispatch(sim, steps, t, <long> event[1], event[2], changed)
         if t >= sim.rm_up:
-            placed = schedule() if core is None else schedule_in(core)
+            placed = schedule() if kind == 0 else schedule_in(core) if kind == 1 else tree_schedule(core)
             if placed:
                 steps.place(placed, t, changed)
             if sim.preemption is not None:
@@ -125,6 +135,7 @@ cdef class Steps:
     they are the plain ones) and the launch jitter."""
     cdef object sim, sched, log, release, end, start, finish_app, app_done
     cdef Core core                      # the compiled release's (``_offer.release_in``), or None
+    cdef bint tree                      # ... and it is a tree's (``_tree.tree_release``)
     cdef EventHeap heap
     cdef dict running, jobs
     cdef double jitter
@@ -133,7 +144,8 @@ cdef class Steps:
         self.sim, self.heap, self.running, self.jobs = sim, sim.heap, sim.running, sim.jobs
         self.sched, self.log = sim.scheduler, sim.log
         self.release = releaser(self.sched)
-        self.core = Core(self.sched) if self.release is _release else None
+        self.tree = self.release is _tree.release
+        self.core = Core(self.sched) if self.release is _release or self.tree else None
         self.end = _end if type(self.log).end is _end else None
         self.start = _start if type(self.log).start is _start else None
         self.finish_app, self.app_done = self.sched.finish_app, self.log.app_done
@@ -156,7 +168,9 @@ cdef class Steps:
             job = <object> PyTuple_GET_ITEM(entry, 0)
             task = <object> PyTuple_GET_ITEM(entry, 1)
             attempt = <object> PyTuple_GET_ITEM(entry, 2)
-            if self.core is not None:
+            if self.tree:
+                tree_release(self.core, cid)
+            elif self.core is not None:
                 release_in(self.core, cid)
             elif self.release is None:
                 self.sched.release(cid)

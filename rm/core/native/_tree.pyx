@@ -17,8 +17,7 @@ from rayrm.rm.core.queues.accounts import Member as _Member, QueueState as _Queu
 from rayrm.rm.core.queues.scheduler import TreeScheduler as _TreeScheduler
 from rayrm.rm.core.queues.state import LEAF_WALK, QueueTreeState as _QueueTreeState
 
-from . import _offer
-from ._offer cimport Candidates
+from ._offer cimport Candidates, Core, place_in, release_in
 from rayrm.rm.core.cluster import NodeState as _NodeState
 
 cdef double INF = float("inf")
@@ -201,38 +200,53 @@ def released(tree, app, long n=1):
 
 
 def release(sched, container_id):
-    """``TreeScheduler.release`` under the native core: the compiled
-    ``OnlineScheduler.release``, then the tree's own ``node_changed`` and ``released`` and
+    """``TreeScheduler.release`` under the native core (``tree_release``)."""
+    return tree_release(Core(sched), container_id)
+
+
+cdef object tree_release(Core core, object container_id):
+    """``TreeScheduler.release``: the compiled ``OnlineScheduler.release``, then the tree's
+    own ``node_changed`` and ``released`` (the base tree's: nothing, and this module's) and
     its caps' blocked nodes offered again."""
-    app, node = sched.cluster.holders[container_id]
-    container = _offer.release(sched, container_id)
+    sched = core.sched
+    app, node = core.holders[container_id]
+    container = release_in(core, container_id)
     tree = sched.tree
-    tree.node_changed(node.index)
-    blocked = tree.released(app)
+    cdef type kind = type(tree)
+    if kind.node_changed is not _QueueTreeState.node_changed:
+        tree.node_changed(node.index)
+    blocked = released(tree, app) if tree._native and kind.released is _QueueTreeState.released \
+        else tree.released(app)
     if blocked:
         sched._redirty(blocked)
     return container
 
 
 def offer(sched, node, list placed, proof=None, asked=()):
+    """``TreeScheduler._offer_tree`` with its ``_place`` (``offer_in``)."""
+    offer_in(Core(sched), node, placed, proof, asked)
+
+
+cdef int offer_in(Core core, node, list placed, proof, asked) except -1:
     """``TreeScheduler._offer_tree`` with its ``_place`` (the compiled
     ``OnlineScheduler._place``, then the tree's ``allocated``): ``node`` offered down the tree
     until nothing more is chosen, or until its free vector is back under its ``proof`` and no
     app ``asked`` for since fits (the reference's docstring)."""
+    sched = core.sched
     tree = sched.tree
     cdef bint compiled_choose = tree._native_choose
     # the base tree's accounting is this module's (its ``allocated`` calls ``allocated``)
     cdef bint own_accounts = tree._native and type(tree).allocated is _QueueTreeState.allocated
     cdef double F[MAX_DIMS]
-    cdef list free = node.free
+    cdef list free = get_node(node, N_FREE, "free")
     cdef Py_ssize_t m = node.index, w = PyList_GET_SIZE(free), r
     walk = tree.choose
     order = sched._order
     while True:
         app = choose(tree, m, free, order) if compiled_choose else walk(m, free, order)
         if app is None:
-            return
-        container = _offer.place(sched, app, node, sched._order)
+            return 0
+        container = place_in(core, app, node, sched._order)
         if own_accounts:
             allocated(tree, app)
         else:
@@ -249,14 +263,20 @@ def offer(sched, node, list placed, proof=None, asked=()):
                 if a.pending > 0 and fits(a, m, F, w):
                     break
             else:
-                return
+                return 0
 
 
 def schedule(sched):
+    """``TreeScheduler.schedule`` under the native core (``tree_schedule``)."""
+    return tree_schedule(Core(sched))
+
+
+cdef list tree_schedule(Core core):
     """``TreeScheduler.schedule`` (rm/core/queues/scheduler.py, the reference), the same
     steps: the dirty nodes offered down the tree in the tree's round order, each with its
     proof; then, in node order, the nodes a fresh app may use where one of them still has a
     task pending that fits, each with its free vector as its proof when proofs hold."""
+    sched = core.sched
     cdef list placed = []
     cdef double F[MAX_DIMS]
     cdef Py_ssize_t m, w
@@ -282,7 +302,7 @@ def schedule(sched):
         node = <object> PyList_GET_ITEM(nodes, m)
         if get_node(node, N_ALIVE, "alive") and sched._order:
             if direct:
-                offer(sched, node, placed, proofs.get(m), asked)
+                offer_in(core, node, placed, proofs.get(m), asked)
             else:
                 sched._offer_tree(node, placed, proofs.get(m), asked)
             if not sched._order:
@@ -308,7 +328,7 @@ def schedule(sched):
             if not cand.any_fits(m, F, w) or m in dirty:
                 continue
             if direct:
-                offer(sched, node, placed, tuple(free) if proofs_hold else None, fresh_apps)
+                offer_in(core, node, placed, tuple(free) if proofs_hold else None, fresh_apps)
             else:
                 sched._offer_tree(node, placed, tuple(free) if proofs_hold else None, fresh_apps)
             if not sched._order:

@@ -93,6 +93,8 @@ class TreeScheduler(OnlineScheduler):
         self._leaf_policy: dict[str, tuple[Policy, bool]] = {
             q.spec.path: (q.policy, type(q.policy).key is Policy.key) for q in self.tree.queues}
         self._uniform = self._unit_key and all(p is self.policy for p, _ in self._leaf_policy.values())
+        # every leaf keys its apps as the flat scheduler does: the compiled place may too
+        self._inline_key = self._uniform
 
     def _check_policies(self, queues: QueueTree, policies: dict) -> None:
         """Every queue's policy can order its children (one line, exit 2, when not)."""
