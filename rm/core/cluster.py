@@ -30,6 +30,10 @@ from rayrm.rm.core.shares import h_tasks, tasks_per_machine
 from rayrm.rm.core.views import AppView, ClusterView, NodeView
 
 
+#: the value of an attribute a node does not have (``ClusterState._attribute_values``)
+_ABSENT = object()
+
+
 class NodeState:
     """A node's accounting: capacity and free vectors, liveness, its containers.
 
@@ -120,7 +124,11 @@ class ClusterState:
         self._h_cache: dict[tuple, float] = {}
         self._match_cache: dict[str, np.ndarray] = {}  # constraint text -> node matches
         self._clause_cache: dict = {}                    # Clause -> node matches
+        # attribute -> (its distinct values on the nodes, each node's value's number)
+        self._attr_cache: dict[str, tuple[list, np.ndarray]] = {}
         self._arrays: tuple[np.ndarray, np.ndarray] | None = None  # (capacity, alive)
+        # (distinct capacity vectors, each node's vector's number), rebuilt with _arrays
+        self._kinds: tuple[np.ndarray, np.ndarray] | None = None
         # (constraint text, demand) -> (eligible bytes, count, h^c); dropped with _arrays:
         # a trace's jobs repeat a few hundred shapes, and each costs numpy work over every node
         self._elig_cache: dict[tuple, tuple[bytes, int, float]] = {}
@@ -172,6 +180,7 @@ class ClusterState:
             self.node_index[spec.name] = node.index
         self._match_cache.clear()
         self._clause_cache.clear()
+        self._attr_cache.clear()
         self._arrays = None
         self._elig_cache.clear()
         self._demand_cache.clear()
@@ -245,6 +254,8 @@ class ClusterState:
             cap = np.array([n.capacity for n in self.nodes], dtype=float).reshape(len(self.nodes), width)
             alive = np.array([n.alive for n in self.nodes], dtype=bool)
             self._arrays = (cap, alive)
+            kinds, kind_of = np.unique(cap, axis=0, return_inverse=True)
+            self._kinds = (kinds, kind_of.reshape(-1))
         return self._arrays
 
     def constraint_matches(self, constraint: Constraint) -> np.ndarray:
@@ -261,11 +272,39 @@ class ClusterState:
             for clause in constraint.clauses:
                 m = self._clause_cache.get(clause)
                 if m is None:
-                    m = np.fromiter((clause.matches(n.name, n.attributes) for n in self.nodes),
-                                    dtype=bool, count=len(self.nodes))
-                    self._clause_cache[clause] = m
+                    m = self._clause_cache[clause] = self._clause_matches(clause)
                 hit = hit & m
             self._match_cache[text] = hit
+        return hit
+
+    def _clause_matches(self, clause) -> np.ndarray:
+        """Node-by-node match of one clause, tested once per distinct value of its attribute
+        (a clause reads nothing of a node but that value, or the name for ``node``)."""
+        if clause.attr == "node":
+            return np.fromiter((clause.matches(n.name, n.attributes) for n in self.nodes),
+                               dtype=bool, count=len(self.nodes))
+        values, value_of = self._attribute_values(clause.attr)
+        attr = clause.attr
+        per_value = np.array([clause.matches("", {} if v is _ABSENT else {attr: v}) for v in values],
+                             dtype=bool)
+        return per_value[value_of]
+
+    def _attribute_values(self, attr: str) -> tuple[list, np.ndarray]:
+        """The distinct values of ``attr`` on the nodes (``_ABSENT`` for a node without it) and
+        each node's value's place among them.  Values are told apart by type and repr, so
+        two values that any clause could tell apart (1 and True, 1 and "1") stay apart."""
+        hit = self._attr_cache.get(attr)
+        if hit is None:
+            place: dict[tuple, int] = {}
+            values: list = []
+            value_of = np.empty(len(self.nodes), dtype=np.intp)
+            for m, node in enumerate(self.nodes):
+                v = node.attributes.get(attr, _ABSENT)
+                k = place.setdefault((type(v), repr(v)), len(values))
+                if k == len(values):
+                    values.append(v)
+                value_of[m] = k
+            hit = self._attr_cache[attr] = (values, value_of)
         return hit
 
     def _eligibility(self, spec: AppSpec, demand: tuple[float, ...]) -> np.ndarray:
@@ -277,10 +316,13 @@ class ClusterState:
         demand vector until a node joins or leaves (a trace repeats a few demand shapes)."""
         hit = self._demand_cache.get(demand)
         if hit is None:
-            cap, alive = self._node_arrays()
-            fits = (cap + EPS >= np.asarray(demand)).all(axis=1) & alive
+            # computed once per distinct capacity vector (a cluster has a few node kinds),
+            # then spread to the nodes: the same numbers, row for row
+            _, alive = self._node_arrays()
+            kinds, kind_of = self._kinds
+            fits = (kinds + EPS >= np.asarray(demand)).all(axis=1)[kind_of] & alive
             k = len(self.dims)
-            per = tasks_per_machine(cap[:, :k], [demand[:k]])[0]
+            per = tasks_per_machine(kinds[:, :k], [demand[:k]])[0][kind_of]
             hit = self._demand_cache[demand] = (fits, np.where(alive, per, 0.0))
         return hit
 
@@ -313,7 +355,7 @@ class ClusterState:
             self._set_eligibility(app)
 
     def _set_eligibility(self, app: AppState) -> None:
-        key = (str(app.spec.constraint), app.demand)
+        key = (app.spec.constraint.text, app.demand)
         hit = self._elig_cache.get(key)
         if hit is None:
             mask = self._eligibility(app.spec, app.demand)
