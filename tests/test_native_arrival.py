@@ -1,0 +1,50 @@
+"""The compiled pieces of a job's arrival (rm/core/native/_arrival.pyx) against their
+Python references: the generator state NumPy's SeedSequence gives, and the durations
+``JobSpec.task_durations`` draws, the same bits."""
+
+from __future__ import annotations
+
+import random
+import zlib
+
+import numpy as np
+import pytest
+
+from rayrm.rm.core import native
+from rayrm.rm.core.jobs import JobSpec, parse_durations
+from rayrm.rm.core.model import AppSpec, Resources
+
+needs_native = pytest.mark.skipif(not native.native_built(), reason="the compiled core is not built")
+
+
+@needs_native
+def test_the_seeded_state_is_numpys():
+    """PCG64(SeedSequence([w0, w1])) on 20,000 pairs of words, the edges among them (0, 1,
+    2**32 - 1: still one word each)."""
+    pcg64_state = native.compiled("_arrival").pcg64_state
+    rng = random.Random(3)
+    edges = [0, 1, 7, 2 ** 31, 2 ** 32 - 1]
+    for k in range(20000):
+        w0 = rng.choice(edges) if k % 4 == 0 else rng.getrandbits(32)
+        w1 = rng.choice(edges) if k % 5 == 0 else rng.getrandbits(32)
+        want = np.random.default_rng([w0, w1]).bit_generator.state["state"]
+        assert pcg64_state(w0, w1) == (want["state"], want["inc"]), (w0, w1)
+    # a worked check of the state's form: inc is odd (2i + 1), both below 2**128
+    state, inc = pcg64_state(7, zlib.crc32(b"j0001"))
+    assert inc % 2 == 1 and 0 <= state < 2 ** 128 and 0 <= inc < 2 ** 128
+
+
+@needs_native
+@pytest.mark.parametrize("duration", [30, [10, 12, 9], {"mean": 40, "jitter": 0.2},
+                                      {"dist": "exponential", "mean": 30},
+                                      {"dist": "lognormal", "mean": 30, "sigma": 1},
+                                      {"dist": "pareto", "alpha": 1.9, "mean": 100, "max": 7200}])
+def test_durations_are_the_same_draws(duration):
+    task_durations = native.compiled("_arrival").task_durations
+    for seed in (0, 7, 2 ** 33 + 5, -1):          # seeds are taken mod 2**32, as the reference does
+        for k in range(50):
+            tasks = 3 if isinstance(duration, list) else k % 9
+            job = JobSpec(AppSpec(f"job{k}", Resources(cpu=1), tasks), parse_durations(duration, tasks))
+            want = job.task_durations(seed)
+            got = task_durations(job, seed)
+            assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), (seed, k)
