@@ -70,7 +70,8 @@ def test_per_demand_by_capacity_vector_is_the_per_node_formula(seed):
     c.remove_nodes([n.name for n in c.nodes if rng.random() < 0.2])
     for _ in range(30):
         demand = (rng.choice([0.0, 0.5, 1.0, 3.0, 9.0]), rng.choice([0.0, 0.1, 1.0, 7.5, 40.0]))
-        fits, per = c._per_demand(demand)
+        fits, per, exact = c._per_demand(demand)
+        assert exact            # a few dozen nodes of at most 16 / 0.5 = 32 tasks: far below 2**52
         assert fits.tolist() == [n.alive and all(cap + EPS >= d for cap, d in zip(n.capacity, demand))
                                  for n in c.nodes]
         assert per.tolist() == [tasks_fit(n.capacity, demand) if n.alive else 0.0 for n in c.nodes]

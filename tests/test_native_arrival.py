@@ -1,6 +1,7 @@
 """The compiled pieces of a job's arrival (rm/core/native/_arrival.pyx) against their
-Python references: the generator state NumPy's SeedSequence gives, and the durations
-``JobSpec.task_durations`` draws, the same bits."""
+Python references: the generator state NumPy's SeedSequence gives, the durations
+``JobSpec.task_durations`` draws, and an app's eligibility, count and h^c
+(``ClusterState._eligible``), the same bits."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import numpy as np
 import pytest
 
 from rayrm.rm.core import native
+from rayrm.rm.core.cluster import ClusterState
+from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.jobs import JobSpec, parse_durations
-from rayrm.rm.core.model import AppSpec, Resources
+from rayrm.rm.core.model import AppSpec, NodeSpec, Resources
 
 needs_native = pytest.mark.skipif(not native.native_built(), reason="the compiled core is not built")
 
@@ -48,3 +51,41 @@ def test_durations_are_the_same_draws(duration):
             want = job.task_durations(seed)
             got = task_durations(job, seed)
             assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), (seed, k)
+
+
+@needs_native
+@pytest.mark.parametrize("seed", range(5))
+def test_eligibility_is_the_same_bytes_count_and_h_c(seed):
+    """Random clusters (some nodes lost), constraints and demands: the compiled pass gives
+    the reference's eligibility bytes, count and h^c, bit for bit."""
+    rng = random.Random(seed)
+    values = ["v0", "v1", 1, 2, 3]
+    nodes = [NodeSpec(f"n{i}", Resources(cpu=rng.choice([2, 4, 8]), mem=rng.choice([4, 16, 64])),
+                      {a: rng.choice(values) for a in ("a", "b") if rng.random() < 0.8})
+             for i in range(rng.randint(1, 80))]
+    clusters = [ClusterState(("cpu", "mem")) for _ in range(2)]
+    clusters[0]._compiled = None                            # the reference
+    assert clusters[1]._compiled is native.compiled("_arrival")
+    lost = [n.name for n in nodes if rng.random() < 0.15]
+    for c in clusters:
+        c.add_nodes(nodes)
+        c.remove_nodes(lost)
+    clauses = ["a == v0", "a != 1", "b >= 2", "b in (v1, 3)", "a exists", "b not exists"]
+    for _ in range(200):
+        constraint = Constraint.parse(" and ".join(rng.sample(clauses, rng.randint(0, 3))))
+        demand = (rng.choice([0.0, 0.5, 1.0, 3.0, 9.0]), rng.choice([0.0, 1.0, 7.5, 40.0]))
+        want, got = (c._eligible(constraint, demand) for c in clusters)
+        assert type(got[1]) is int and type(got[2]) is float
+        assert got == want, (str(constraint), demand)
+
+
+@needs_native
+def test_eligibility_beyond_exact_sums_is_the_references():
+    """Tasks per node near 2**52 (a demand of 1e-300): a sum in node order could differ from
+    numpy's, so the reference's numpy sum is taken."""
+    c = ClusterState(("cpu",))
+    c.add_nodes([NodeSpec(f"n{i}", Resources(cpu=4)) for i in range(3)])
+    fits, per, exact = c._per_demand((1e-300,))
+    assert not exact
+    mask = np.ones(3, dtype=bool)
+    assert c._eligible(Constraint(), (1e-300,)) == (bytes([1, 1, 1]), 3, float(per[mask].sum()))

@@ -1,6 +1,11 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """The compiled pieces of a job's arrival (the Python references: ``JobSpec.task_durations``
-in rm/core/jobs.py, ``ClusterState._set_eligibility`` in rm/core/cluster.py).
+in rm/core/jobs.py, ``ClusterState._eligible`` in rm/core/cluster.py).
+
+``eligible``: an app's eligibility bytes, their count and h^c from the node-by-node match
+of its constraint, fit of its demand and tasks per node — one pass over the nodes where the
+reference makes four numpy calls (an AND, its bytes, a count, a masked sum), on every
+arrival of a (constraint, demand) pair not seen before.
 
 ``task_durations``: a job's durations come from ``np.random.default_rng([seed, crc32(id)])``,
 a PCG64 seeded through NumPy's ``SeedSequence`` (O'Neill's seed_seq_fe: hash the entropy
@@ -17,6 +22,7 @@ import zlib
 
 import numpy as np
 
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport uint32_t, uint64_t
 
 # SeedSequence's constants (numpy/random/bit_generator.pyx)
@@ -104,3 +110,21 @@ def task_durations(jobspec, seed) -> np.ndarray:
     """``JobSpec.task_durations``: the same draws from the same generator state."""
     rng = _generator(int(seed) & 0xFFFFFFFF, zlib.crc32(jobspec.app.app_id.encode()))
     return jobspec.durations.draw(jobspec.app.num_tasks, rng)
+
+
+def eligible(const unsigned char[::1] match, const unsigned char[::1] fits, const double[::1] per):
+    """(eligible, count, h^c) with eligible[m] = match[m] and fits[m] (as 0 or 1 bytes), count
+    the nodes eligible, h^c = Σ per[m] over them, summed in node order — the caller's
+    ``exact`` says that order gives numpy's float."""
+    cdef Py_ssize_t m, n = match.shape[0], count = 0
+    cdef double h_c = 0.0
+    out = PyBytes_FromStringAndSize(NULL, n)
+    cdef char *elig = PyBytes_AS_STRING(out)
+    for m in range(n):
+        if match[m] and fits[m]:
+            elig[m] = 1
+            count += 1
+            h_c += per[m]
+        else:
+            elig[m] = 0
+    return out, count, h_c
