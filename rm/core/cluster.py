@@ -272,12 +272,13 @@ class ClusterState:
         """
         hit = self._match_cache.get(constraint)
         if hit is None:
-            hit = np.ones(len(self.nodes), dtype=bool)
             for clause in constraint.clauses:
                 m = self._clause_cache.get(clause)
                 if m is None:
                     m = self._clause_cache[clause] = self._clause_matches(clause)
-                hit = hit & m
+                hit = m if hit is None else hit & m
+            if hit is None:
+                hit = np.ones(len(self.nodes), dtype=bool)
             self._match_cache[constraint] = hit
         return hit
 

@@ -163,7 +163,7 @@ class PendingIndex:
 
     def _set_bits(self, slot: int, eligible: bytes, on: bool) -> None:
         """Set (``on``) or clear the slot's bit in the row of every node of ``eligible``."""
-        column, bit = slot >> 3, np.uint8(1 << (slot & 7))
+        column, bit = slot >> 3, 1 << (slot & 7)
         if column >= self._bits.shape[1]:
             wider = np.zeros((self._n_nodes, max(2 * self._bits.shape[1], column + 1)), dtype=np.uint8)
             wider[:, :self._bits.shape[1]] = self._bits
@@ -171,7 +171,7 @@ class PendingIndex:
         if self.native:
             compiled("_pending").set_bits(self._bits, self._stale_flags, column, bit, eligible, on)
             return
-        nodes = np.flatnonzero(np.frombuffer(eligible, dtype=np.uint8))
+        nodes, bit = np.flatnonzero(np.frombuffer(eligible, dtype=np.uint8)), np.uint8(bit)
         if on:
             self._bits[nodes, column] |= bit
         else:
