@@ -36,12 +36,17 @@ class _Dimension:
         self.values: list[float] = []
         self.prefix: list[int] = []      # prefix[k]: slots whose demand is <= values[k]
 
-    def add(self, value: float, bit: int) -> None:
+    def add(self, value: float, bit: int, native: bool = False) -> None:
+        """Slot ``bit`` demands ``value``: it joins the union of every value >= it (with
+        ``native``, the loop compiled, ``_pending.or_from``)."""
         k = bisect_left(self.values, value)
         if k == len(self.values) or self.values[k] != value:
             self.values.insert(k, value)
             self.prefix.insert(k, self.prefix[k - 1] if k else 0)
         prefix = self.prefix
+        if native:
+            compiled("_pending").or_from(prefix, k, bit)
+            return
         for j in range(k, len(prefix)):
             prefix[j] |= bit
 
@@ -120,7 +125,7 @@ class PendingIndex:
         self._slot[app_id] = slot
         bit = 1 << slot
         for dim, value in zip(self._dims, demand):
-            dim.add(value, bit)
+            dim.add(value, bit, self.native)
         self._grow(len(eligible))
         self._set_bits(slot, eligible, True)        # a new slot has no bit to clear
         self._eligible[slot] = eligible
@@ -139,7 +144,7 @@ class PendingIndex:
             self._slot[app_id] = slot
             bit = 1 << slot
             for dim, value in zip(self._dims, demand):
-                dim.add(value, bit)
+                dim.add(value, bit, self.native)
             self._set_bits(slot, eligible, True)
             if pending:
                 self._pending |= bit

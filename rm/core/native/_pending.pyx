@@ -1,7 +1,8 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """The compiled pieces of the pending index (rm/core/pending.py, the Python reference):
 ``PendingIndex._set_bits``'s two numpy fancy-index writes — an app's bit in its column of
-every eligible node's row, and those rows' stale flags — as one loop over its eligibility bytes; and
+every eligible node's row, and those rows' stale flags — as one loop over its eligibility
+bytes; ``_Dimension.add``'s loop of ORs into the prefix unions (``or_from``); and
 ``fits_mask`` (``PendingIndex._mask``), its bisections on C doubles (the queue tree asks it
 at every offer).
 
@@ -58,3 +59,11 @@ def fits_mask(index, Py_ssize_t node, free):
         k = _at_most(dim.values, <double> f + EPS)
         cand &= (<list> dim.prefix)[k - 1] if k else 0
     return cand
+
+
+def or_from(list prefix, Py_ssize_t k, bit):
+    """prefix[j] |= bit for every j >= k (``_Dimension.add``'s loop: a new slot joins the
+    prefix unions of every value at or above its demand)."""
+    cdef Py_ssize_t j
+    for j in range(k, len(prefix)):
+        prefix[j] = prefix[j] | bit
