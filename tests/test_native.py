@@ -182,15 +182,21 @@ def scheduler_state(s) -> tuple:
             [(n.name, n.alive, tuple(n.free)) for n in s.cluster.nodes])
 
 
-def drive_both(rng: random.Random, make, queues: tuple = (), arrivals: float = 0.15) -> int:
+def drive_both(rng: random.Random, make, queues: tuple = (), arrivals: float = 0.15,
+               pair: tuple = ("python", "native"), burst: int = 1) -> int:
     """Random events (arrivals, more asks, cancels, releases, joins, leaves, finished apps)
-    applied to a Python-core and a native-core scheduler; after every ``schedule()`` both
-    placed the same containers and hold the same state.  Returns how many were placed."""
-    cores = (make("python"), make("native"))
-    assert [s._native for s in cores] == [False, True]      # each core walks its own offers
+    applied to two schedulers, ``make(pair[0])`` and ``make(pair[1])`` (by default a
+    Python-core and a native-core one), 1 to ``burst`` of them before each ``schedule()``;
+    after every one both placed the same containers and hold the same state.  Returns how
+    many were placed."""
+    cores = (make(pair[0]), make(pair[1]))
+    if pair == ("python", "native"):
+        assert [s._native for s in cores] == [False, True]      # each core walks its own offers
     running: list[int] = []
     k, joined, placed = 0, 100, 0
-    for step in range(250):
+
+    def event():
+        nonlocal k, joined, running
         op = rng.random()
         live = list(cores[0].cluster.apps)
         if op < arrivals or not live:
@@ -226,6 +232,10 @@ def drive_both(rng: random.Random, make, queues: tuple = (), arrivals: float = 0
         elif running:
             cid = running.pop(rng.randrange(len(running)))
             assert cores[0].release(cid) == cores[1].release(cid)
+
+    for step in range(250):
+        for _ in range(rng.randint(1, burst) if burst > 1 else 1):
+            event()
         got = [s.schedule() for s in cores]
         assert got[0] == got[1], step
         assert scheduler_state(cores[0]) == scheduler_state(cores[1]), step
@@ -282,6 +292,34 @@ def test_both_cores_schedule_a_queue_tree_the_same(monkeypatch, policy, seed):
     queues = [{"name": "a", "weight": 2}, {"name": "b", "weight": 1}]
     make = make_under(monkeypatch, lambda: TreeScheduler(policy, dims, nodes, parse_queues(queues, dims, total)))
     assert drive_both(rng, make, ("a", "b")) > 20
+
+
+@pytest.mark.parametrize("core", ["python", pytest.param("native", marks=needs_native)])
+@pytest.mark.parametrize("seed", range(4))
+def test_a_tree_offer_ended_by_its_proof_places_what_the_full_offer_does(monkeypatch, core, seed):
+    """A node back under its proof with no app asked for since fitting: the tree's offer
+    stops without asking the tree again (``TreeScheduler._offer_tree``), and places exactly
+    what an offer that asks until nothing is chosen places."""
+    monkeypatch.setenv("RAYRM_CORE", core)
+    rng = random.Random(300 + seed)
+    nodes = random_nodes(rng, 0, rng.randint(4, 12))
+    dims = ("cpu", "mem")
+    total = {d: sum(n.capacity[d] for n in nodes) for d in dims}
+    queues = [{"name": "a", "weight": 2}, {"name": "b", "weight": 1}]
+    asks = {"proof": 0, "plain": 0}
+
+    def make(kind):
+        s = TreeScheduler("tsf", dims, nodes, parse_queues(queues, dims, total))
+        assert s._tree_proofs           # no cap in this tree
+        s._tree_proofs = kind == "proof"
+        index = s._index
+        fits = index.fits_mask
+        index.fits_mask = lambda m, free: asks.__setitem__(kind, asks[kind] + 1) or fits(m, free)
+        return s
+
+    # several events a round: releases (proofs) and asks (apps asked for since) meet
+    assert drive_both(rng, make, ("a", "b"), pair=("plain", "proof"), burst=6) > 20
+    assert asks["proof"] < asks["plain"], asks      # the proof spared some of the tree's questions
 
 
 @needs_native

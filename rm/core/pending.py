@@ -194,10 +194,14 @@ class PendingIndex:
         self._pending = self._pending | bit if pending else self._pending & ~bit
 
     def _mask(self, node: int, free) -> int:
+        # by demand first: a full node often fits none, and then its row need not be read
+        cand = self._under(self._pending, free)
+        if not cand:
+            return 0
         if self._stale_flags[node]:
             self._elig[node] = int.from_bytes(self._bits[node].tobytes(), "little")
             self._stale_flags[node] = 0
-        return self._under(self._pending & self._elig[node], free)
+        return cand & self._elig[node]
 
     def pending_within(self, vector) -> int:
         """The pending apps whose task fits under ``vector`` (a queue's headroom), whatever

@@ -25,40 +25,12 @@ from cpython.ref cimport PyObject
 from rayrm.rm.core.model import EPS as _EPS, Container
 
 cdef double EPS = _EPS
-#: the widest vector walked in C; a wider one (never met: real plus virtual dimensions)
-#: takes the Python reference
-cdef enum:
-    MAX_DIMS = 64
+include "_fit.pxi"
+
 MAX_WIDTH = MAX_DIMS
 
 cdef Py_ssize_t VECTOR_FROM = 48
 cdef Py_ssize_t WALK_STEPS = 8
-
-
-cdef inline void load(list free, double *F, Py_ssize_t w):
-    cdef Py_ssize_t r
-    for r in range(w):
-        F[r] = <double> (<object> PyList_GET_ITEM(free, r))
-
-
-cdef inline bint fits(object app, Py_ssize_t m, double *F, Py_ssize_t w) except -1:
-    """The app may use node m and its task fits F: eligible[m] and no d_r > F_r + EPS."""
-    cdef object elig = app.eligible
-    cdef tuple demand
-    cdef Py_ssize_t r, nd
-    if type(elig) is bytes and m < PyBytes_GET_SIZE(elig):
-        if not PyBytes_AS_STRING(elig)[m]:
-            return False
-    elif not elig[m]:
-        return False
-    demand = app.demand
-    nd = PyTuple_GET_SIZE(demand)
-    if nd > w:
-        nd = w
-    for r in range(nd):
-        if <double> (<object> PyTuple_GET_ITEM(demand, r)) > F[r] + EPS:
-            return False
-    return True
 
 
 def offer(sched, node, list order, list placed, proof=None):
@@ -139,11 +111,13 @@ def offer_fresh(sched, list indexes, set dirty, list cand, list placed):
 def offer_fresh_tree(sched, list indexes, set dirty, list fresh, list placed):
     """The end of ``TreeScheduler.schedule``: the nodes not offered yet (not ``dirty``) that
     an app asked for since may use, in node order, offered down the tree (``_offer_tree``)
-    when one of those apps (``fresh``) still has a task pending that fits (``scheduler.any_fits``)."""
+    when one of those apps (``fresh``) still has a task pending that fits (``scheduler.any_fits``),
+    each with its free vector as its proof when the tree's proofs hold."""
     cdef list nodes = sched.cluster.nodes
     cdef double F[MAX_DIMS]
     cdef Py_ssize_t w, j
     cdef list free
+    cdef bint proofs = sched._tree_proofs
     for m in indexes:
         node = <object> PyList_GET_ITEM(nodes, <Py_ssize_t> m)
         if m in dirty or not node.alive:
@@ -157,7 +131,7 @@ def offer_fresh_tree(sched, list indexes, set dirty, list fresh, list placed):
                 break
         else:
             continue
-        sched._offer_tree(node, placed)
+        sched._offer_tree(node, placed, tuple(free) if proofs else None, fresh)
         if not sched._order:
             break
 

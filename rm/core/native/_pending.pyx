@@ -45,20 +45,23 @@ cdef Py_ssize_t _at_most(list values, double x) except -1:
 
 
 def fits_mask(index, Py_ssize_t node, free):
-    """``PendingIndex._mask``: the pending apps that may use ``node`` and whose task fits
-    ``free`` (the node's row re-read first when stale)."""
-    cdef bytearray stale = index._stale_flags
+    """``PendingIndex._mask``: the pending apps whose task fits ``free`` and, of those, the
+    ones that may use ``node`` (the node's row re-read when stale and asked)."""
+    cdef bytearray stale
     cdef Py_ssize_t k
+    cand = index._pending
+    for dim, f in zip(index._dims, free):
+        if not cand:
+            return 0
+        k = _at_most(dim.values, <double> f + EPS)
+        cand &= (<list> dim.prefix)[k - 1] if k else 0
+    if not cand:
+        return 0
+    stale = index._stale_flags
     if stale[node]:
         index._elig[node] = int.from_bytes(index._bits[node].tobytes(), "little")
         stale[node] = 0
-    cand = index._pending & (<list> index._elig)[node]
-    for dim, f in zip(index._dims, free):
-        if not cand:
-            break
-        k = _at_most(dim.values, <double> f + EPS)
-        cand &= (<list> dim.prefix)[k - 1] if k else 0
-    return cand
+    return cand & (<list> index._elig)[node]
 
 
 def or_from(list prefix, Py_ssize_t k, bit):

@@ -8,11 +8,19 @@ pending index's Python integers; caps, usage shares and min ratios are the tree'
 Python methods.
 """
 
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+
+from rayrm.rm.core.model import EPS as _EPS
 from rayrm.rm.core.queues.state import LEAF_WALK
 
 from . import _offer
 
 cdef double INF = float("inf")
+cdef double EPS = _EPS
+
+include "_fit.pxi"
 
 
 def choose(tree, Py_ssize_t m, free, list order):
@@ -156,14 +164,18 @@ def release(sched, container_id):
     return container
 
 
-def offer(sched, node, list placed):
+def offer(sched, node, list placed, proof=None, asked=()):
     """``TreeScheduler._offer_tree`` with its ``_place`` (the compiled
     ``OnlineScheduler._place``, then the tree's ``allocated``): ``node`` offered down the tree
-    until nothing more is chosen."""
+    until nothing more is chosen, or until its free vector is back under its ``proof`` and no
+    app ``asked`` for since fits (the reference's docstring)."""
     tree = sched.tree
     cdef bint compiled_choose = tree._native_choose
+    cdef double F[MAX_DIMS]
+    cdef list free = node.free
+    cdef Py_ssize_t m = node.index, w = PyList_GET_SIZE(free), r
     walk = tree.choose
-    m, free, order = node.index, node.free, sched._order
+    order = sched._order
     while True:
         app = choose(tree, m, free, order) if compiled_choose else walk(m, free, order)
         if app is None:
@@ -171,3 +183,15 @@ def offer(sched, node, list placed):
         container = _offer.place(sched, app, node, sched._order)
         tree.allocated(app)
         placed.append(container)
+        if proof is None:
+            continue
+        load(free, F, w)
+        for r in range(w):
+            if F[r] > <double> proof[r]:
+                break
+        else:
+            for a in asked:
+                if a.pending > 0 and fits(a, m, F, w):
+                    break
+            else:
+                return

@@ -158,6 +158,11 @@ class Preemption:
         self.settings: dict[str, PreemptionConfig] = {}
         self._inherit(tree.root, config)
         self._names = {path: _full(path) for path in self.settings}     # leaf path -> full name
+        #: per leaf, what decide reads of its settings: (path, full name, settings, whether it
+        #: counts being below its min, whether below θ·F, θ)
+        self._leaves = [(path, self._names[path], cfg, cfg.min_share_timeout < INF,
+                         cfg.fair_share_timeout < INF, cfg.fair_share_threshold)
+                        for path, cfg in self.settings.items()]
         self.since_min: dict[str, float] = {}
         self.since_fair: dict[str, float] = {}
         self.starved_since: dict[str, float] = {}
@@ -197,12 +202,11 @@ class Preemption:
         stats.withhold(v.app for v, _ in self.warned.values())
         self.fair = stats.fair
         out: list[Victim] = []
-        fair, names, starved = stats.fair, self._names, self.starved_since
-        for path, cfg in self.settings.items():
+        fair, dominant, starved = stats.fair, stats.dominant, self.starved_since
+        for path, name, cfg, on_min, on_fair, theta in self._leaves:
             # a kind of starvation counts only where its timeout is set: only then can it preempt
-            below_min = cfg.min_share_timeout < INF and stats.min_ratio(path) < 1 - EPS
-            below_fair = cfg.fair_share_timeout < INF and \
-                stats.dominant(path) < cfg.fair_share_threshold * fair.get(names[path], 0.0) - EPS
+            below_min = on_min and stats.min_ratio(path) < 1 - EPS
+            below_fair = on_fair and dominant(path) < theta * fair.get(name, 0.0) - EPS
             if not (below_min or below_fair) and path not in starved:
                 continue                        # not starved, no episode to end
             need = self._starvation(now, path, cfg, stats, below_min, below_fair)

@@ -86,6 +86,10 @@ class TreeScheduler(OnlineScheduler):
         else:
             check(queues, policies, self.policy)
         self.tree = state(queues, policies, self.policy, self.cluster, self._index, naive)
+        #: a node's proof (``OnlineScheduler._offer``) holds down the tree too when the tree
+        #: chooses every app that fits (no cap holds one back): then, as flat, no app pending
+        #: at the last ``schedule()`` fitted a node's free vector then
+        self._tree_proofs = state is QueueTreeState and not any(q.capped for q in self.tree.queues)
         self._leaf_policy: dict[str, tuple[Policy, bool]] = {
             q.spec.path: (q.policy, type(q.policy).key is Policy.key) for q in self.tree.queues}
         self._uniform = self._unit_key and all(p is self.policy for p, _ in self._leaf_policy.values())
@@ -187,12 +191,14 @@ class TreeScheduler(OnlineScheduler):
         tree = self.tree
         if not dirty and not fresh and not tree.deferred:
             return placed
+        proofs = self._proof if self._tree_proofs else {}
         self._dirty, self._fresh, self._proof = set(), {}, {}
         nodes = self.cluster.nodes
         stopped = None if self._order else -1
+        asked = list(fresh.values())
         for m in tree.offer_round(dirty, bool(fresh)):
             if nodes[m].alive and self._order:
-                self._offer_tree(nodes[m], placed)
+                self._offer_tree(nodes[m], placed, proofs.get(m), asked)
                 if not self._order:
                     stopped = m
         tree.close_round(stopped)
@@ -212,21 +218,28 @@ class TreeScheduler(OnlineScheduler):
                 node = nodes[m]
                 if m in dirty or not node.alive or not any_fits(fresh_apps, m, node.free):
                     continue
-                self._offer_tree(node, placed)
+                # a node not freed since fits no app pending then: its free vector is its proof
+                self._offer_tree(node, placed, tuple(node.free) if self._tree_proofs else None, fresh_apps)
                 if not self._order:
                     break
         self.placements += len(placed)
         return placed
 
-    def _offer_tree(self, node, placed: list) -> None:
+    def _offer_tree(self, node, placed: list, proof: tuple | None = None, asked: list = ()) -> None:
+        """Offer ``node`` down the tree until nothing is chosen.  With the node's ``proof``
+        (its free vector at the last ``schedule()``, when no app pending then fitted): once
+        the node has no more than that left, only an app ``asked`` for since can fit, and
+        when none of them does the next choice would be none: the offer ends without it."""
         if self._native and type(self)._place is TreeScheduler._place and "_place" not in self.__dict__:
-            return compiled("_tree").offer(self, node, placed)      # the same offer, compiled
+            return compiled("_tree").offer(self, node, placed, proof, asked)     # the same, compiled
         choose, m, free, order = self.tree.choose, node.index, node.free, self._order
         while True:
             app = choose(m, free, order)
             if app is None:
                 return
             placed.append(self._place(app, node, self._order))
+            if proof is not None and all(f <= p for f, p in zip(free, proof)) and not any_fits(asked, m, free):
+                return
 
 
 def check_tree_policies(queues: QueueTree, policy: str) -> None:

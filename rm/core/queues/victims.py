@@ -42,16 +42,21 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
     # each app of a leaf above its share (not L) -> (its leaf, the queues it must keep at F)
     # (only apps one of whose containers could go alone: most searches end here, cheaply)
     sources = {}
-    members, index = tree.members, tree.index
+    index, frac = tree.index, stats.frac
     for source, q in tree.by_path.items():
         if q.children or source == path or over[source] <= EPS:
             continue
-        for owner in index.items_in(q.mask):        # the leaf's apps
+        chain = []                                  # the leaf's queues (its apps' Member.path)
+        while q is not tree.root:
+            if q.spec.path not in mine:
+                chain.append(q.spec.path)
+            q = tree._parent(q)
+        held = [(kept[p], floor[p]) for p in chain]
+        for owner in index.items_in(tree.by_path[source].mask):        # the leaf's apps
             if not owner.running:
                 continue
-            chain = [x.spec.path for x in members[owner.app_id].path if x.spec.path not in mine]
             d = owner.demand
-            if all(stats.frac([u - x for u, x in zip(kept[p], d)]) >= floor[p] for p in chain):
+            if all(frac([u - x for u, x in zip(u_p, d)]) >= f_p for u_p, f_p in held):
                 sources[owner.app_id] = (source, chain)
     if not sources:
         return
@@ -78,10 +83,10 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
             if chosen is not None:
                 rank = (len(chosen[0]), -min((x[0] for x in chosen[0]), default=0))
                 if best is None or (rank, m) < (best[3], best[0]):
-                    best = (m, chosen[0], chosen[1], rank)
+                    best = (m, chosen[0], chosen[1], rank, bound)
         if best is None:
             return
-        m, chosen, room, _ = best
+        m, chosen, room, _, bound = best
         free[m] = [x - d for x, d in zip(room, app.demand)] + list(room[len(app.demand):])
         for item in chosen:
             by_node[m].remove(item)
@@ -89,7 +94,7 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
                 u = usage[p]
                 for r, d in enumerate(item[1].demand):
                     u[r] -= d
-        order = [e for e in order if e[1] != m]
+        del order[bisect.bisect_left(order, (bound, m))]
         bound = _bound(app.demand, free[m], by_node[m])
         if bound:
             bisect.insort(order, (bound, m))
