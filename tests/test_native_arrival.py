@@ -64,8 +64,8 @@ def test_eligibility_is_the_same_bytes_count_and_h_c(seed):
                       {a: rng.choice(values) for a in ("a", "b") if rng.random() < 0.8})
              for i in range(rng.randint(1, 80))]
     clusters = [ClusterState(("cpu", "mem")) for _ in range(2)]
-    clusters[0]._compiled = None                            # the reference
-    assert clusters[1]._compiled is native.compiled("_arrival")
+    clusters[0]._native = False                             # the reference
+    assert clusters[1]._native
     lost = [n.name for n in nodes if rng.random() < 0.15]
     for c in clusters:
         c.add_nodes(nodes)
