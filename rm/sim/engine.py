@@ -21,14 +21,15 @@ Events:
   rules the RM service follows too, ``rayrm.rm.core.fault_rules``).  While the RM is down
   (kill-rm) nothing is scheduled, and arrivals, joins and leaves wait for it.
 
-Task durations come from ``JobSpec.task_durations(seed)`` (under the native core its
-compiled twin, the same draws), the same in every mode.  Launch jitter (``launch_jitter``
-> 0): a container's task starts a uniform random 0..``launch_jitter`` trace seconds after
-its allocation and holds the resources from the allocation on, as a real NodeManager's
-container launch does.  The paper's model, and the default, is an instant start.  The
-draws come from their own stream, seeded by (seed, ``jitter_seed``), so the durations stay
-those of the seed; ``rayrm.rm.sim.sensitivity`` re-runs a trace over several jitter seeds
-to show how much a run's outcome owes to the exact order of events.
+Task durations come from ``JobSpec.task_durations(seed)`` (or its compiled twin), the same in every mode.
+
+Launch jitter (``launch_jitter`` > 0): a container's task starts a uniform random
+0..``launch_jitter`` trace seconds after its allocation and holds the resources from
+the allocation on, as a real NodeManager's container launch does.  The paper's model,
+and the default, is an instant start.  The draws come from their own stream, seeded by
+(seed, ``jitter_seed``), so the durations stay those of the seed; ``rayrm.rm.sim.sensitivity``
+re-runs a trace over several jitter seeds to show how much a run's outcome owes to
+the exact order of events.
 The run is recorded through ``rayrm.rm.runs.log.RunLog``: one row per task attempt, and
 a share row per app whenever its running count changes (and for every app when
 the cluster changes, since h_i changes with it).
@@ -49,7 +50,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rayrm.rm.core.errors import InputError
-from rayrm.rm.core.jobs import JobSpec
 from rayrm.rm.core.native import compiled, core_name
 from rayrm.rm.core.policies import PolicyError, policy_for_run
 from rayrm.rm.core.policies.plugins import policy_source
@@ -121,7 +121,7 @@ class Simulation:
         if not config.queues.flat:
             self.log.queues = config.queues.to_list()
         self.heap = event_heap()        # the selected core's (rayrm.rm.core.native)
-        self._durations = compiled("_arrival").task_durations if core_name() == "native" else JobSpec.task_durations
+        self._durations = compiled("_arrival").task_durations if core_name() == "native" else None
         self.jobs: dict[str, _Job] = {}
         self.running: dict[int, tuple] = {}   # container id -> (job, task, attempt)
         self.now = 0.0
@@ -266,7 +266,7 @@ class Simulation:
         if state is None:
             self.log.reject(app, reason, t)
             return
-        drawn = self._durations(jobspec, self.seed)
+        drawn = jobspec.task_durations(self.seed) if self._durations is None else self._durations(jobspec, self.seed)
         job = _Job(jobspec, array("d", np.ascontiguousarray(drawn, dtype=np.float64).tobytes()))
         job.submit = t              # later than the trace's when the RM was down
         job.units = share_units(state, self.cluster)
