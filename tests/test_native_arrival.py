@@ -64,8 +64,7 @@ def test_eligibility_is_the_same_bytes_count_and_h_c(seed):
                       {a: rng.choice(values) for a in ("a", "b") if rng.random() < 0.8})
              for i in range(rng.randint(1, 80))]
     clusters = [ClusterState(("cpu", "mem")) for _ in range(2)]
-    clusters[0]._native = False                             # the reference
-    assert clusters[1]._native
+    clusters[0]._native, clusters[1]._native = False, True  # the reference, the compiled pass
     lost = [n.name for n in nodes if rng.random() < 0.15]
     for c in clusters:
         c.add_nodes(nodes)
@@ -84,6 +83,7 @@ def test_eligibility_beyond_exact_sums_is_the_references():
     """Tasks per node near 2**52 (a demand of 1e-300): a sum in node order could differ from
     numpy's, so the reference's numpy sum is taken."""
     c = ClusterState(("cpu",))
+    c._native = True
     c.add_nodes([NodeSpec(f"n{i}", Resources(cpu=4)) for i in range(3)])
     fits, per, exact = c._per_demand((1e-300,))
     assert not exact
