@@ -199,7 +199,7 @@ class PendingIndex:
         if not cand:
             return 0
         if self._stale_flags[node]:
-            self._elig[node] = int.from_bytes(self._bits[node].tobytes(), "little")
+            self._elig[node] = int.from_bytes(self._bits[node], "little")
             self._stale_flags[node] = 0
         return cand & self._elig[node]
 

@@ -133,11 +133,12 @@ cdef class TreeShape:
     cdef int* order
     cdef double* work
     cdef public list fill_names
+    cdef list paths
 
     def __cinit__(self, list parents, list children, list weights, list ms, list bigs, list inverse,
-                  list order, list fill_names):
+                  list order, list fill_names, list paths):
         cdef Py_ssize_t i, j, at = 0, n = len(parents), k = len(inverse)
-        self.n, self.k, self.fill_names = n, k, fill_names
+        self.n, self.k, self.fill_names, self.paths = n, k, fill_names, paths
         self.start = <int*>malloc(n * sizeof(int))
         self.count = <int*>malloc(n * sizeof(int))
         self.kids = <int*>malloc(n * sizeof(int))
@@ -175,8 +176,8 @@ cdef class TreeShape:
         free(self.work)
 
     def view(self, list queues) -> tuple:
-        """([u_i], [δ_i]) in queue order and [F] in ``fill_names`` order, for the QueueStates
-        ``queues`` (the tree's, root first; their ``usage`` and ``pend``)."""
+        """({path: u_i}, {path: δ_i}) in queue order and {name: F} in ``fill_names`` order,
+        for the QueueStates ``queues`` (the tree's, root first; their ``usage`` and ``pend``)."""
         cdef Py_ssize_t n = self.n, k = self.k, i, r, j
         cdef double* usage = self.work
         cdef double* pend = usage + n * k
@@ -204,8 +205,13 @@ cdef class TreeShape:
             delta[i] = _frac(demand + i * k, self.inverse, k)
         fair[0] = 1.0
         self._fill(0, delta, fair)
-        return ([share[i] for i in range(n)], [delta[i] for i in range(n)],
-                [fair[self.order[i]] for i in range(n)])
+        cdef dict by_path = {}, demand_by_path = {}, fair_by_name = {}
+        for i in range(n):
+            by_path[self.paths[i]] = share[i]
+            demand_by_path[self.paths[i]] = delta[i]
+        for i in range(n):
+            fair_by_name[self.fill_names[i]] = fair[self.order[i]]
+        return by_path, demand_by_path, fair_by_name
 
     cdef void _fill(self, Py_ssize_t q, const double* delta, double* fair) noexcept:
         """treeview.TreeView._fill: q's F divided among its active children, then below."""

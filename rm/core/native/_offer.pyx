@@ -108,34 +108,6 @@ def offer_fresh(sched, list indexes, set dirty, list cand, list placed):
             break
 
 
-def offer_fresh_tree(sched, list indexes, set dirty, list fresh, list placed):
-    """The end of ``TreeScheduler.schedule``: the nodes not offered yet (not ``dirty``) that
-    an app asked for since may use, in node order, offered down the tree (``_offer_tree``)
-    when one of those apps (``fresh``) still has a task pending that fits (``scheduler.any_fits``),
-    each with its free vector as its proof when the tree's proofs hold."""
-    cdef list nodes = sched.cluster.nodes
-    cdef double F[MAX_DIMS]
-    cdef Py_ssize_t w, j
-    cdef list free
-    cdef bint proofs = sched._tree_proofs
-    for m in indexes:
-        node = <object> PyList_GET_ITEM(nodes, <Py_ssize_t> m)
-        if m in dirty or not node.alive:
-            continue
-        free = node.free
-        w = PyList_GET_SIZE(free)
-        load(free, F, w)
-        for j in range(PyList_GET_SIZE(fresh)):
-            app = <object> PyList_GET_ITEM(fresh, j)
-            if app.pending > 0 and fits(app, m, F, w):
-                break
-        else:
-            continue
-        sched._offer_tree(node, placed, tuple(free) if proofs else None, fresh)
-        if not sched._order:
-            break
-
-
 def place(sched, app, node, list order):
     """``OnlineScheduler._place``: one task of ``app`` on ``node`` (``ClusterState.allocate``),
     its key anew (``_set_key``, inline when ``sched._inline_key``: key = n u, inf for NaN as

@@ -12,6 +12,9 @@ writes 1,000 rows twice; numpy's fancy indexing pays more per element than the l
 
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 
+cdef extern from "Python.h":
+    object _PyLong_FromByteArray(const unsigned char* data, size_t n, int little_endian, int is_signed)
+
 from rayrm.rm.core.model import EPS as _EPS
 
 cdef double EPS = _EPS
@@ -57,9 +60,11 @@ def fits_mask(index, Py_ssize_t node, free):
         cand &= (<list> dim.prefix)[k - 1] if k else 0
     if not cand:
         return 0
+    cdef unsigned char[:, ::1] bits
     stale = index._stale_flags
     if stale[node]:
-        index._elig[node] = int.from_bytes(index._bits[node].tobytes(), "little")
+        bits = index._bits          # the row's bytes read straight into an int, little-endian
+        index._elig[node] = _PyLong_FromByteArray(&bits[node, 0], bits.shape[1], 1, 0)
         stale[node] = 0
     return cand & (<list> index._elig)[node]
 

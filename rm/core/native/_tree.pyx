@@ -13,7 +13,9 @@ from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 
 from rayrm.rm.core.model import EPS as _EPS
-from rayrm.rm.core.queues.state import LEAF_WALK
+from rayrm.rm.core.queues.accounts import Member as _Member, QueueState as _QueueState
+from rayrm.rm.core.queues.scheduler import TreeScheduler as _TreeScheduler
+from rayrm.rm.core.queues.state import LEAF_WALK, QueueTreeState as _QueueTreeState
 
 from . import _offer
 
@@ -21,6 +23,41 @@ cdef double INF = float("inf")
 cdef double EPS = _EPS
 
 include "_fit.pxi"
+include "_slots.pxi"
+
+#: the queues' and members' slots, read and written at their offsets (_slots.pxi): the walk
+#: reads a handful of them for every queue at every choice
+cdef type QT = _QueueState, MT = _Member
+cdef Py_ssize_t Q_CHILDREN = slot_offset(QT, "children"), Q_MASK = slot_offset(QT, "mask")
+cdef Py_ssize_t Q_CAPPED = slot_offset(QT, "capped"), Q_WEIGHT = slot_offset(QT, "weight")
+cdef Py_ssize_t Q_KIND = slot_offset(QT, "kind"), Q_AGG = slot_offset(QT, "agg")
+cdef Py_ssize_t Q_MIN = slot_offset(QT, "min"), Q_NAME = slot_offset(QT, "name")
+cdef Py_ssize_t Q_TRACK = slot_offset(QT, "track"), Q_USAGE = slot_offset(QT, "usage")
+cdef Py_ssize_t Q_USER_LIMIT = slot_offset(QT, "user_limit"), Q_PEND = slot_offset(QT, "pend")
+cdef Py_ssize_t M_PATH = slot_offset(MT, "path"), M_CONTRIB = slot_offset(MT, "contrib")
+cdef Py_ssize_t M_ADMITTED = slot_offset(MT, "admitted")
+
+
+cdef inline object qget(object q, Py_ssize_t offset, str name):
+    """``q.<name>``: at its slot's offset when ``q`` is a ``QueueState``, else by name."""
+    if type(q) is QT:
+        return get_slot(q, offset, name)
+    return getattr(q, name)
+
+
+cdef inline int qset(object q, Py_ssize_t offset, str name, object value) except -1:
+    """``q.<name> = value``: at its slot's offset when ``q`` is a ``QueueState``, else by name."""
+    if type(q) is QT:
+        return set_slot(q, offset, value)
+    setattr(q, name, value)
+    return 0
+
+
+cdef inline object mget(object member, Py_ssize_t offset, str name):
+    """``member.<name>``: at its slot's offset when it is a ``Member``, else by name."""
+    if type(member) is MT:
+        return get_slot(member, offset, name)
+    return getattr(member, name)
 
 
 def choose(tree, Py_ssize_t m, free, list order):
@@ -32,7 +69,7 @@ def choose(tree, Py_ssize_t m, free, list order):
     fit = index.fits_mask(m, free)
     q = tree.root
     cdef dict memo = {}
-    while fit and q.children:
+    while fit and qget(q, Q_CHILDREN, "children"):
         found = memo[q] if q in memo else _scan(tree, q, fit, m, memo)
         if found is None:
             return None
@@ -64,36 +101,37 @@ cdef object _scan(tree, q, fit, Py_ssize_t m, dict memo):
     cdef bint naive = tree.naive
     best = None
     best_cf = 0
-    for c in q.children:
-        cf = fit & c.mask
+    for c in qget(q, Q_CHILDREN, "children"):
+        cf = fit & qget(c, Q_MASK, "mask")
         if not cf:
             continue
-        if c.capped:
+        if qget(c, Q_CAPPED, "capped"):
             within = tree._within_caps(c, cf)
             if within != cf:
                 c.blocked.add(m)
             cf = within
             if not cf:
                 continue
-        weight = c.weight
-        if c.children and not naive:
+        weight = qget(c, Q_WEIGHT, "weight")
+        if qget(c, Q_CHILDREN, "children") and not naive:
             below = _scan(tree, c, cf, m, memo)
             if below is None:
                 continue
             rho = <double> (<tuple> below)[2] * <double> (<tuple> below)[3] / weight
-        elif c.kind is None:
-            rho = <double> c.agg / weight
+        elif qget(c, Q_KIND, "kind") is None:
+            rho = <double> qget(c, Q_AGG, "agg") / weight
         else:
-            rho = tree.usage_share(c, c.weight)
+            rho = tree.usage_share(c, qget(c, Q_WEIGHT, "weight"))
         if rho < low:
             low = rho
         wsum += weight
         tier, val = 1, rho
-        if c.min is not None:
+        if qget(c, Q_MIN, "min") is not None:
             ratio = c.min_ratio()
             if ratio < 1:
                 tier, val = 0, ratio
-        if tier < b_tier or (tier == b_tier and (val < b_val or (val == b_val and c.name < best.name))):
+        if tier < b_tier or (tier == b_tier and (val < b_val or (val == b_val and
+                                                                 qget(c, Q_NAME, "name") < qget(best, Q_NAME, "name")))):
             best, best_cf, b_tier, b_val = c, cf, tier, val
     found = None if best is None else (best, best_cf, low, wsum)
     memo[q] = found
@@ -103,24 +141,25 @@ cdef object _scan(tree, q, fit, Py_ssize_t m, dict memo):
 def allocated(tree, app):
     """``QueueTreeState.allocated``: one more task of ``app`` runs, one fewer pending."""
     member = tree.members[app.app_id]
-    demand, user, contrib = app.demand, member.user, member.contrib
-    cdef bint admit = not member.admitted
+    demand, user, contrib = app.demand, member.user, mget(member, M_CONTRIB, "contrib")
+    cdef bint admit = not mget(member, M_ADMITTED, "admitted")
     cdef bint pending = tree.tracks_pending
     cdef Py_ssize_t k = 0, r, nd = len(demand)
     cdef list usage, pend
-    member.admitted = True
-    for q in member.path:
-        q.agg = <double> q.agg + <double> contrib[k]
-        if q.track:
-            usage = q.usage
+    if admit:
+        member.admitted = True
+    for q in mget(member, M_PATH, "path"):
+        qset(q, Q_AGG, "agg", <double> qget(q, Q_AGG, "agg") + <double> contrib[k])
+        if qget(q, Q_TRACK, "track"):
+            usage = qget(q, Q_USAGE, "usage")
             for r in range(nd):
                 usage[r] = <double> usage[r] + <double> demand[r]
-            if q.user_limit is not None:
+            if qget(q, Q_USER_LIMIT, "user_limit") is not None:
                 usage = q.users[user][0]
                 for r in range(nd):
                     usage[r] = <double> usage[r] + <double> demand[r]
         if pending:
-            pend = q.pend
+            pend = qget(q, Q_PEND, "pend")
             for r in range(len(pend)):
                 pend[r] = <double> pend[r] - <double> demand[r]
         if admit:
@@ -133,16 +172,16 @@ def released(tree, app, long n=1):
     """``QueueTreeState.released``: ``n`` tasks of ``app`` ended; the nodes its queues' caps
     had blocked."""
     member = tree.members[app.app_id]
-    demand, contrib = app.demand, member.contrib
+    demand, contrib = app.demand, mget(member, M_CONTRIB, "contrib")
     cdef Py_ssize_t k = 0, r, nd = len(demand)
     cdef list usage
-    for q in member.path:
-        q.agg = <double> q.agg - n * <double> contrib[k]
-        if q.track:
-            usage = q.usage
+    for q in mget(member, M_PATH, "path"):
+        qset(q, Q_AGG, "agg", <double> qget(q, Q_AGG, "agg") - n * <double> contrib[k])
+        if qget(q, Q_TRACK, "track"):
+            usage = qget(q, Q_USAGE, "usage")
             for r in range(nd):
                 usage[r] = <double> usage[r] + (-n) * <double> demand[r]
-            if q.user_limit is not None:
+            if qget(q, Q_USER_LIMIT, "user_limit") is not None:
                 usage = q.users[member.user][0]
                 for r in range(nd):
                     usage[r] = <double> usage[r] + (-n) * <double> demand[r]
@@ -171,6 +210,8 @@ def offer(sched, node, list placed, proof=None, asked=()):
     app ``asked`` for since fits (the reference's docstring)."""
     tree = sched.tree
     cdef bint compiled_choose = tree._native_choose
+    # the base tree's accounting is this module's (its ``allocated`` calls ``allocated``)
+    cdef bint own_accounts = tree._native and type(tree).allocated is _QueueTreeState.allocated
     cdef double F[MAX_DIMS]
     cdef list free = node.free
     cdef Py_ssize_t m = node.index, w = PyList_GET_SIZE(free), r
@@ -181,7 +222,10 @@ def offer(sched, node, list placed, proof=None, asked=()):
         if app is None:
             return
         container = _offer.place(sched, app, node, sched._order)
-        tree.allocated(app)
+        if own_accounts:
+            allocated(tree, app)
+        else:
+            tree.allocated(app)
         placed.append(container)
         if proof is None:
             continue
@@ -195,3 +239,75 @@ def offer(sched, node, list placed, proof=None, asked=()):
                     break
             else:
                 return
+
+
+def schedule(sched):
+    """``TreeScheduler.schedule`` (rm/core/queues/scheduler.py, the reference), the same
+    steps: the dirty nodes offered down the tree in the tree's round order, each with its
+    proof; then, in node order, the nodes a fresh app may use where one of them still has a
+    task pending that fits, each with its free vector as its proof when proofs hold."""
+    cdef list placed = []
+    cdef double F[MAX_DIMS]
+    cdef Py_ssize_t m, n, w, j
+    cdef list nodes, free, fresh_apps, eligible
+    cdef bint found
+    dirty, fresh = sched._dirty, sched._fresh
+    tree = sched.tree
+    if not dirty and not fresh and not tree.deferred:
+        return placed
+    cdef bint proofs_hold = sched._tree_proofs
+    proofs = sched._proof if proofs_hold else {}
+    sched._dirty, sched._fresh, sched._proof = set(), {}, {}
+    nodes = sched.cluster.nodes
+    stopped = None if sched._order else -1
+    asked = list(fresh.values())
+    # the compiled offer, unless a subclass offers or places its own way
+    direct = (type(sched)._offer_tree is _TreeScheduler._offer_tree and
+              type(sched)._place is _TreeScheduler._place and "_place" not in sched.__dict__)
+    for m in tree.offer_round(dirty, bool(fresh)):
+        node = <object> PyList_GET_ITEM(nodes, m)
+        if node.alive and sched._order:
+            if direct:
+                offer(sched, node, placed, proofs.get(m), asked)
+            else:
+                sched._offer_tree(node, placed, proofs.get(m), asked)
+            if not sched._order:
+                stopped = m
+    tree.close_round(stopped)
+    fresh_apps = [a for a in fresh.values() if a.pending > 0]
+    if fresh_apps and sched._order:
+        # only nodes some fresh app may use, and of those only where one of them fits (by
+        # the invariant, no older app fits a node that was not freed since)
+        eligible = [a.eligible for a in fresh_apps]
+        n = len(eligible[0])
+        for m in range(n):
+            found = False
+            for j in range(PyList_GET_SIZE(eligible)):
+                e = <object> PyList_GET_ITEM(eligible, j)
+                if type(e) is bytes and m < PyBytes_GET_SIZE(e):
+                    found = PyBytes_AS_STRING(e)[m] != 0
+                else:
+                    found = bool(e[m])
+                if found:
+                    break
+            if not found or m in dirty:
+                continue
+            node = <object> PyList_GET_ITEM(nodes, m)
+            if not node.alive:
+                continue
+            free = node.free
+            w = PyList_GET_SIZE(free)
+            load(free, F, w)
+            for a in fresh_apps:
+                if a.pending > 0 and fits(a, m, F, w):
+                    break
+            else:
+                continue
+            if direct:
+                offer(sched, node, placed, tuple(free) if proofs_hold else None, fresh_apps)
+            else:
+                sched._offer_tree(node, placed, tuple(free) if proofs_hold else None, fresh_apps)
+            if not sched._order:
+                break
+    sched.placements += len(placed)
+    return placed

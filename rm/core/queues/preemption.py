@@ -199,13 +199,14 @@ class Preemption:
         tree.track_usage()
         tree.track_pending()
         stats = TreeView(tree, self._native)
-        stats.withhold(v.app for v, _ in self.warned.values())
+        stats.withhold([v for v, _ in self.warned.values()])
         self.fair = stats.fair
         out: list[Victim] = []
         fair, dominant, starved = stats.fair, stats.dominant, self.starved_since
+        queue = tree.by_path
         for path, name, cfg, on_min, on_fair, theta in self._leaves:
             # a kind of starvation counts only where its timeout is set: only then can it preempt
-            below_min = on_min and stats.min_ratio(path) < 1 - EPS
+            below_min = on_min and queue[path].min is not None and stats.min_ratio(path) < 1 - EPS
             below_fair = on_fair and dominant(path) < theta * fair.get(name, 0.0) - EPS
             if not (below_min or below_fair) and path not in starved:
                 continue                        # not starved, no episode to end

@@ -185,7 +185,10 @@ class TreeScheduler(OnlineScheduler):
     # ----- scheduling ---------------------------------------------------------------
 
     def schedule(self) -> list[Container]:
-        """Offer the dirty nodes, then the nodes a fresh app may use, each down the tree."""
+        """Offer the dirty nodes, then the nodes a fresh app may use, each down the tree.
+        The compiled core's ``_tree.schedule`` under the native core (the same steps)."""
+        if self._native:
+            return compiled("_tree").schedule(self)
         placed: list[Container] = []
         dirty, fresh = self._dirty, self._fresh
         tree = self.tree
@@ -209,12 +212,7 @@ class TreeScheduler(OnlineScheduler):
             mask = np.frombuffer(fresh_apps[0].eligible, dtype=np.uint8)
             for a in fresh_apps[1:]:
                 mask = mask | np.frombuffer(a.eligible, dtype=np.uint8)
-            indexes = np.flatnonzero(mask).tolist()
-            if self._native:
-                compiled("_offer").offer_fresh_tree(self, indexes, dirty, fresh_apps, placed)
-                self.placements += len(placed)
-                return placed
-            for m in indexes:
+            for m in np.flatnonzero(mask).tolist():
                 node = nodes[m]
                 if m in dirty or not node.alive or not any_fits(fresh_apps, m, node.free):
                     continue

@@ -57,15 +57,11 @@ class TreeView:
         self.native = native
         self._heads: dict[str, tuple] = {}       # leaf -> (its head app, its placeable pending tasks)
         self._usage: dict[str, list[float]] | None = None
-        self._warned_apps: list[str] = []         # one app id per victim warned (withhold)
+        self._warned: list = []                   # the victims warned (withhold)
         self._kept: dict[str, list[float]] | None = None
         self._static, answers, shape = self._statics(tree, native)
         if shape is not None:
-            dominant, demand, fair = shape.view(tree.queues)
-            paths = self._static.keys()
-            self._dominant = dict(zip(paths, dominant))
-            self._demand_share = dict(zip(paths, demand))
-            self.fair = dict(zip(shape.fill_names, fair))
+            self._dominant, self._demand_share, self.fair = shape.view(tree.queues)
         else:
             self._python(answers)
 
@@ -144,9 +140,10 @@ class TreeView:
             entry = _TREES[id(tree)] = (tree, measure, static, {}, shape, self.inverse, self.frac)
         return entry[2], entry[3], entry[4]
 
-    def withhold(self, victims) -> None:
-        """The victims warned and still running (one app id each), which ``kept`` leaves out."""
-        self._warned_apps = list(victims)
+    def withhold(self, victims: list) -> None:
+        """The victims warned and still running (each with its ``app`` id), which ``kept``
+        leaves out."""
+        self._warned = victims
         self._kept = None
 
     @property
@@ -158,7 +155,8 @@ class TreeView:
         if self._kept is None:
             kept = self._kept = {p: list(u) for p, u in self.usage.items()}
             apps, members = self.cluster.apps, self.tree.members
-            for app_id in self._warned_apps:
+            for victim in self._warned:
+                app_id = victim.app
                 d = apps[app_id].demand
                 for q in members[app_id].path:
                     u = kept[q.spec.path]
@@ -187,9 +185,14 @@ class TreeView:
         if found is not None:
             return found[0] is not None
         index = self.tree.index
-        for app in index.items_in(index.pending_mask & self.tree.by_path[path].mask):
+        item = index.item
+        mask = index.pending_mask & self.tree.by_path[path].mask
+        while mask:                     # the leaf's apps, lowest slot first, till one is placeable
+            low = mask & -mask
+            app = item(low)
             if app.pending > 0 and app.eligible_count > 0:
                 return True
+            mask ^= low
         return False
 
     def dominant(self, path: str) -> float:
@@ -254,4 +257,5 @@ def _shape(tree, static: dict, inverse: tuple):
     visit(tree.root)
     return compiled("_fairshare").TreeShape(
         parents, children, [float(q.weight) for q in queues], [static[q.spec.path][0] for q in queues],
-        [static[q.spec.path][1] for q in queues], list(inverse), order, [queues[i].name for i in order])
+        [static[q.spec.path][1] for q in queues], list(inverse), order, [queues[i].name for i in order],
+        [q.spec.path for q in queues])

@@ -30,6 +30,12 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
     """Up to ``k`` lists of victims (container, app id, source leaf path), one per task of
     ``app`` (leaf ``path``); fewer when no node can be freed for another task."""
     tree, cluster = stats.tree, stats.cluster
+    # a leaf's usage less its warned containers is no larger than its usage, so none is
+    # above its share when none is by its usage: no source, without counting what is kept
+    fair_of = stats.fair
+    if all(stats.dominant(p) - fair_of.get(q.name, 0.0) <= EPS
+           for p, q in tree.by_path.items() if not q.children and p != path):
+        return
     mine = set()
     q = tree.by_path[path]
     while q is not tree.root:
@@ -52,11 +58,15 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
                 chain.append(q.spec.path)
             q = tree._parent(q)
         held = [(kept[p], floor[p]) for p in chain]
+        verdicts: dict[tuple, bool] = {}            # by demand: the leaf's apps share a few
         for owner in index.items_in(tree.by_path[source].mask):        # the leaf's apps
             if not owner.running:
                 continue
             d = owner.demand
-            if all(frac([u - x for u, x in zip(u_p, d)]) >= f_p for u_p, f_p in held):
+            ok = verdicts.get(d)
+            if ok is None:
+                ok = verdicts[d] = all(frac([u - x for u, x in zip(u_p, d)]) >= f_p for u_p, f_p in held)
+            if ok:
                 sources[owner.app_id] = (source, chain)
     if not sources:
         return
