@@ -41,9 +41,13 @@ def test_the_seeded_state_is_numpys():
 @pytest.mark.parametrize("duration", [30, [10, 12, 9], {"mean": 40, "jitter": 0.2},
                                       {"dist": "exponential", "mean": 30},
                                       {"dist": "lognormal", "mean": 30, "sigma": 1},
-                                      {"dist": "pareto", "alpha": 1.9, "mean": 100, "max": 7200}])
+                                      {"dist": "pareto", "alpha": 1.9, "mean": 100, "max": 7200},
+                                      # x_m = 100 * 0.9 / 1.9 = 47.4: most draws above the cap of 60
+                                      {"dist": "pareto", "alpha": 1.9, "mean": 100, "max": 60},
+                                      {"dist": "pareto", "alpha": 3, "mean": 10}])
 def test_durations_are_the_same_draws(duration):
     task_durations = native.compiled("_arrival").task_durations
+    capped = 0
     for seed in (0, 7, 2 ** 33 + 5, -1):          # seeds are taken mod 2**32, as the reference does
         for k in range(50):
             tasks = 3 if isinstance(duration, list) else k % 9
@@ -51,6 +55,9 @@ def test_durations_are_the_same_draws(duration):
             want = job.task_durations(seed)
             got = task_durations(job, seed)
             assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), (seed, k)
+            capped += int((want == 60.0).sum())
+    if isinstance(duration, dict) and duration.get("max") == 60:
+        assert capped > 100          # the cap taken: 4 seeds x 190 tasks, P(x > 60) = (47.4/60)^1.9 = 0.64
 
 
 @needs_native
