@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -21,6 +23,22 @@ def test_a_listed_subcommand_without_its_module_is_a_loud_error(monkeypatch):
     monkeypatch.setattr(cli, "COMMANDS", cli.COMMANDS + [("nosuch", "a command whose module is missing")])
     with pytest.raises(ModuleNotFoundError, match="rayrm.rm.cli.nosuch"):
         cli.build_parser()
+
+
+def test_one_commands_parser_lists_all_and_imports_only_its_module():
+    """``rayrm simulate ...`` builds the parser of simulate alone: the same arguments as the
+    whole parser's, every command still listed, no other command's module imported (a fresh
+    interpreter: this one has imported them all)."""
+    argv = ["simulate", "c.yaml", "--policy", "drf", "--seed", "3", "--fault", "kill-rm@5"]
+    alone, whole = cli.build_parser(cli._command(argv)).parse_args(argv), cli.build_parser().parse_args(argv)
+    assert vars(alone) == vars(whole)
+    sub = next(a for a in cli.build_parser("simulate")._actions if a.dest == "command")
+    assert list(sub.choices) == [name for name, _ in cli.COMMANDS]
+    assert cli._command(["--help"]) is None and cli._command(["nosuch"]) is None and cli._command([]) is None
+    code = ("import sys; from rayrm.rm.cli.main import build_parser; build_parser('simulate'); "
+            "print(sorted(m for m in sys.modules if m.startswith('rayrm.rm.cli.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['rayrm.rm.cli.main', 'rayrm.rm.cli.simulate']"
 
 
 def _crashed_nm_run(tmp_path):

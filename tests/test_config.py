@@ -8,6 +8,7 @@ import dataclasses
 
 from rayrm.rm.core.config import RunSettings, load_config, parse_config, read_job_table, write_job_table
 from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.jobs import Durations
 
 
 def test_paper_micro_is_table_ii():
@@ -85,6 +86,21 @@ def test_errors_name_file_and_field(tmp_path, edit, message):
         load_config(p)
     assert str(e.value).startswith(str(p))
     assert message in str(e.value)
+
+
+def test_job_table_repeated_duration_cells(tmp_path):
+    """Rows repeating a duration cell read as the same durations; a listed one is still
+    checked against each row's task count: '10|12' lists 2 durations, row 4 has 3 tasks."""
+    table = tmp_path / "jobs.csv"
+    table.write_text("id,submit,tasks,duration,demand.cpu\n"
+                     "a,0,1,uniform:30:0.2,1\nb,0,5,uniform:30:0.2,1\nc,0,2,10|12,1\nd,0,3,10|12,1\n")
+    with pytest.raises(InputError) as e:
+        read_job_table(table)
+    assert str(e.value) == f"{table}:5: field 'duration': 2 durations listed for 3 tasks"
+    table.write_text("\n".join(table.read_text().splitlines()[:4]) + "\n")
+    a, b, c = read_job_table(table)
+    assert a.durations == b.durations == Durations("uniform", mean=30.0, jitter=0.2)
+    assert c.durations == Durations("list", values=(10.0, 12.0))
 
 
 def test_malformed_yaml_names_the_line(tmp_path):

@@ -294,6 +294,28 @@ def test_both_cores_schedule_a_queue_tree_the_same(monkeypatch, policy, seed):
     assert drive_both(rng, make, ("a", "b")) > 20
 
 
+@needs_native
+def test_the_compiled_keeps_answers_as_the_victim_search_does():
+    """``_victims.keeps`` against the expression ``victims._sources`` reads under the Python
+    core, on random usages, demands and floors — a floor often exactly a queue's share after
+    the kill, where the comparison's equality decides."""
+    from rayrm.rm.core.queues.treeview import _measure
+    keeps = native.compiled("_victims").keeps
+    rng = random.Random(11)
+    for _ in range(5000):
+        k = rng.choice([1, 2, 3])
+        inverse = [rng.choice([0.0, 1 / 8, 1 / 3, 1 / 32768]) for _ in range(k)]
+        frac = _measure(tuple(inverse))
+        d = tuple(rng.choice([0.5, 1, 2, 1024.0, 3.3]) for _ in range(k))
+        held = []
+        for _ in range(rng.randint(1, 3)):
+            u = [rng.choice([0.0, 1.0, 2.5, 8, 4096.0]) + rng.random() for _ in range(k)]
+            after = frac([x - y for x, y in zip(u, d)])
+            floor = rng.choice([after, after - 1e-9, after + 1e-9, rng.uniform(-1, 1)])
+            held.append((u, floor))
+        assert keeps(held, d, inverse) == all(frac([x - y for x, y in zip(u, d)]) >= f for u, f in held)
+
+
 @pytest.mark.parametrize("core", ["python", pytest.param("native", marks=needs_native)])
 @pytest.mark.parametrize("seed", range(4))
 def test_a_tree_offer_ended_by_its_proof_places_what_the_full_offer_does(monkeypatch, core, seed):

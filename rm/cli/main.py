@@ -39,22 +39,38 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line.  With ``command`` (one of ``COMMANDS``), only its module is imported
+    and its arguments added; the other commands are listed by name and help alone, so a run
+    of one command does not import every other's (compare's Ray session, trace's importers:
+    a few hundredths of a second of each ``rayrm simulate``)."""
     parser = _Parser(
         prog="rayrm", description="A YARN-style resource manager that replays cluster traces on Ray.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in COMMANDS:
-        # A listed subcommand without its module is a broken install: fail loudly, never
-        # offer a command line that silently lacks it.
-        module = importlib.import_module(f"rayrm.rm.cli.{name}")
         p = sub.add_parser(name, help=help_text, description=help_text)
-        module.add_arguments(p)
-        p.set_defaults(_run=module.run)
+        if command is None or name == command:
+            # A listed subcommand without its module is a broken install: fail loudly, never
+            # offer a command line that silently lacks it.
+            module = importlib.import_module(f"rayrm.rm.cli.{name}")
+            module.add_arguments(p)
+            p.set_defaults(_run=module.run)
     return parser
 
 
+def _command(argv: list[str]) -> str | None:
+    """The command ``argv`` runs, when its first word names one (else None: the whole
+    parser, for --help or an unknown command's error)."""
+    first = argv[0] if argv else None
+    return first if first in dict(COMMANDS) else None
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    # NumPy's OpenBLAS starts a thread per core that spins at import (about 0.06 s of CPU a
+    # process here); nothing rayrm runs multiplies matrices big enough to use them
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    parser = build_parser(_command(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()

@@ -32,7 +32,7 @@ import numpy as np
 from rayrm.rm.core.model import AppSpec, NodeSpec
 from rayrm.rm.core.native import compiled, core_name
 from rayrm.rm.runs.columns import ColumnBuffer
-from rayrm.rm.runs.encoding import cell
+from rayrm.rm.runs.encoding import cell, cells
 from rayrm.rm.runs.schema import JOBS_DEFAULTS, PREEMPTED, TABLES, TASK_STATUSES, job_columns, node_columns
 from rayrm.rm.runs.writer import Background, TableSink, choose_format
 
@@ -76,6 +76,8 @@ class RunLog:
 
     #: the text columns of a streaming log's events and shares (None: lists)
     _text_column: type | None = None
+    #: the compiled CSV formatter of the tables (``TableSink``'s ``lines``), None: pyarrow's
+    _csv_lines: Callable | None = None
 
     def __init__(self, dims: tuple[str, ...], *, mode: str, policy: str, name: str = "",
                  seed: int | None = None, out: str | Path | None = None, fmt: str | None = None,
@@ -107,7 +109,8 @@ class RunLog:
             self._out.mkdir(parents=True, exist_ok=True)
             self.format = choose_format(fmt, total_tasks)
             self._background = Background()
-            self._sinks = {t: TableSink(self._out, t, self.format, self._background) for t in TABLES}
+            self._sinks = {t: TableSink(self._out, t, self.format, self._background, self._csv_lines)
+                           for t in TABLES}
         else:
             self.format = fmt
 
@@ -269,6 +272,16 @@ class RunLog:
         if self._sinks and len(self._share_times) >= BATCH:
             self._flush()
 
+    def shares_of(self, time: float, changed: dict, apps: dict) -> None:
+        """``shares_at`` for the apps of ``changed`` (app -> its job, whose ``units`` are one
+        task's shares), in its order, each with its running count from ``apps`` (app -> its
+        state's ``running``; 0 once it has left them)."""
+        rows = []
+        for app, job in changed.items():
+            state = apps.get(app)
+            rows.append((app, state.running if state is not None else 0, job.units))
+        self.shares_at(time, rows)
+
     def _flush_shares(self) -> None:
         self._shares.extend(self._share_pending.values())
         self._share_pending.clear()
@@ -308,7 +321,10 @@ class RunLog:
 
     def summary(self, wall_seconds: float | None = None, **extra) -> dict:
         """The headline numbers of the run (summary.json; keys in ``schema.SUMMARY_KEYS``)."""
-        jobs = self.job_rows()
+        return self._summary(self.job_rows(), wall_seconds, extra)
+
+    def _summary(self, jobs: list[dict], wall_seconds: float | None, extra: dict) -> dict:
+        """``summary`` from the run's ``job_rows``."""
         done = [j for j in jobs if j["completion_time"] is not None]
         stats = _TaskStats(Counter(self._stats.counts), list(self._stats.waits), self._stats.finish_max,
                            self._stats.busy)
@@ -374,8 +390,10 @@ class RunLog:
             self._ended.extend(self.tasks.values())     # still running at the end: their rows, last
             self.tasks = {}
             self._flush()
-            summary = self.summary(wall_seconds, **extra)
+            jobs = self.job_rows()
+            summary = self._summary(jobs, wall_seconds, extra)
             try:
+                self._write_small_tables(out, jobs)     # while the writer thread ends its batches
                 self._background.drain()
             finally:
                 for sink in self._sinks.values():
@@ -384,12 +402,21 @@ class RunLog:
         else:
             out.mkdir(parents=True, exist_ok=True)
             self.format = choose_format(fmt or self.format, len(self.tasks))
-            summary = self.summary(wall_seconds, **extra)
+            jobs = self.job_rows()
+            summary = self._summary(jobs, wall_seconds, extra)
             for table, rows in (("tasks", self.tasks.values()), ("shares", self._shares),
                                 ("events", self._events)):
-                sink = TableSink(out, table, self.format)
+                sink = TableSink(out, table, self.format, lines=self._csv_lines)
                 sink.write(rows)
                 sink.close()
+            self._write_small_tables(out, jobs)
+        if self.queues is not None:
+            (out / "queues.json").write_text(json.dumps(self.queues, indent=1) + "\n")
+        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        return summary
+
+    def _write_small_tables(self, out: Path, jobs: list[dict]) -> None:
+        """nodes.csv and jobs.csv (``jobs``: the ``job_rows``), by ``csv.writer``."""
         attrs = sorted({a for n in self.nodes.values() for a in n["spec"].attributes})
         with_ray = any(n["ray_node"] for n in self.nodes.values())
         with open(out / "nodes.csv", "w", newline="") as fh:
@@ -400,18 +427,13 @@ class RunLog:
                 w.writerow([name, *(cell(spec.capacity[d]) for d in self.dims),
                             *(spec.attributes.get(a, "") for a in attrs)]
                            + ([n["ray_node"] or ""] if with_ray else []))
-        jobs = self.job_rows()
         with open(out / "jobs.csv", "w", newline="") as fh:
             flat = self.queues is None and all((j["queue"], j["user"]) == tuple(JOBS_DEFAULTS.values())
                                                for j in jobs)
             header = job_columns(self.dims, with_queues=not flat)
             w = csv.writer(fh)
             w.writerow(header)
-            w.writerows([cell(j[h]) for h in header] for j in jobs)
-        if self.queues is not None:
-            (out / "queues.json").write_text(json.dumps(self.queues, indent=1) + "\n")
-        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        return summary
+            w.writerows(zip(*(cells([j[h] for j in jobs]) for h in header)))
 
 
 def run_log(dims: tuple[str, ...], core: str | None = None, **kwargs) -> RunLog:
@@ -428,13 +450,15 @@ _NATIVE: dict = {}
 
 
 def _native_class(module) -> type:
-    """``RunLog`` with ``start``, ``end`` and ``shares_at`` from the compiled ``module``
+    """``RunLog`` with ``start``, ``end``, ``shares_at`` and ``shares_of`` from the compiled ``module``
     (rm/core/native/_runlog.pyx, the same records as the Python methods), and, streaming,
-    its ``TextColumn`` for the text of events and shares (the same cells as lists give)."""
+    its ``TextColumn`` for the text of events and shares (the same cells as lists give);
+    its ``csv_lines`` formats the CSV tables (the same bytes as pyarrow)."""
     cls = _NATIVE.get(module)
     if cls is None:
         cls = _NATIVE[module] = type("NativeRunLog", (RunLog,), {
             "__doc__": RunLog.__doc__ + " (hot paths compiled)", "__module__": __name__,
             "start": module.start, "end": module.end, "shares_at": module.shares_at,
-            "_text_column": module.TextColumn})
+            "shares_of": module.shares_of,
+            "_text_column": module.TextColumn, "_csv_lines": staticmethod(module.csv_lines)})
     return cls

@@ -2,7 +2,8 @@
 
 ``TableSink`` writes one table (tasks, shares or events) batch by batch as CSV or
 Parquet; with a ``Background``, each batch's formatting and file write run on one writer
-thread, which releases the GIL in pyarrow, while the simulation goes on.
+thread, which releases the GIL in pyarrow (or in the compiled ``csv_lines``), while the
+simulation goes on.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from collections import deque
 from pathlib import Path
 
 from rayrm.rm.runs.columns import ColumnBuffer
-from rayrm.rm.runs.encoding import arrow_table, csv_table, csv_text, quote, row_columns, text_column
+from rayrm.rm.runs.encoding import (arrow_table, csv_kinds, csv_table, csv_text, quote, row_columns,
+                                    text_column)
 from rayrm.rm.runs.schema import FORMATS, PARQUET_FROM, TABLES, arrow_schema, rounded_positions
 
 
@@ -60,10 +62,17 @@ class Background:
 
 class TableSink:
     """One large table of a run directory, written batch by batch as CSV or Parquet; with
-    ``background``, each batch's formatting and writing run on its thread."""
+    ``background``, each batch's formatting and writing run on its thread.
 
-    def __init__(self, out: Path, table: str, fmt: str, background: Background | None = None):
+    ``lines``: the compiled ``csv_lines`` (rm/core/native/_runlog.pyx), which formats a CSV
+    batch in C to the bytes pyarrow writes (``csv_text``), or None (it gives up on a batch
+    pyarrow must write, and both on one Python must quote).
+    """
+
+    def __init__(self, out: Path, table: str, fmt: str, background: Background | None = None,
+                 lines=None):
         self.table, self.fmt = table, fmt
+        self._lines, self._kinds = lines, csv_kinds(table)
         self.path = out / f"{table}.{fmt}"
         self._background = background
         for other in FORMATS:           # a reader takes whichever it finds: leave only this one
@@ -98,7 +107,9 @@ class TableSink:
             self._background.submit(fn, *args)
 
     def _write_csv(self, buffer: ColumnBuffer) -> None:
-        text = csv_text(csv_table(buffer))
+        text = None if self._lines is None else self._lines(buffer.cols, self._kinds)
+        if text is None:
+            text = csv_text(csv_table(buffer))
         if text is None:
             columns = row_columns(buffer.rows(), len(TABLES[self.table]))
             cols = [text_column(c, i in self._rounded) for i, c in enumerate(columns)]

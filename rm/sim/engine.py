@@ -386,12 +386,7 @@ class Simulation:
 
     def _record_shares(self, t: float, changed: dict) -> None:
         """One share row per app whose running count (or h_i) changed at ``t``."""
-        apps = self.cluster.apps
-        rows = []
-        for app_id, job in changed.items():
-            state = apps.get(app_id)
-            rows.append((app_id, state.running if state is not None else 0, job.units))
-        self.log.shares_at(t, rows)
+        self.log.shares_of(t, changed, self.cluster.apps)
         changed.clear()
 
     def _cut_short(self) -> None:

@@ -40,30 +40,11 @@ from typing import Any
 
 import yaml
 
-
-class _YAML_LOADER(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-    """libyaml's loader when present (~10x faster on a 1,000-node cluster listing), with
-    each plain scalar's tag resolved once per text: resolution runs the implicit
-    resolvers' regexes in Python for every scalar, and a cluster listing repeats a few
-    hundred attribute values tens of thousands of times.  The tag depends only on the
-    text and whether it was quoted (no path resolvers are registered)."""
-
-    _tags: dict = {}
-
-    def resolve(self, kind, value, implicit):
-        if kind is yaml.ScalarNode:
-            key = (value, implicit)
-            tag = self._tags.get(key)
-            if tag is None:
-                tag = self._tags[key] = super().resolve(kind, value, implicit)
-            return tag
-        return super().resolve(kind, value, implicit)
-
-
 from rayrm.rm.core.jobs import JobSpec
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.fields import integer as _integer, listing as _list, mapping as _mapping
 from rayrm.rm.core.fields import number as _number, resources as _resources
+from rayrm.rm.core.config.yamlload import YamlLoader as _YAML_LOADER
 from rayrm.rm.core.config.jobtable import (JOB_KEYS, MAX_JOB_TASKS, job_from_fields,  # noqa: F401 (also here)
                                     read_job_table, write_job_table)
 from rayrm.rm.core.queues.scheduler import check_tree_policies

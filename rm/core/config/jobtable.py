@@ -18,7 +18,7 @@ from typing import Any
 from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.fields import integer as _integer, number as _number, resources as _resources
-from rayrm.rm.core.jobs import JobSpec, parse_durations
+from rayrm.rm.core.jobs import Durations, JobSpec, parse_durations
 from rayrm.rm.core.model import DEFAULT_QUEUE, DEFAULT_USER, AppSpec, queue_path
 
 #: sizes one number in a config or a trace may ask for (refused above)
@@ -38,6 +38,20 @@ def _constraint(value: Any, where: str) -> Constraint:
         return _parse_constraint(str(value))
     except InputError as e:
         raise e.at(field=where) from None
+
+
+@functools.lru_cache(maxsize=4096)
+def _durations_of_text(text: str) -> Durations:
+    """parse_durations of a text that lists no durations, once per text (a Durations is
+    immutable, and a trace's job table repeats its duration cells)."""
+    return parse_durations(text)
+
+
+def _durations(value: Any, tasks: int) -> Durations:
+    """parse_durations(value, tasks): a list is checked against ``tasks``, nothing else is."""
+    if isinstance(value, str) and "|" not in value:
+        return _durations_of_text(value)
+    return parse_durations(value, tasks)
 
 
 def _name(value: Any, where: str, default: str) -> str:
@@ -69,7 +83,7 @@ def job_from_fields(raw: dict, where: str = "", *, row: int | None = None, file:
         weight = _number(raw.get("weight") or 1, fld("weight"), positive=True)
         constraint = _constraint(raw.get("constraint"), fld("constraint"))
         try:
-            durations = parse_durations(raw["duration"], tasks)
+            durations = _durations(raw["duration"], tasks)
         except InputError as e:
             raise e.at(field=fld("duration")) from None
         queue = _name(raw.get("queue"), fld("queue"), DEFAULT_QUEUE)

@@ -73,3 +73,29 @@ def on_node(list items, demand, list room, dict usage, dict floor, list inverse)
             if _fits(D, R, fit_n):
                 return chosen, [R[r] for r in range(nr)]
     return None
+
+
+def keeps(list held, demand, list inverse):
+    """``victims._sources``' test: ``all(frac(u − d) >= f for (u, f) in held)``, with
+    ``frac`` given as the resources' 1/T_r (``inverse``): a container of demand d could go
+    and leave every queue of ``held`` (its usage u, its floor f) at or above its floor."""
+    cdef double V[MAX_DIMS]
+    cdef double I[MAX_DIMS]
+    cdef Py_ssize_t nd = len(demand), k = len(inverse), n, r, j
+    if k > MAX_DIMS:
+        raise ValueError("a vector wider than the compiled walk takes")
+    for r in range(k):
+        I[r] = inverse[r]
+    for j in range(PyList_GET_SIZE(held)):
+        pair = <tuple> PyList_GET_ITEM(held, j)
+        u = pair[0]
+        n = len(u)
+        if nd < n:
+            n = nd
+        if n > MAX_DIMS:
+            raise ValueError("a vector wider than the compiled walk takes")
+        for r in range(n):
+            V[r] = <double> u[r] - <double> demand[r]
+        if not _frac(V, I, n if n < k else k) >= <double> pair[1]:
+            return False
+    return True

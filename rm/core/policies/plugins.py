@@ -26,7 +26,6 @@ import inspect
 import re
 import sys
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
 from rayrm.rm.core.policies.base import Policy, PolicyError
@@ -166,6 +165,8 @@ def _policy_class(ref: PolicyRef, module, attr: str) -> type:
 
 def entry_points() -> list:
     """The installed plugins: entry points of group ``rayrm.policies``, by name."""
+    from importlib import metadata  # noqa: PLC0415 (a fiftieth of a second, for plugins only)
+
     return sorted(metadata.entry_points(group=GROUP), key=lambda ep: ep.name)
 
 

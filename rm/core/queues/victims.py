@@ -36,38 +36,11 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
     if all(stats.dominant(p) - fair_of.get(q.name, 0.0) <= EPS
            for p, q in tree.by_path.items() if not q.children and p != path):
         return
-    mine = set()
-    q = tree.by_path[path]
-    while q is not tree.root:
-        mine.add(q.spec.path)
-        q = tree._parent(q)
     kept = stats.kept           # usage less the victims already warned: they are going
     fair = {p: stats.fair.get(tree.by_path[p].name, 0.0) for p in kept}
     over = {p: stats.frac(u) - fair[p] for p, u in kept.items()}
     floor = {p: f - EPS for p, f in fair.items()}
-    # each app of a leaf above its share (not L) -> (its leaf, the queues it must keep at F)
-    # (only apps one of whose containers could go alone: most searches end here, cheaply)
-    sources = {}
-    index, frac = tree.index, stats.frac
-    for source, q in tree.by_path.items():
-        if q.children or source == path or over[source] <= EPS:
-            continue
-        chain = []                                  # the leaf's queues (its apps' Member.path)
-        while q is not tree.root:
-            if q.spec.path not in mine:
-                chain.append(q.spec.path)
-            q = tree._parent(q)
-        held = [(kept[p], floor[p]) for p in chain]
-        verdicts: dict[tuple, bool] = {}            # by demand: the leaf's apps share a few
-        for owner in index.items_in(tree.by_path[source].mask):        # the leaf's apps
-            if not owner.running:
-                continue
-            d = owner.demand
-            ok = verdicts.get(d)
-            if ok is None:
-                ok = verdicts[d] = all(frac([u - x for u, x in zip(u_p, d)]) >= f_p for u_p, f_p in held)
-            if ok:
-                sources[owner.app_id] = (source, chain)
+    sources = _sources(stats, path, kept, over, floor)
     if not sources:
         return
     by_node = _takeable(cluster, app, sources, warned)
@@ -110,6 +83,43 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
             bisect.insort(order, (bound, m))
         if chosen:                  # none: room already, the scheduler places it there
             yield [(cid, owner.app_id, source) for cid, owner, source, _ in chosen]
+
+
+def _sources(stats, path: str, kept: dict, over: dict, floor: dict) -> dict[str, tuple[str, list]]:
+    """Each running app of a leaf above its share (not ``path``'s) one of whose containers
+    could go alone -> (its leaf, the queues it must keep at F: its leaf and ancestors, but
+    those of ``path``).  Most searches end here, cheaply."""
+    tree = stats.tree
+    mine = set()
+    q = tree.by_path[path]
+    while q is not tree.root:
+        mine.add(q.spec.path)
+        q = tree._parent(q)
+    sources = {}
+    index, frac = tree.index, stats.frac
+    if stats.native:                # the same test on C doubles (_victims.keeps)
+        keeps, inverse = compiled("_victims").keeps, list(stats.inverse)
+    for source, q in tree.by_path.items():
+        if q.children or source == path or over[source] <= EPS:
+            continue
+        chain = []                                  # the leaf's queues (its apps' Member.path)
+        while q is not tree.root:
+            if q.spec.path not in mine:
+                chain.append(q.spec.path)
+            q = tree._parent(q)
+        held = [(kept[p], floor[p]) for p in chain]
+        verdicts: dict[tuple, bool] = {}            # by demand: the leaf's apps share a few
+        for owner in index.items_in(tree.by_path[source].mask):        # the leaf's apps
+            if not owner.running:
+                continue
+            d = owner.demand
+            ok = verdicts.get(d)
+            if ok is None:
+                ok = verdicts[d] = keeps(held, d, inverse) if stats.native else \
+                    all(frac([u - x for u, x in zip(u_p, d)]) >= f_p for u_p, f_p in held)
+            if ok:
+                sources[owner.app_id] = (source, chain)
+    return sources
 
 
 def _takeable(cluster, app, sources: dict, warned) -> dict[int, list]:
