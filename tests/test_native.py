@@ -129,10 +129,10 @@ def random_config(rng: random.Random) -> dict:
     return doc
 
 
-def run_files(doc, policy, core, out, monkeypatch, jitter=0.0) -> dict:
+def run_files(doc, policy, core, out, monkeypatch, jitter=0.0, until=None) -> dict:
     monkeypatch.setenv("RAYRM_CORE", core)
     simulate(parse_config(json.loads(json.dumps(doc))), policy=policy, out=out, progress=False,
-             launch_jitter=jitter)
+             launch_jitter=jitter, until=until)
     files = {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.is_file()}
     summary = json.loads(files.pop("summary.json"))
     summary.pop("wall_seconds", None)
@@ -149,6 +149,27 @@ def test_both_cores_make_the_same_run(tmp_path_factory, monkeypatch, seed, polic
     base = tmp_path_factory.mktemp("equiv")
     py = run_files(doc, policy, "python", base / "python", monkeypatch, jitter)
     nat = run_files(doc, policy, "native", base / "native", monkeypatch, jitter)
+    assert py.keys() == nat.keys() and "tasks.csv" in py
+    for name in py:
+        assert py[name] == nat[name], name
+
+
+@needs_native
+@pytest.mark.parametrize("seed", range(8))
+def test_both_cores_stop_at_until_the_same(tmp_path, monkeypatch, seed):
+    """``until`` stops the run before the first instant after it; the compiled loop
+    (``_simloop.loop``, taken under the native core only) stops where the reference does."""
+    rng = random.Random(1000 + seed)
+    doc, until = random_config(rng), rng.choice([0, 3, 7.5])
+    loops = []
+    steps = native.compiled("_simloop")
+    loop = steps.loop
+    monkeypatch.setattr(steps, "loop", lambda *a: loops.append(a[2]) or loop(*a))
+    py = run_files(doc, "tsf", "python", tmp_path / "python", monkeypatch, until=until)
+    nat = run_files(doc, "tsf", "native", tmp_path / "native", monkeypatch, until=until)
+    assert loops == [until]             # once, for the native run, with its bound
+    # each of these runs outlasts 7.5 s (jobs of up to 25 tasks of 4-6 s on a few nodes): cut short
+    assert json.loads(nat["summary.json"])["interrupt_reason"] == f"--until {until:g}"
     assert py.keys() == nat.keys() and "tasks.csv" in py
     for name in py:
         assert py[name] == nat[name], name

@@ -201,6 +201,8 @@ class OnlineScheduler:
 
     def schedule(self) -> list[Container]:
         """Offer what the last events freed; returns the containers placed, in order."""
+        if self._native:            # the same round, compiled (rm/core/native/_offer.pyx)
+            return compiled("_offer").schedule(self)
         placed: list[Container] = []
         dirty, fresh = self._dirty, self._fresh
         if not dirty and not fresh:
@@ -234,10 +236,6 @@ class OnlineScheduler:
                 mask = mask | np.frombuffer(a.eligible, dtype=np.uint8)
             indexes = np.flatnonzero(mask).tolist()
             cand = sorted(a.entry for a in fresh_apps)
-            if self._native:
-                compiled("_offer").offer_fresh(self, indexes, dirty, cand, placed)
-                self.placements += len(placed)
-                return placed
             for m in indexes:
                 node = nodes[m]
                 if m in dirty or not node.alive:

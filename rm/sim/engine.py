@@ -37,7 +37,6 @@ the cluster changes, since h_i changes with it).
 
 from __future__ import annotations
 
-import functools
 import gc
 from array import array
 import sys
@@ -185,23 +184,34 @@ class Simulation:
         return self.until is not None and bool(self.heap) and self.heap.first_time() > self.until
 
     def _loop(self, bar) -> None:
+        """``_instants`` until ``until``; under the native core compiled (rm/core/native/_simloop.pyx:
+        the same steps, the completions of an instant popped and handled in C), as long as
+        this class's own ``_instants``, ``complete`` and ``place`` are ``Simulation``'s."""
+        until = float("inf") if self.until is None else self.until
+        cls = type(self)
+        if (core_name() == "native" and isinstance(self.heap, compiled("_eventheap").EventHeap)
+                and cls._instants is Simulation._instants and cls.complete is Simulation.complete
+                and cls.place is Simulation.place):
+            compiled("_simloop").loop(self, bar, until)
+        else:
+            self._instants(bar, until)
+        self.finished_tasks = sum(j.done for j in self.jobs.values())
+
+    def _instants(self, bar, until: float) -> None:
+        """Instant by instant, while an event is due by ``until``: every event of the
+        instant, then the scheduler's round (unless the RM is down), the share rows of the
+        apps that changed, and the progress bar."""
         heap = self.heap
         pop, first_time = heap.pop, heap.first_time
-        schedule, complete = self.scheduler.schedule, self.complete
+        schedule, complete, place = self.scheduler.schedule, self.complete, self.place
         log = self.log
         running = self.running
         changed: dict[str, _Job] = {}
         shown = 0
-        until = float("inf") if self.until is None else self.until
-        complete_due, place = self._compiled_steps()
         while heap and first_time() <= until:
             t = first_time()
             self.now = t
             while first_time() == t:
-                if complete_due is not None:
-                    complete_due(self, heap, t, running, changed)
-                    if first_time() != t:
-                        break
                 _, priority, payload = pop()
                 if priority == COMPLETE:
                     entry = running.pop(payload, None)
@@ -232,18 +242,6 @@ class Simulation:
                 shown = log.started
         if bar is not None:
             bar.update(log.started - shown, self.now)
-        self.finished_tasks = sum(j.done for j in self.jobs.values())
-
-    def _compiled_steps(self) -> tuple:
-        """(complete_due, place) of the loop: under the native core the compiled ones
-        (rm/core/native/_simloop.pyx: the completions of an instant, popped and handled in C,
-        and ``place``), as long as this class's own ``complete`` and ``place`` are
-        ``Simulation``'s; else (None, ``self.place``)."""
-        if (core_name() != "native" or not isinstance(self.heap, compiled("_eventheap").EventHeap)
-                or type(self).complete is not Simulation.complete or type(self).place is not Simulation.place):
-            return None, self.place
-        steps = compiled("_simloop")
-        return steps.complete_due, functools.partial(steps.place, self)
 
     def complete(self, cid: int, entry: tuple, finish: float, t: float, changed: dict) -> None:
         """The attempt ``entry`` = (job, task, attempt) of container ``cid`` finished at

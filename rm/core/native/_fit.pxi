@@ -15,17 +15,15 @@ cdef inline void load(list free, double *F, Py_ssize_t w):
         F[r] = <double> (<object> PyList_GET_ITEM(free, r))
 
 
-cdef inline bint fits(object app, Py_ssize_t m, double *F, Py_ssize_t w) except -1:
-    """The app may use node m and its task fits F: eligible[m] and no d_r > F_r + EPS."""
-    cdef object elig = app.eligible
-    cdef tuple demand
+cdef inline bint fits_vectors(object elig, tuple demand, Py_ssize_t m, double *F, Py_ssize_t w) except -1:
+    """An app that may use ``elig``'s nodes with tasks of ``demand`` may use node m and its
+    task fits F: eligible[m] and no d_r > F_r + EPS."""
     cdef Py_ssize_t r, nd
     if type(elig) is bytes and m < PyBytes_GET_SIZE(elig):
         if not PyBytes_AS_STRING(elig)[m]:
             return False
     elif not elig[m]:
         return False
-    demand = app.demand
     nd = PyTuple_GET_SIZE(demand)
     if nd > w:
         nd = w
@@ -33,3 +31,8 @@ cdef inline bint fits(object app, Py_ssize_t m, double *F, Py_ssize_t w) except 
         if <double> (<object> PyTuple_GET_ITEM(demand, r)) > F[r] + EPS:
             return False
     return True
+
+
+cdef inline bint fits(object app, Py_ssize_t m, double *F, Py_ssize_t w) except -1:
+    """The app may use node m and its task fits F (``fits_vectors``)."""
+    return fits_vectors(app.eligible, app.demand, m, F, w)

@@ -1,26 +1,34 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""The simulator's per-task steps, compiled: an instant's task completions and the start of
-the containers a round placed (``Simulation._loop``'s completions with ``Simulation.complete``,
-and ``Simulation.place``, in rm/sim/engine.py: the Python reference).
+"""The simulator's loop, compiled: ``Simulation._loop`` with its task completions
+(``Simulation.complete``) and the start of the containers a round placed
+(``Simulation.place``), in rm/sim/engine.py: the Python reference.
 
 Statement for statement the reference's, on the same objects: what changes is that the
 event heap is popped and pushed in C (``EventHeap``, _eventheap.pxd), without a (t,
-priority, payload) tuple per event, and that the scheduler's compiled ``release`` and the
-compiled run log's ``start`` and ``end`` are called as C-level functions when the
-scheduler and the log are the plain ones (a subclass or a replaced method is called as the
-reference calls it).  Every step in between — the running attempts, the job's counts, the
-``changed`` apps — is the reference's own dict and attribute work.
+priority, payload) tuple per completion, that what the loop reads at every instant (the
+scheduler, the log, their methods) is read once per run (``Steps``), and that the
+scheduler's compiled ``release`` and ``schedule`` and the compiled run log's ``start`` and
+``end`` are called as C-level functions when the scheduler and the log are the plain ones
+(a subclass or a replaced method is called as the reference calls it).  Every other event
+(a fault, an arrival, a node leaving or joining, a preemption kill) is the simulation's own
+method, as in the reference; so is every step in between — the running attempts, the job's
+counts, the ``changed`` apps.
 """
 
 from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.ref cimport PyObject
 
 from ._eventheap cimport EventHeap
+from ._offer cimport Core, schedule_in, release_in
 
 from . import _offer, _runlog, _tree
 
-#: Simulation's event priorities: a completion comes first at an instant
-cdef long COMPLETE = 0
+#: Simulation's event priorities (rm/sim/engine.py)
+cdef enum:
+    COMPLETE, FAULT, LEAVE, JOIN, ARRIVE, KILL, WAKE
+
+#: a progress bar moves every this many task starts
+cdef Py_ssize_t BAR_EVERY = 5000
 
 cdef object _release = _offer.release
 cdef object _start = _runlog.start
@@ -43,72 +51,159 @@ cdef object releaser(sched):
     return None
 
 
-def complete_due(sim, EventHeap heap, double t, dict running, dict changed):
-    """Pop the completions at ``t`` from the top of ``heap`` and handle each as ``_loop`` and
-    ``Simulation.complete`` do: the attempt of a container still running (else it was lost
-    with its node) ends 'finished' at ``t``, its container is released, and its job
-    finishes with its last task.  Returns when the next event is not a completion at ``t``
-    (completions come first at an instant, so none at ``t`` is left)."""
-    sched, log = sim.scheduler, sim.log
-    release = releaser(sched)
-    end = _end if type(log).end is _end else None
-    finish_app, app_done = sched.finish_app, log.app_done
-    cdef object cid, entry, job, task, attempt, app_id
-    while heap.n and heap.items[0].t == t and heap.items[0].priority == COMPLETE:
-        cid = heap.pop_payload()
-        entry = running.pop(cid, None)
-        if entry is None:
-            continue
-        job = <object> PyTuple_GET_ITEM(entry, 0)
-        task = <object> PyTuple_GET_ITEM(entry, 1)
-        attempt = <object> PyTuple_GET_ITEM(entry, 2)
-        if release is None:
-            sched.release(cid)
-        else:
-            release(sched, cid)
-        app_id = job.app_id
-        if end is None:
-            log.end(app_id, task, attempt, "finished", t, None, cid)
-        else:
-            end(log, app_id, task, attempt, "finished", t, None, cid)
-        job.done += 1
-        changed[app_id] = job
-        if job.done == job.num_tasks:
-            finish_app(app_id)
-            app_done(app_id, t)
-            job.durations = None    # nothing of the job runs again
+cdef bint compiled_round(sched) except -1:
+    """``sched.schedule`` runs the compiled round (``_offer.schedule_in``): a plain
+    ``OnlineScheduler``'s under the native core."""
+    from rayrm.rm.core.scheduler import OnlineScheduler
+
+    return sched._native and type(sched).schedule is OnlineScheduler.schedule and "schedule" not in sched.__dict__
 
 
-def place(sim, list containers, double t, dict changed):
-    """``Simulation.place``: containers the scheduler placed at ``t``; each one's task (a
-    lost one asked again first, else the next never started), its start (``t``, or later
-    by a launch jitter), its row in the log and its completion on the heap."""
-    cdef EventHeap heap = sim.heap
-    cdef dict running = sim.running, jobs = sim.jobs
-    cdef double jitter = sim.launch_jitter, start
-    log = sim.log
-    start_row = _start if type(log).start is _start else None
-    faults = sim.faults if sim.faults is not None and sim.faults.intercepting else None
-    cdef object c, job, task, submit, attempt, app_id, cid
-    for c in containers:
-        app_id = <object> PyTuple_GET_ITEM(c, 1)         # Container(container_id, app_id, task, node)
-        job = jobs[app_id]
-        changed[job.app_id] = job
-        if faults is not None and faults.intercept(c, t):
-            continue                    # held for a new AM attempt, or refused by a dead NM
-        retry = job.retry
-        if retry:
-            task, submit = retry.popleft()
-            attempts = job.attempts
-            attempt = attempts[task] = attempts.get(task, 0) + 1
-        else:
-            task, submit, attempt = job.next_task, job.submit, 0
-            job.next_task += 1
-        cid = <object> PyTuple_GET_ITEM(c, 0)
-        running[cid] = (job, task, attempt)
-        start = t + jitter * sim._jitter.random() if jitter else t
-        if start_row is None:
-            log.start(job.app_id, task, attempt, <object> PyTuple_GET_ITEM(c, 3), submit, start, None, cid)
-        else:
-            start_row(log, job.app_id, task, attempt, <object> PyTuple_GET_ITEM(c, 3), submit, start, None, cid)
-        heap.push(start + <double> job.durations[task], COMPLETE, cid)
+def loop(sim, bar, double until):
+    """``Simulation._loop``: instant by instant, while an event is due by ``until``, every
+    event of the instant (its completions first, popped and handled in C), then the
+    scheduler's round (unless the RM is down), the containers it placed started, the share
+    rows of the apps that changed, and the progress bar."""
+    cdef Steps steps = Steps(sim)
+    cdef EventHeap heap = steps.heap
+    cdef dict changed = {}
+    cdef double t
+    cdef Py_ssize_t shown = 0
+    cdef tuple event
+    log, sched = steps.log, steps.sched
+    schedule = sched.schedule
+    cdef Core core = Core(sched) if compiled_round(sched) else None
+    record_shares = sim._record_shares
+    while heap.n and heap.items[0].t <= until:
+        t = heap.items[0].t
+        sim.now = t
+        while heap.n and heap.items[0].t == t:
+            steps.complete_due(t, changed)
+            if not (heap.n and heap.items[0].t == t):
+                break
+            event = heap.pop()
+            dispatch(sim, steps, t, <long> event[1], event[2], changed)
+        if t >= sim.rm_up:
+            placed = schedule() if core is None else schedule_in(core)
+            if placed:
+                steps.place(placed, t, changed)
+            if sim.preemption is not None:
+                sim.preemption.after_round(t)
+        if changed:
+            record_shares(t, changed)
+        if bar is not None and log.started - shown >= BAR_EVERY:
+            bar.update(log.started - shown, t)
+            shown = log.started
+    if bar is not None:
+        bar.update(log.started - shown, sim.now)
+
+
+cdef int dispatch(sim, Steps steps, double t, long priority, payload, dict changed) except -1:
+    """One event other than the completions ``complete_due`` took, as ``_loop`` handles it."""
+    if priority == COMPLETE:
+        entry = steps.running.pop(payload, None)
+        if entry is not None:      # else the container was lost with its node
+            sim.complete(payload, entry, t, t, changed)
+    elif priority == FAULT:
+        sim.faults.handle(payload, t, changed)
+    elif t < sim.rm_up:                 # the RM is down: it learns of these when back
+        sim._push(sim.rm_up, priority, payload)
+    elif priority == ARRIVE:
+        sim._arrive(payload, t)
+    elif priority == LEAVE:
+        sim._leave(payload, t, changed)
+    elif priority == JOIN:
+        sim.join(payload, t, changed)
+    elif priority == KILL:
+        sim.preemption.kill(payload, t, changed)
+    return 0
+
+
+cdef class Steps:
+    """What the loop's per-task steps read, once per run: the simulation's heap, running
+    attempts and jobs, the scheduler's and the log's methods (their compiled twins when
+    they are the plain ones) and the launch jitter."""
+    cdef object sim, sched, log, release, end, start, finish_app, app_done
+    cdef Core core                      # the compiled release's (``_offer.release_in``), or None
+    cdef EventHeap heap
+    cdef dict running, jobs
+    cdef double jitter
+
+    def __init__(self, sim):
+        self.sim, self.heap, self.running, self.jobs = sim, sim.heap, sim.running, sim.jobs
+        self.sched, self.log = sim.scheduler, sim.log
+        self.release = releaser(self.sched)
+        self.core = Core(self.sched) if self.release is _release else None
+        self.end = _end if type(self.log).end is _end else None
+        self.start = _start if type(self.log).start is _start else None
+        self.finish_app, self.app_done = self.sched.finish_app, self.log.app_done
+        self.jitter = sim.launch_jitter
+
+    cdef int complete_due(self, double t, dict changed) except -1:
+        """Pop the completions at ``t`` from the top of the heap and handle each as
+        ``_loop`` and ``Simulation.complete`` do: the attempt of a container still running
+        (else it was lost with its node) ends 'finished' at ``t``, its container is
+        released, and its job finishes with its last task.  Returns when the next event is
+        not a completion at ``t`` (completions come first at an instant, so none at ``t``
+        is left)."""
+        cdef EventHeap heap = self.heap
+        cdef object cid, entry, job, task, attempt, app_id
+        while heap.n and heap.items[0].t == t and heap.items[0].priority == COMPLETE:
+            cid = heap.pop_payload()
+            entry = self.running.pop(cid, None)
+            if entry is None:
+                continue
+            job = <object> PyTuple_GET_ITEM(entry, 0)
+            task = <object> PyTuple_GET_ITEM(entry, 1)
+            attempt = <object> PyTuple_GET_ITEM(entry, 2)
+            if self.core is not None:
+                release_in(self.core, cid)
+            elif self.release is None:
+                self.sched.release(cid)
+            else:
+                self.release(self.sched, cid)
+            app_id = job.app_id
+            if self.end is None:
+                self.log.end(app_id, task, attempt, "finished", t, None, cid)
+            else:
+                self.end(self.log, app_id, task, attempt, "finished", t, None, cid)
+            job.done += 1
+            changed[app_id] = job
+            if job.done == job.num_tasks:
+                self.finish_app(app_id)
+                self.app_done(app_id, t)
+                job.durations = None    # nothing of the job runs again
+        return 0
+
+    cdef int place(self, list containers, double t, dict changed) except -1:
+        """``Simulation.place``: containers the scheduler placed at ``t``; each one's task (a
+        lost one asked again first, else the next never started), its start (``t``, or
+        later by a launch jitter), its row in the log and its completion on the heap."""
+        cdef double start
+        sim, log = self.sim, self.log
+        faults = sim.faults if sim.faults is not None and sim.faults.intercepting else None
+        cdef object c, job, task, submit, attempt, app_id, cid
+        for c in containers:
+            app_id = <object> PyTuple_GET_ITEM(c, 1)         # Container(container_id, app_id, task, node)
+            job = self.jobs[app_id]
+            changed[job.app_id] = job
+            if faults is not None and faults.intercept(c, t):
+                continue                    # held for a new AM attempt, or refused by a dead NM
+            retry = job.retry
+            if retry:
+                task, submit = retry.popleft()
+                attempts = job.attempts
+                attempt = attempts[task] = attempts.get(task, 0) + 1
+            else:
+                task, submit, attempt = job.next_task, job.submit, 0
+                job.next_task += 1
+            cid = <object> PyTuple_GET_ITEM(c, 0)
+            self.running[cid] = (job, task, attempt)
+            start = t + self.jitter * sim._jitter.random() if self.jitter else t
+            if self.start is None:
+                log.start(job.app_id, task, attempt, <object> PyTuple_GET_ITEM(c, 3), submit, start, None, cid)
+            else:
+                self.start(log, job.app_id, task, attempt, <object> PyTuple_GET_ITEM(c, 3), submit, start, None,
+                           cid)
+            self.heap.push(start + <double> job.durations[task], COMPLETE, cid)
+        return 0
