@@ -249,13 +249,8 @@ cdef int offer_fresh(Core core, list nodes, set dirty, list cand, list placed, b
 
 cdef class Candidates:
     """The apps of sorted entries, for ``scheduler.any_fits``: each one's eligibility bytes
-    and its demand in C doubles (every app of the entries has a task pending)."""
-    cdef list held                      # the eligibility vectors pointed at, kept alive
-    cdef Py_ssize_t k
-    cdef const unsigned char **elig
-    cdef Py_ssize_t *size
-    cdef Py_ssize_t *nd
-    cdef double *demand                 # row j: app j's d_r, MAX_DIMS apart
+    and its demand in C doubles (every app of the entries has a task pending); its fields
+    are declared in _offer.pxd (the queue tree's round reads apps with ``read_apps``)."""
 
     def __dealloc__(self):
         self.release()
@@ -268,8 +263,14 @@ cdef class Candidates:
         self.elig, self.size, self.nd, self.demand = NULL, NULL, NULL, NULL
 
     cdef int read(self, list entries) except -1:
-        cdef Py_ssize_t j, r, k = PyList_GET_SIZE(entries)
+        return self.read_apps([<object> PyTuple_GET_ITEM(<tuple> e, 3) for e in entries])
+
+    cdef int read_apps(self, list apps) except -1:
+        """The apps of ``apps`` that have a task pending."""
+        cdef Py_ssize_t j, r, k
         cdef tuple d
+        apps = [a for a in apps if aget(a, A_PENDING, "pending") > 0]
+        k = PyList_GET_SIZE(apps)
         self.release()
         self.k, self.held = k, []
         self.elig = <const unsigned char **> PyMem_Malloc(max(k, 1) * sizeof(void *))
@@ -279,7 +280,7 @@ cdef class Candidates:
         if not (self.elig and self.size and self.nd and self.demand):
             raise MemoryError()
         for j in range(k):
-            app = <object> PyTuple_GET_ITEM(<tuple> PyList_GET_ITEM(entries, j), 3)
+            app = <object> PyList_GET_ITEM(apps, j)
             e = aget(app, A_ELIGIBLE, "eligible")
             if type(e) is not bytes:
                 e = bytes(e)
@@ -292,7 +293,7 @@ cdef class Candidates:
                 self.demand[j * MAX_DIMS + r] = <double> (<object> PyTuple_GET_ITEM(d, r))
         return 0
 
-    cdef inline bint eligible(self, Py_ssize_t m):
+    cdef bint eligible(self, Py_ssize_t m):
         """Some app may use node m."""
         cdef Py_ssize_t j
         for j in range(self.k):

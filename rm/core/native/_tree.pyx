@@ -18,6 +18,8 @@ from rayrm.rm.core.queues.scheduler import TreeScheduler as _TreeScheduler
 from rayrm.rm.core.queues.state import LEAF_WALK, QueueTreeState as _QueueTreeState
 
 from . import _offer
+from ._offer cimport Candidates
+from rayrm.rm.core.cluster import NodeState as _NodeState
 
 cdef double INF = float("inf")
 cdef double EPS = _EPS
@@ -36,6 +38,8 @@ cdef Py_ssize_t Q_TRACK = slot_offset(QT, "track"), Q_USAGE = slot_offset(QT, "u
 cdef Py_ssize_t Q_USER_LIMIT = slot_offset(QT, "user_limit"), Q_PEND = slot_offset(QT, "pend")
 cdef Py_ssize_t M_PATH = slot_offset(MT, "path"), M_CONTRIB = slot_offset(MT, "contrib")
 cdef Py_ssize_t M_ADMITTED = slot_offset(MT, "admitted")
+cdef type NT = _NodeState
+cdef Py_ssize_t N_ALIVE = slot_offset(NT, "alive"), N_FREE = slot_offset(NT, "free")
 
 
 cdef inline object qget(object q, Py_ssize_t offset, str name):
@@ -51,6 +55,13 @@ cdef inline int qset(object q, Py_ssize_t offset, str name, object value) except
         return set_slot(q, offset, value)
     setattr(q, name, value)
     return 0
+
+
+cdef inline object get_node(object node, Py_ssize_t offset, str name):
+    """``node.<name>``: at its slot's offset when ``node`` is a ``NodeState``, else by name."""
+    if type(node) is NT:
+        return get_slot(node, offset, name)
+    return getattr(node, name)
 
 
 cdef inline object mget(object member, Py_ssize_t offset, str name):
@@ -248,9 +259,9 @@ def schedule(sched):
     task pending that fits, each with its free vector as its proof when proofs hold."""
     cdef list placed = []
     cdef double F[MAX_DIMS]
-    cdef Py_ssize_t m, n, w, j
-    cdef list nodes, free, fresh_apps, eligible
-    cdef bint found
+    cdef Py_ssize_t m, w
+    cdef list nodes, free, fresh_apps
+    cdef Candidates cand
     dirty, fresh = sched._dirty, sched._fresh
     tree = sched.tree
     if not dirty and not fresh and not tree.deferred:
@@ -264,44 +275,37 @@ def schedule(sched):
     # the compiled offer, unless a subclass offers or places its own way
     direct = (type(sched)._offer_tree is _TreeScheduler._offer_tree and
               type(sched)._place is _TreeScheduler._place and "_place" not in sched.__dict__)
-    for m in tree.offer_round(dirty, bool(fresh)):
+    # the base tree's round is the dirty nodes in node order, closed with nothing to do
+    cdef bint plain_round = type(tree).offer_round is _QueueTreeState.offer_round and \
+        type(tree).close_round is _QueueTreeState.close_round
+    for m in (sorted(dirty) if plain_round else tree.offer_round(dirty, bool(fresh))):
         node = <object> PyList_GET_ITEM(nodes, m)
-        if node.alive and sched._order:
+        if get_node(node, N_ALIVE, "alive") and sched._order:
             if direct:
                 offer(sched, node, placed, proofs.get(m), asked)
             else:
                 sched._offer_tree(node, placed, proofs.get(m), asked)
             if not sched._order:
                 stopped = m
-    tree.close_round(stopped)
+    if not plain_round:
+        tree.close_round(stopped)
     fresh_apps = [a for a in fresh.values() if a.pending > 0]
     if fresh_apps and sched._order:
         # only nodes some fresh app may use, and of those only where one of them fits (by
-        # the invariant, no older app fits a node that was not freed since)
-        eligible = [a.eligible for a in fresh_apps]
-        n = len(eligible[0])
-        for m in range(n):
-            found = False
-            for j in range(PyList_GET_SIZE(eligible)):
-                e = <object> PyList_GET_ITEM(eligible, j)
-                if type(e) is bytes and m < PyBytes_GET_SIZE(e):
-                    found = PyBytes_AS_STRING(e)[m] != 0
-                else:
-                    found = bool(e[m])
-                if found:
-                    break
-            if not found or m in dirty:
+        # the invariant, no older app fits a node that was not freed since); the fit test on
+        # the apps' eligibility and demand read once, again after each offer
+        cand = Candidates()
+        cand.read_apps(fresh_apps)
+        for m in range(len(fresh_apps[0].eligible)):
+            if not cand.eligible(m):
                 continue
             node = <object> PyList_GET_ITEM(nodes, m)
-            if not node.alive:
+            if not get_node(node, N_ALIVE, "alive"):
                 continue
-            free = node.free
+            free = get_node(node, N_FREE, "free")
             w = PyList_GET_SIZE(free)
             load(free, F, w)
-            for a in fresh_apps:
-                if a.pending > 0 and fits(a, m, F, w):
-                    break
-            else:
+            if not cand.any_fits(m, F, w) or m in dirty:
                 continue
             if direct:
                 offer(sched, node, placed, tuple(free) if proofs_hold else None, fresh_apps)
@@ -309,5 +313,6 @@ def schedule(sched):
                 sched._offer_tree(node, placed, tuple(free) if proofs_hold else None, fresh_apps)
             if not sched._order:
                 break
+            cand.read_apps(fresh_apps)
     sched.placements += len(placed)
     return placed
