@@ -15,7 +15,8 @@ from setuptools.command.build_ext import build_ext
 STRICT = os.environ.get("RAYRM_NATIVE_STRICT") == "1"
 FLAGS = ["-O2", "-Wall", "-Werror"] if STRICT else ["-O2"]
 #: one extension per compiled module of the core (rayrm.rm.core.native.NATIVE_MODULES)
-SOURCES = {"rayrm.rm.core.native._eventheap": "rm/core/native/_eventheap.pyx",
+SOURCES = {"rayrm.rm.core.native._arrival": "rm/core/native/_arrival.pyx",
+           "rayrm.rm.core.native._eventheap": "rm/core/native/_eventheap.pyx",
            "rayrm.rm.core.native._fairshare": "rm/core/native/_fairshare.pyx",
            "rayrm.rm.core.native._offer": "rm/core/native/_offer.pyx",
            "rayrm.rm.core.native._pending": "rm/core/native/_pending.pyx",

@@ -399,6 +399,7 @@ def test_both_pending_indexes_hold_the_same_bits(seed):
         assert sorted(indexes[0].fitting(m, free)) == sorted(indexes[1].fitting(m, free)), k
     assert indexes[0].generation == indexes[1].generation > 0
     assert (indexes[0]._bits == indexes[1]._bits).all()
+    assert [(d.values, d.prefix) for d in indexes[0]._dims] == [(d.values, d.prefix) for d in indexes[1]._dims]
 
 
 # ----- preemption's water-filling ---------------------------------------------------

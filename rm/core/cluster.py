@@ -13,7 +13,11 @@ Cached quantities (tsf-paper §V-A):
   1,000-node cluster of ten types costs ten terms;
 * ``h_constrained(app)`` = the same sum over the nodes the app may use (CDRF's h^c).
 
-Both caches are dropped when a node joins or leaves.
+Both caches are dropped when a node joins or leaves.  An arriving app's eligibility, its
+count and h^c are cached per (constraint, demand), and built from a match per constraint
+(the AND of a match per clause, each clause tested once per distinct value of its
+attribute) and a fit per demand (computed once per distinct capacity vector): a trace's
+thousands of jobs repeat a few hundred constraints and demands over a few node kinds.
 """
 
 from __future__ import annotations
@@ -26,8 +30,13 @@ import numpy as np
 
 from rayrm.rm.core.constraints import Constraint
 from rayrm.rm.core.model import EPS, AppSpec, Container, NodeSpec
+from rayrm.rm.core.native import compiled, core_name
 from rayrm.rm.core.shares import h_tasks, tasks_per_machine
 from rayrm.rm.core.views import AppView, ClusterView, NodeView
+
+
+#: the value of an attribute a node does not have (``ClusterState._attribute_values``)
+_ABSENT = object()
 
 
 class NodeState:
@@ -118,13 +127,21 @@ class ClusterState:
         self.virtual_total = tuple(0.0 for _ in self.virtual_dims)
         self._types: Counter = Counter()          # real capacity tuple -> live node count
         self._h_cache: dict[tuple, float] = {}
-        self._match_cache: dict[str, np.ndarray] = {}  # constraint text -> node matches
+        # constraint -> node matches (keyed by the object, equal when its clauses are: its
+        # text would be built once per job, as each job's constraint is parsed on its own)
+        self._match_cache: dict[Constraint, np.ndarray] = {}
         self._clause_cache: dict = {}                    # Clause -> node matches
+        # attribute -> (its distinct values on the nodes, each node's value's number)
+        self._attr_cache: dict[str, tuple[list, np.ndarray]] = {}
         self._arrays: tuple[np.ndarray, np.ndarray] | None = None  # (capacity, alive)
-        # (constraint text, demand) -> (eligible bytes, count, h^c); dropped with _arrays:
+        # (distinct capacity vectors, each node's vector's number), rebuilt with _arrays
+        self._kinds: tuple[np.ndarray, np.ndarray] | None = None
+        # (constraint, demand) -> (eligible bytes, count, h^c); dropped with _arrays:
         # a trace's jobs repeat a few hundred shapes, and each costs numpy work over every node
         self._elig_cache: dict[tuple, tuple[bytes, int, float]] = {}
-        self._demand_cache: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self._demand_cache: dict[tuple, tuple[np.ndarray, np.ndarray, bool]] = {}
+        # under the native core, the AND, count and sum of ``_eligible`` in one C loop
+        self._native = core_name() == "native"
         # nodes x dims copy of every node's free vector, kept only when asked for (best fit
         # compares all nodes at once; other policies never read it), and the nodes whose
         # row is out of date: rows are copied when read, not at every allocate and release
@@ -172,6 +189,7 @@ class ClusterState:
             self.node_index[spec.name] = node.index
         self._match_cache.clear()
         self._clause_cache.clear()
+        self._attr_cache.clear()
         self._arrays = None
         self._elig_cache.clear()
         self._demand_cache.clear()
@@ -245,6 +263,8 @@ class ClusterState:
             cap = np.array([n.capacity for n in self.nodes], dtype=float).reshape(len(self.nodes), width)
             alive = np.array([n.alive for n in self.nodes], dtype=bool)
             self._arrays = (cap, alive)
+            kinds, kind_of = np.unique(cap, axis=0, return_inverse=True)
+            self._kinds = (kinds, kind_of.reshape(-1))
         return self._arrays
 
     def constraint_matches(self, constraint: Constraint) -> np.ndarray:
@@ -254,34 +274,77 @@ class ClusterState:
         Google-style trace has thousands of distinct constraints made of a few dozen
         clauses, and the match of a conjunction is the AND of its clauses' matches.
         """
-        text = str(constraint)
-        hit = self._match_cache.get(text)
+        hit = self._match_cache.get(constraint)
         if hit is None:
-            hit = np.ones(len(self.nodes), dtype=bool)
             for clause in constraint.clauses:
                 m = self._clause_cache.get(clause)
                 if m is None:
-                    m = np.fromiter((clause.matches(n.name, n.attributes) for n in self.nodes),
-                                    dtype=bool, count=len(self.nodes))
-                    self._clause_cache[clause] = m
-                hit = hit & m
-            self._match_cache[text] = hit
+                    m = self._clause_cache[clause] = self._clause_matches(clause)
+                hit = m if hit is None else hit & m
+            if hit is None:
+                hit = np.ones(len(self.nodes), dtype=bool)
+            self._match_cache[constraint] = hit
         return hit
 
-    def _eligibility(self, spec: AppSpec, demand: tuple[float, ...]) -> np.ndarray:
-        """Live nodes whose attributes satisfy the constraint and whose capacity holds one task."""
-        return self.constraint_matches(spec.constraint) & self._per_demand(demand)[0]
+    def _clause_matches(self, clause) -> np.ndarray:
+        """Node-by-node match of one clause, tested once per distinct value of its attribute
+        (a clause reads nothing of a node but that value, or the name for ``node``)."""
+        if clause.attr == "node":
+            return np.fromiter((clause.matches(n.name, n.attributes) for n in self.nodes),
+                               dtype=bool, count=len(self.nodes))
+        values, value_of = self._attribute_values(clause.attr)
+        attr = clause.attr
+        per_value = np.array([clause.matches("", {} if v is _ABSENT else {attr: v}) for v in values],
+                             dtype=bool)
+        return per_value[value_of]
 
-    def _per_demand(self, demand: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
-        """(live nodes that hold one task of ``demand``, ``_tasks_per_node``), cached per
-        demand vector until a node joins or leaves (a trace repeats a few demand shapes)."""
+    def _attribute_values(self, attr: str) -> tuple[list, np.ndarray]:
+        """The distinct values of ``attr`` on the nodes (``_ABSENT`` for a node without it) and
+        each node's value's place among them.  Values are told apart by type and repr, so
+        two values that any clause could tell apart (1 and True, 1 and "1") stay apart."""
+        hit = self._attr_cache.get(attr)
+        if hit is None:
+            place: dict[tuple, int] = {}
+            values: list = []
+            value_of = np.empty(len(self.nodes), dtype=np.intp)
+            for m, node in enumerate(self.nodes):
+                v = node.attributes.get(attr, _ABSENT)
+                k = place.setdefault((type(v), repr(v)), len(values))
+                if k == len(values):
+                    values.append(v)
+                value_of[m] = k
+            hit = self._attr_cache[attr] = (values, value_of)
+        return hit
+
+    def _eligible(self, constraint: Constraint, demand: tuple[float, ...]) -> tuple[bytes, int, float]:
+        """(eligible, its count, h^c): eligible[m] = 1 for the live nodes m whose attributes
+        satisfy the constraint and whose capacity holds one task, and
+        h^c = Σ_{m eligible} floor(min_{r: d_r>0} C_mr / d_r)  (CDRF's h_i^c, tsf-paper §V-A)."""
+        match = self.constraint_matches(constraint)
+        fits, per, exact = self._per_demand(demand)
+        if self._native and exact:
+            # summed in node order, not numpy's pairwise order: the same float, as every
+            # term and partial sum is an integer below 2**52 (``exact``)
+            return compiled("_arrival").eligible(match.view(np.uint8), fits.view(np.uint8), per)
+        mask = match & fits
+        return mask.view(np.uint8).tobytes(), int(np.count_nonzero(mask)), float(per[mask].sum())
+
+    def _per_demand(self, demand: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray, bool]:
+        """(live nodes that hold one task of ``demand``, ``_tasks_per_node``, whether any sum
+        of the latter is exact in floats: they are integers, and all of them add up to less
+        than 2**52), cached per demand vector until a node joins or leaves (a trace repeats a
+        few demand shapes)."""
         hit = self._demand_cache.get(demand)
         if hit is None:
-            cap, alive = self._node_arrays()
-            fits = (cap + EPS >= np.asarray(demand)).all(axis=1) & alive
+            # computed once per distinct capacity vector (a cluster has a few node kinds),
+            # then spread to the nodes: the same numbers, row for row
+            _, alive = self._node_arrays()
+            kinds, kind_of = self._kinds
+            fits = (kinds + EPS >= np.asarray(demand)).all(axis=1)[kind_of] & alive
             k = len(self.dims)
-            per = tasks_per_machine(cap[:, :k], [demand[:k]])[0]
-            hit = self._demand_cache[demand] = (fits, np.where(alive, per, 0.0))
+            per = tasks_per_machine(kinds[:, :k], [demand[:k]])[0][kind_of]
+            per = np.where(alive, per, 0.0)
+            hit = self._demand_cache[demand] = (fits, per, bool(per.sum() < 2.0 ** 52))
         return hit
 
     def _tasks_per_node(self, demand: tuple[float, ...]) -> np.ndarray:
@@ -313,19 +376,12 @@ class ClusterState:
             self._set_eligibility(app)
 
     def _set_eligibility(self, app: AppState) -> None:
-        key = (str(app.spec.constraint), app.demand)
+        key = (app.spec.constraint, app.demand)
         hit = self._elig_cache.get(key)
         if hit is None:
-            mask = self._eligibility(app.spec, app.demand)
-            app.eligible = mask.view(np.uint8).tobytes()
-            hit = (app.eligible, int(np.count_nonzero(mask)),
-                   float(self._tasks_per_node(app.demand)[mask].sum()))
-            self._elig_cache[key] = hit
-        else:
-            app.eligible = hit[0]
-        app.eligible_count = hit[1]
+            hit = self._elig_cache[key] = self._eligible(*key)
+        app.eligible, app.eligible_count, app.h_c = hit
         app.h = self.h_unconstrained(app.demand)
-        app.h_c = hit[2]
 
     # ----- apps ----------------------------------------------------------------
 

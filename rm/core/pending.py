@@ -36,12 +36,17 @@ class _Dimension:
         self.values: list[float] = []
         self.prefix: list[int] = []      # prefix[k]: slots whose demand is <= values[k]
 
-    def add(self, value: float, bit: int) -> None:
+    def add(self, value: float, bit: int, native: bool = False) -> None:
+        """Slot ``bit`` demands ``value``: it joins the union of every value >= it (with
+        ``native``, the loop compiled, ``_pending.or_from``)."""
         k = bisect_left(self.values, value)
         if k == len(self.values) or self.values[k] != value:
             self.values.insert(k, value)
             self.prefix.insert(k, self.prefix[k - 1] if k else 0)
         prefix = self.prefix
+        if native:
+            compiled("_pending").or_from(prefix, k, bit)
+            return
         for j in range(k, len(prefix)):
             prefix[j] |= bit
 
@@ -49,9 +54,6 @@ class _Dimension:
         """Slots whose demand is <= limit."""
         k = bisect_right(self.values, limit)
         return self.prefix[k - 1] if k else 0
-
-
-_NONE = np.zeros(0, dtype=np.intp)
 
 
 class PendingIndex:
@@ -87,7 +89,7 @@ class PendingIndex:
         self._ids: list[str | None] = []              # slot -> app id (None: removed)
         self._items: list = []                        # slot -> what ``fitting`` names it by
         self._demand: list[tuple] = []                # slot -> demand vector
-        self._nodes_of: list[np.ndarray] = []         # slot -> nodes it is eligible on
+        self._eligible: list[bytes] = []              # slot -> its eligibility, a byte a node
         self._dead = 0
 
     def _set_stale(self, flags: bytearray) -> None:
@@ -119,59 +121,67 @@ class PendingIndex:
         self._ids.append(app_id)
         self._items.append(app_id if item is None else item)
         self._demand.append(tuple(demand))
-        self._nodes_of.append(_NONE)
+        self._eligible.append(b"")
         self._slot[app_id] = slot
         bit = 1 << slot
         for dim, value in zip(self._dims, demand):
-            dim.add(value, bit)
-        self.set_eligible(app_id, eligible)
+            dim.add(value, bit, self.native)
+        self._grow(len(eligible))
+        self._set_bits(slot, eligible, True)        # a new slot has no bit to clear
+        self._eligible[slot] = eligible
 
     def _compact(self) -> None:
         self.generation += 1
-        live = [(a, self._items[s], self._demand[s], self._nodes_of[s], bool(self._pending >> s & 1))
+        live = [(a, self._items[s], self._demand[s], self._eligible[s], bool(self._pending >> s & 1))
                 for a, s in self._slot.items()]
         self._reset()
-        for app_id, item, demand, nodes, pending in live:
+        for app_id, item, demand, eligible, pending in live:
             slot = len(self._ids)
             self._ids.append(app_id)
             self._items.append(item)
             self._demand.append(demand)
-            self._nodes_of.append(nodes)
+            self._eligible.append(eligible)
             self._slot[app_id] = slot
             bit = 1 << slot
             for dim, value in zip(self._dims, demand):
-                dim.add(value, bit)
-            self._set_bits(slot, nodes, True)
+                dim.add(value, bit, self.native)
+            self._set_bits(slot, eligible, True)
             if pending:
                 self._pending |= bit
 
-    def set_eligible(self, app_id: str, eligible: bytearray) -> None:
+    def set_eligible(self, app_id: str, eligible: bytes) -> None:
+        """The app may now use the nodes of ``eligible`` (a byte a node, nonzero: may)."""
         slot = self._slot[app_id]
-        if len(eligible) > self._n_nodes:
-            grow = len(eligible) - self._n_nodes
+        self._grow(len(eligible))
+        self._set_bits(slot, self._eligible[slot], False)
+        self._set_bits(slot, eligible, True)
+        self._eligible[slot] = eligible
+
+    def _grow(self, n_nodes: int) -> None:
+        """Rows for nodes that joined since (``n_nodes`` in all, when more)."""
+        if n_nodes > self._n_nodes:
+            grow = n_nodes - self._n_nodes
             self._bits = np.vstack([self._bits, np.zeros((grow, self._bits.shape[1]), dtype=np.uint8)])
             self._elig.extend([0] * grow)
             self._set_stale(self._stale_flags + bytearray(grow))
-            self._n_nodes = len(eligible)
-        self._set_bits(slot, self._nodes_of[slot], False)
-        nodes = np.flatnonzero(np.frombuffer(eligible, dtype=np.uint8))
-        self._set_bits(slot, nodes, True)
-        self._nodes_of[slot] = nodes
+            self._n_nodes = n_nodes
 
-    def _set_bits(self, slot: int, nodes: np.ndarray, on: bool) -> None:
-        column, bit = slot >> 3, np.uint8(1 << (slot & 7))
+    def _set_bits(self, slot: int, eligible: bytes, on: bool) -> None:
+        """Set (``on``) or clear the slot's bit in the row of every node of ``eligible``."""
+        column, bit = slot >> 3, 1 << (slot & 7)
         if column >= self._bits.shape[1]:
             wider = np.zeros((self._n_nodes, max(2 * self._bits.shape[1], column + 1)), dtype=np.uint8)
             wider[:, :self._bits.shape[1]] = self._bits
             self._bits = wider
         if self.native:
-            compiled("_pending").set_bits(self._bits, self._stale_flags, column, bit, nodes, on)
-        elif on:
+            compiled("_pending").set_bits(self._bits, self._stale_flags, column, bit, eligible, on)
+            return
+        nodes, bit = np.flatnonzero(np.frombuffer(eligible, dtype=np.uint8)), np.uint8(bit)
+        if on:
             self._bits[nodes, column] |= bit
-            self._stale[nodes] = True
         else:
             self._bits[nodes, column] &= ~bit
-            self._stale[nodes] = True
+        self._stale[nodes] = True
 
     def remove(self, app_id: str) -> None:
         slot = self._slot.pop(app_id)

@@ -21,7 +21,7 @@ Events:
   rules the RM service follows too, ``rayrm.rm.core.fault_rules``).  While the RM is down
   (kill-rm) nothing is scheduled, and arrivals, joins and leaves wait for it.
 
-Task durations come from ``JobSpec.task_durations(seed)``, the same in every mode.
+Task durations come from ``JobSpec.task_durations(seed)`` (or its compiled twin), the same in every mode.
 
 Launch jitter (``launch_jitter`` > 0): a container's task starts a uniform random
 0..``launch_jitter`` trace seconds after its allocation and holds the resources from
@@ -120,6 +120,7 @@ class Simulation:
         if not config.queues.flat:
             self.log.queues = config.queues.to_list()
         self.heap = event_heap()        # the selected core's (rayrm.rm.core.native)
+        self._durations = compiled("_arrival").task_durations if core_name() == "native" else None
         self.jobs: dict[str, _Job] = {}
         self.running: dict[int, tuple] = {}   # container id -> (job, task, attempt)
         self.now = 0.0
@@ -263,9 +264,8 @@ class Simulation:
         if state is None:
             self.log.reject(app, reason, t)
             return
-        durations = array("d")
-        durations.frombytes(np.ascontiguousarray(jobspec.task_durations(self.seed), dtype=np.float64).tobytes())
-        job = _Job(jobspec, durations)
+        drawn = jobspec.task_durations(self.seed) if self._durations is None else self._durations(jobspec, self.seed)
+        job = _Job(jobspec, array("d", np.ascontiguousarray(drawn, dtype=np.float64).tobytes()))
         job.submit = t              # later than the trace's when the RM was down
         job.units = share_units(state, self.cluster)
         self.jobs[app.app_id] = job

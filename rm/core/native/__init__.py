@@ -20,7 +20,7 @@ from rayrm.rm.core.errors import InputError
 
 CORES = ("python", "native")
 #: the compiled modules (setup.py builds one extension per name); the core needs them all
-NATIVE_MODULES = ("_eventheap", "_fairshare", "_offer", "_pending", "_runlog", "_simloop", "_tree", "_victims")
+NATIVE_MODULES = ("_arrival", "_eventheap", "_fairshare", "_offer", "_pending", "_runlog", "_simloop", "_tree", "_victims")
 _PACKAGE = "rayrm.rm.core.native"
 
 

@@ -1,7 +1,8 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """The compiled pieces of the pending index (rm/core/pending.py, the Python reference):
 ``PendingIndex._set_bits``'s two numpy fancy-index writes — an app's bit in its column of
-every eligible node's row, and those rows' stale flags — as one loop over the nodes; and
+every eligible node's row, and those rows' stale flags — as one loop over its eligibility
+bytes; ``_Dimension.add``'s loop of ORs into the prefix unions (``or_from``); and
 ``fits_mask`` (``PendingIndex._mask``), its bisections on C doubles (the queue tree asks it
 at every offer).
 
@@ -20,17 +21,18 @@ cdef double EPS = _EPS
 
 
 def set_bits(unsigned char[:, ::1] bits, unsigned char[::1] stale, Py_ssize_t column,
-             unsigned char bit, const Py_ssize_t[::1] nodes, bint on):
-    """bits[m, column] |= bit (``on``) or &= ~bit, and stale[m] = 1, for every m of nodes."""
-    cdef Py_ssize_t j, m
+             unsigned char bit, const unsigned char[::1] eligible, bint on):
+    """bits[m, column] |= bit (``on``) or &= ~bit, and stale[m] = 1, for every node m with
+    eligible[m] != 0 (the reference reads those nodes with ``np.flatnonzero``)."""
+    cdef Py_ssize_t m
     cdef unsigned char clear = ~bit
-    for j in range(nodes.shape[0]):
-        m = nodes[j]
-        if on:
-            bits[m, column] |= bit
-        else:
-            bits[m, column] &= clear
-        stale[m] = 1
+    for m in range(eligible.shape[0]):
+        if eligible[m]:
+            if on:
+                bits[m, column] |= bit
+            else:
+                bits[m, column] &= clear
+            stale[m] = 1
 
 
 cdef Py_ssize_t _at_most(list values, double x) except -1:
@@ -65,3 +67,11 @@ def fits_mask(index, Py_ssize_t node, free):
         index._elig[node] = _PyLong_FromByteArray(&bits[node, 0], bits.shape[1], 1, 0)
         stale[node] = 0
     return cand & (<list> index._elig)[node]
+
+
+def or_from(list prefix, Py_ssize_t k, bit):
+    """prefix[j] |= bit for every j >= k (``_Dimension.add``'s loop: a new slot joins the
+    prefix unions of every value at or above its demand)."""
+    cdef Py_ssize_t j
+    for j in range(k, len(prefix)):
+        prefix[j] = prefix[j] | bit
