@@ -6,6 +6,7 @@ cdef class Core:
     cdef object sched, cluster, index, counter
     cdef dict containers, holders
     cdef bint count_per_node, inline_key, best_fit, own_allocate, own_release, direct
+    cdef object tree_walk               # a queue tree's own reads (_tree.pyx), when asked
 
 cdef list schedule_in(Core core)
 cdef object release_in(Core core, object container_id)

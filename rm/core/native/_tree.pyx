@@ -70,17 +70,54 @@ cdef inline object mget(object member, Py_ssize_t offset, str name):
     return getattr(member, name)
 
 
+cdef class Walk:
+    """What the tree's round reads of a scheduler and its tree that stays the same for their
+    life (the tree, its pending index and root, and which of their methods are this
+    module's), read once a run with the scheduler's ``Core`` (``walk_of``)."""
+    cdef object tree, index, fits, root, order_of
+    cdef bint naive, compiled_choose, own_accounts, plain_round, proofs_hold, direct
+    cdef bint own_changed, own_released
+
+    def __init__(self, sched):
+        tree = sched.tree
+        kind = type(tree)
+        self.tree, self.index, self.root, self.naive = tree, tree.index, tree.root, tree.naive
+        self.fits = tree.index.fits_mask
+        self.compiled_choose = tree._native_choose
+        # the base tree's accounting is this module's (its ``allocated`` calls ``allocated``)
+        self.own_accounts = tree._native and kind.allocated is _QueueTreeState.allocated
+        self.own_released = tree._native and kind.released is _QueueTreeState.released
+        self.own_changed = kind.node_changed is _QueueTreeState.node_changed      # a no-op
+        # the base tree's round is the dirty nodes in node order, closed with nothing to do
+        self.plain_round = kind.offer_round is _QueueTreeState.offer_round and \
+            kind.close_round is _QueueTreeState.close_round
+        self.proofs_hold = sched._tree_proofs
+        # the compiled offer, unless a subclass offers or places its own way
+        self.direct = (type(sched)._offer_tree is _TreeScheduler._offer_tree and
+                       type(sched)._place is _TreeScheduler._place and "_place" not in sched.__dict__)
+
+
+cdef inline Walk walk_of(Core core):
+    if core.tree_walk is None:
+        core.tree_walk = Walk(core.sched)
+    return <Walk> core.tree_walk
+
+
 def choose(tree, Py_ssize_t m, free, list order):
     """``QueueTreeState.choose`` (rm/core/queues/state.py, the reference): down the tree to
     the active child of least (needy, ρ, name), then the least entry among the leaf's
     candidates; the masks are the pending index's, caps, usage shares and min ratios the
     tree's own Python methods."""
-    index = tree.index
-    fit = index.fits_mask(m, free)
-    q = tree.root
+    return choose_in(tree, tree.index, tree.index.fits_mask, tree.root, tree.naive, m, free, order)
+
+
+cdef object choose_in(tree, index, fits, root, bint naive, Py_ssize_t m, free, list order):
+    """``choose`` with what it reads of the tree given."""
+    fit = fits(m, free)
+    q = root
     cdef dict memo = {}
     while fit and qget(q, Q_CHILDREN, "children"):
-        found = memo[q] if q in memo else _scan(tree, q, fit, m, memo)
+        found = memo[q] if q in memo else _scan(tree, q, fit, m, memo, naive)
         if found is None:
             return None
         q, fit = (<tuple> found)[0], (<tuple> found)[1]
@@ -102,13 +139,12 @@ def choose(tree, Py_ssize_t m, free, list order):
     return (<tuple> best_entry)[3]
 
 
-cdef object _scan(tree, q, fit, Py_ssize_t m, dict memo):
+cdef object _scan(tree, q, fit, Py_ssize_t m, dict memo, bint naive):
     """``QueueTreeState._scan``: q's active children on node m (candidates ``fit``) — the one
     of least (needy, ρ, name), its candidates, min ρ over them, Σ their weights — or None;
     kept in ``memo`` for the descent."""
     cdef double low = INF, wsum = 0.0, rho, val, ratio, b_val = INF, weight
     cdef int tier, b_tier = 2
-    cdef bint naive = tree.naive
     best = None
     best_cf = 0
     for c in qget(q, Q_CHILDREN, "children"):
@@ -124,7 +160,7 @@ cdef object _scan(tree, q, fit, Py_ssize_t m, dict memo):
                 continue
         weight = qget(c, Q_WEIGHT, "weight")
         if qget(c, Q_CHILDREN, "children") and not naive:
-            below = _scan(tree, c, cf, m, memo)
+            below = _scan(tree, c, cf, m, memo, naive)
             if below is None:
                 continue
             rho = <double> (<tuple> below)[2] * <double> (<tuple> below)[3] / weight
@@ -208,15 +244,13 @@ cdef object tree_release(Core core, object container_id):
     """``TreeScheduler.release``: the compiled ``OnlineScheduler.release``, then the tree's
     own ``node_changed`` and ``released`` (the base tree's: nothing, and this module's) and
     its caps' blocked nodes offered again."""
-    sched = core.sched
+    cdef Walk w = walk_of(core)
+    sched, tree = core.sched, w.tree
     app, node = core.holders[container_id]
     container = release_in(core, container_id)
-    tree = sched.tree
-    cdef type kind = type(tree)
-    if kind.node_changed is not _QueueTreeState.node_changed:
+    if not w.own_changed:
         tree.node_changed(node.index)
-    blocked = released(tree, app) if tree._native and kind.released is _QueueTreeState.released \
-        else tree.released(app)
+    blocked = released(tree, app) if w.own_released else tree.released(app)
     if blocked:
         sched._redirty(blocked)
     return container
@@ -232,22 +266,19 @@ cdef int offer_in(Core core, node, list placed, proof, asked) except -1:
     ``OnlineScheduler._place``, then the tree's ``allocated``): ``node`` offered down the tree
     until nothing more is chosen, or until its free vector is back under its ``proof`` and no
     app ``asked`` for since fits (the reference's docstring)."""
-    sched = core.sched
-    tree = sched.tree
-    cdef bint compiled_choose = tree._native_choose
-    # the base tree's accounting is this module's (its ``allocated`` calls ``allocated``)
-    cdef bint own_accounts = tree._native and type(tree).allocated is _QueueTreeState.allocated
+    cdef Walk wk = walk_of(core)
+    sched, tree = core.sched, wk.tree
     cdef double F[MAX_DIMS]
     cdef list free = get_node(node, N_FREE, "free")
     cdef Py_ssize_t m = node.index, w = PyList_GET_SIZE(free), r
-    walk = tree.choose
-    order = sched._order
+    cdef list order = sched._order
     while True:
-        app = choose(tree, m, free, order) if compiled_choose else walk(m, free, order)
+        app = choose_in(tree, wk.index, wk.fits, wk.root, wk.naive, m, free, order) if wk.compiled_choose \
+            else tree.choose(m, free, order)
         if app is None:
             return 0
         container = place_in(core, app, node, sched._order)
-        if own_accounts:
+        if wk.own_accounts:
             allocated(tree, app)
         else:
             tree.allocated(app)
@@ -282,22 +313,17 @@ cdef list tree_schedule(Core core):
     cdef Py_ssize_t m, w
     cdef list nodes, free, fresh_apps
     cdef Candidates cand
+    cdef Walk wk = walk_of(core)
     dirty, fresh = sched._dirty, sched._fresh
-    tree = sched.tree
+    tree = wk.tree
     if not dirty and not fresh and not tree.deferred:
         return placed
-    cdef bint proofs_hold = sched._tree_proofs
+    cdef bint proofs_hold = wk.proofs_hold, direct = wk.direct, plain_round = wk.plain_round
     proofs = sched._proof if proofs_hold else {}
     sched._dirty, sched._fresh, sched._proof = set(), {}, {}
-    nodes = sched.cluster.nodes
+    nodes = core.cluster.nodes
     stopped = None if sched._order else -1
     asked = list(fresh.values())
-    # the compiled offer, unless a subclass offers or places its own way
-    direct = (type(sched)._offer_tree is _TreeScheduler._offer_tree and
-              type(sched)._place is _TreeScheduler._place and "_place" not in sched.__dict__)
-    # the base tree's round is the dirty nodes in node order, closed with nothing to do
-    cdef bint plain_round = type(tree).offer_round is _QueueTreeState.offer_round and \
-        type(tree).close_round is _QueueTreeState.close_round
     for m in (sorted(dirty) if plain_round else tree.offer_round(dirty, bool(fresh))):
         node = <object> PyList_GET_ITEM(nodes, m)
         if get_node(node, N_ALIVE, "alive") and sched._order:
