@@ -132,6 +132,8 @@ cdef class TreeShape:
     cdef double* inverse
     cdef int* order
     cdef double* work
+    cdef double* last                   # the last view's hi (min(M, δ); -1: inactive) and F
+    cdef bint have_last
     cdef public list fill_names
     cdef list paths
 
@@ -151,8 +153,10 @@ cdef class TreeShape:
         # water-filling's scratch for the widest parent (w, lo, hi, 2 points, out: 6 each)
         self.widest = max([len(c) for c in children] + [1])
         self.work = <double*>malloc((n * (3 * k + 3) + 6 * self.widest) * sizeof(double))
+        self.last = <double*>malloc(2 * n * sizeof(double))
+        self.have_last = False
         if not (self.start and self.count and self.kids and self.order and self.weight and self.m
-                and self.big and self.inverse and self.work):
+                and self.big and self.inverse and self.work and self.last):
             raise MemoryError()
         for i in range(n):
             self.start[i], self.count[i] = at, len(children[i])
@@ -174,6 +178,7 @@ cdef class TreeShape:
         free(self.big)
         free(self.inverse)
         free(self.work)
+        free(self.last)
 
     def view(self, list queues) -> tuple:
         """({path: u_i}, {path: δ_i}) in queue order and {name: F} in ``fill_names`` order,
@@ -203,8 +208,25 @@ cdef class TreeShape:
         for i in range(n):
             share[i] = _frac(usage + i * k, self.inverse, k)
             delta[i] = _frac(demand + i * k, self.inverse, k)
-        fair[0] = 1.0
-        self._fill(0, delta, fair)
+        # F is a function of every queue's hi = min(M, δ) and whether it is active (δ > 0):
+        # while the leaves stay backlogged those repeat, and so does F (the Python
+        # reference keeps its answers by the same inputs)
+        cdef bint same = self.have_last
+        cdef double hi
+        for i in range(1, n):
+            hi = (delta[i] if delta[i] < self.big[i] else self.big[i]) if delta[i] > 0 else -1.0
+            if hi != self.last[i]:
+                same = False
+                self.last[i] = hi
+        if same:
+            for i in range(n):
+                fair[i] = self.last[n + i]
+        else:
+            fair[0] = 1.0
+            self._fill(0, delta, fair)
+            for i in range(n):
+                self.last[n + i] = fair[i]
+            self.have_last = True
         cdef dict by_path = {}, demand_by_path = {}, fair_by_name = {}
         for i in range(n):
             by_path[self.paths[i]] = share[i]
