@@ -195,11 +195,11 @@ class Preemption:
             self._skipped = True
             return []
         self._last, self._skipped = now, False
-        self._forget_ended(scheduler.cluster.containers)
+        running = self._forget_ended(scheduler.cluster.containers)
         tree.track_usage()
         tree.track_pending()
         stats = TreeView(tree, self._native)
-        stats.withhold([v for v, _ in self.warned.values()])
+        stats.withhold(running)
         self.fair = stats.fair
         out: list[Victim] = []
         fair, dominant, starved = stats.fair, stats.dominant, self.starved_since
@@ -245,13 +245,21 @@ class Preemption:
             self.episodes.append((_full(path), start, INF))
         self.starved_since.clear()
 
-    def _forget_ended(self, live: dict) -> None:
-        for cid in [c for c in self.warned if c not in live]:
+    def _forget_ended(self, live: dict) -> list[Victim]:
+        """Forget the victims whose container left the scheduler; the others, still running."""
+        running, ended = [], []
+        for cid, (v, _) in self.warned.items():
+            if cid in live:
+                running.append(v)
+            else:
+                ended.append(cid)
+        for cid in ended:
             v, group = self.warned.pop(cid)
             groups = self.groups[_path(v.starved)]
             groups[group] -= 1
             if not groups[group]:
                 del groups[group]
+        return running
 
     def _starvation(self, now: float, path: str, cfg: PreemptionConfig, stats: TreeView,
                     below_min: bool, below_fair: bool) -> tuple | None:
