@@ -40,25 +40,18 @@ cdef Py_ssize_t N_CONTAINERS = slot_offset(NodeT, "containers"), N_CAPACITY = sl
 
 
 cdef inline object aget(object app, Py_ssize_t offset, str name):
-    """``app.<name>``: at its slot's offset when ``app`` is an ``AppState``, else by name."""
-    if type(app) is AppT:
-        return get_slot(app, offset, name)
-    return getattr(app, name)
+    """``app.<name>`` (``slot_of``: an ``AppState``'s at its offset)."""
+    return slot_of(app, AppT, offset, name)
 
 
 cdef inline int aset(object app, Py_ssize_t offset, str name, object value) except -1:
-    """``app.<name> = value``: at its slot's offset when ``app`` is an ``AppState``, else by name."""
-    if type(app) is AppT:
-        return set_slot(app, offset, value)
-    setattr(app, name, value)
-    return 0
+    """``app.<name> = value`` (``set_slot_of``)."""
+    return set_slot_of(app, AppT, offset, name, value)
 
 
 cdef inline object nget(object node, Py_ssize_t offset, str name):
-    """``node.<name>``: at its slot's offset when ``node`` is a ``NodeState``, else by name."""
-    if type(node) is NodeT:
-        return get_slot(node, offset, name)
-    return getattr(node, name)
+    """``node.<name>`` (``slot_of``: a ``NodeState``'s at its offset)."""
+    return slot_of(node, NodeT, offset, name)
 
 cdef double EPS = _EPS
 include "_fit.pxi"

@@ -38,3 +38,18 @@ cdef inline int set_slot(object obj, Py_ssize_t offset, object value) except -1:
     at[0] = <PyObject *> value
     Py_XDECREF(old)
     return 0
+
+
+cdef inline object slot_of(object obj, type cls, Py_ssize_t offset, str name):
+    """``obj.<name>``: at its slot's offset when ``obj`` is exactly a ``cls``, else by name."""
+    if type(obj) is cls:
+        return get_slot(obj, offset, name)
+    return getattr(obj, name)
+
+
+cdef inline int set_slot_of(object obj, type cls, Py_ssize_t offset, str name, object value) except -1:
+    """``obj.<name> = value``: at its slot's offset when ``obj`` is exactly a ``cls``, else by name."""
+    if type(obj) is cls:
+        return set_slot(obj, offset, value)
+    setattr(obj, name, value)
+    return 0

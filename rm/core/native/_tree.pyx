@@ -42,32 +42,23 @@ cdef Py_ssize_t N_ALIVE = slot_offset(NT, "alive"), N_FREE = slot_offset(NT, "fr
 
 
 cdef inline object qget(object q, Py_ssize_t offset, str name):
-    """``q.<name>``: at its slot's offset when ``q`` is a ``QueueState``, else by name."""
-    if type(q) is QT:
-        return get_slot(q, offset, name)
-    return getattr(q, name)
+    """``q.<name>`` (``slot_of``: a ``QueueState``'s at its offset)."""
+    return slot_of(q, QT, offset, name)
 
 
 cdef inline int qset(object q, Py_ssize_t offset, str name, object value) except -1:
-    """``q.<name> = value``: at its slot's offset when ``q`` is a ``QueueState``, else by name."""
-    if type(q) is QT:
-        return set_slot(q, offset, value)
-    setattr(q, name, value)
-    return 0
+    """``q.<name> = value`` (``set_slot_of``)."""
+    return set_slot_of(q, QT, offset, name, value)
 
 
 cdef inline object get_node(object node, Py_ssize_t offset, str name):
-    """``node.<name>``: at its slot's offset when ``node`` is a ``NodeState``, else by name."""
-    if type(node) is NT:
-        return get_slot(node, offset, name)
-    return getattr(node, name)
+    """``node.<name>`` (``slot_of``: a ``NodeState``'s at its offset)."""
+    return slot_of(node, NT, offset, name)
 
 
 cdef inline object mget(object member, Py_ssize_t offset, str name):
-    """``member.<name>``: at its slot's offset when it is a ``Member``, else by name."""
-    if type(member) is MT:
-        return get_slot(member, offset, name)
-    return getattr(member, name)
+    """``member.<name>`` (``slot_of``: a ``Member``'s at its offset)."""
+    return slot_of(member, MT, offset, name)
 
 
 cdef class Walk:
