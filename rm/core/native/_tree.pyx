@@ -1,11 +1,12 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""The compiled queue tree (rm/core/queues/state.py's ``QueueTreeState``, the reference): the
-offer's descent (``choose`` and ``_scan``) and the accounting of a placement and a release
-(``allocated``, ``released``; and ``TreeScheduler.release``, which the simulator's compiled
-steps call), statement for statement, with their arithmetic on C doubles
-in the same order, so every aggregate, usage and choice is the reference's.  Masks are the
-pending index's Python integers; caps, usage shares and min ratios are the tree's own
-Python methods.
+"""The compiled queue tree (rm/core/queues/state.py's ``QueueTreeState`` and
+rm/core/queues/scheduler.py's ``TreeScheduler``, the references): the offer's descent
+(``choose`` and ``_scan``), the accounting of a placement and a release (``allocated``,
+``released``), and the scheduler's round, offer and release (``tree_schedule``, ``offer_in``,
+``tree_release``, which the simulator's compiled loop calls with the scheduler's ``Core``),
+statement for statement, with their arithmetic on C doubles in the same order, so every
+aggregate, usage and choice is the reference's.  Masks are the pending index's Python
+integers; caps, usage shares and min ratios are the tree's own Python methods.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
@@ -65,7 +66,7 @@ cdef class Walk:
     """What the tree's round reads of a scheduler and its tree that stays the same for their
     life (the tree, its pending index and root, and which of their methods are this
     module's), read once a run with the scheduler's ``Core`` (``walk_of``)."""
-    cdef object tree, index, fits, root, order_of
+    cdef object tree, index, fits, root
     cdef bint naive, compiled_choose, own_accounts, plain_round, proofs_hold, direct
     cdef bint own_changed, own_released
 
