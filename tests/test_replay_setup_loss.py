@@ -20,6 +20,7 @@ from rayrm.rm.core.errors import RunError  # noqa: E402
 from rayrm.rm.runs.check import check_run  # noqa: E402
 from rayrm.rm.runs.reader import RunDir  # noqa: E402
 from rayrm.rm.runtime import driver  # noqa: E402
+from rayrm.rm.runtime.session import NodeLeft, Session  # noqa: E402
 
 @pytest.fixture(scope="module")
 def cluster():
@@ -65,3 +66,40 @@ def test_a_start_failing_with_every_node_alive_is_one_error_not_a_retry(cluster,
     with pytest.raises(RunError, match="the replay's actors could not start: .*the raylet refused"):
         driver.replay(small_config(), out=tmp_path, progress=False)
     assert len(starts) == 1
+
+
+@ray.remote(num_cpus=0)
+class Gate:
+    """A call that answers only once the gate opens."""
+
+    def __init__(self):
+        import asyncio
+        self.opened = asyncio.Event()
+
+    async def wait(self):
+        await self.opened.wait()
+        return "through"
+
+    async def open(self):
+        self.opened.set()
+
+
+def test_a_start_waiting_on_a_node_that_is_gone_fails_at_once(cluster):
+    """Session.get fails with NodeLeft while a call is unanswered and a planned node is not
+    alive (here one Ray never had), rather than waiting on the call; with every planned
+    node alive it is ray.get."""
+    import threading
+    gate = Gate.remote()
+    session = Session()
+    session.nodes = {"ab" * 28}
+    # were it ray.get, the call would return once this opens the gate: no NodeLeft, a failure
+    later = threading.Timer(60, lambda: gate.open.remote())
+    later.start()
+    with pytest.raises(NodeLeft, match="Ray node abababab is no longer alive"):
+        session.get([gate.wait.remote()])
+    later.cancel()
+    session.nodes = {ray.get_runtime_context().get_node_id()}
+    waiting = gate.wait.remote()
+    ray.get(gate.open.remote())
+    assert session.get([waiting]) == ["through"]
+    ray.kill(gate)

@@ -53,7 +53,7 @@ from rayrm.rm.runtime.pace import pace_warning
 from rayrm.rm.runtime.rmactor.journal import export_from_store
 from rayrm.rm.runtime.plan import Plan, am_host_nodes, plan_replay, preemption_rules
 from rayrm.rm.runs.recovery import write_costs
-from rayrm.rm.runtime.session import Session, connect
+from rayrm.rm.runtime.session import NodeLeft, Session, connect
 from rayrm.rm.runtime.shipping import rm_node, rm_runtime_env
 from rayrm.rm.runtime.summary import replay_figures, twin_comparison
 from rayrm.rm.runtime.supervisor import (AM_HOST_RESTARTS, NM_HOST_RESTARTS, FaultInjector, StopSignal, Supervisor,
@@ -189,17 +189,19 @@ def _run(run: ReplayRun, session: Session) -> dict:
 
 def _set_up(run: ReplayRun, session: Session) -> tuple["Placement", "Actors"]:
     """The plan and start stages.  A Ray node lost before t = 0 fails the start (an actor
-    pinned to it is unschedulable, or dies): nothing has run yet, so the actors started
-    are killed and both stages run again on the nodes still alive, at most
-    ``SETUP_TRIES`` times; a failure with every planned node alive is not retried."""
+    pinned to it is unschedulable or dies, or ``Session.get`` sees the node gone first):
+    nothing has run yet, so the actors started are killed and both stages run again on
+    the nodes still alive, at most ``SETUP_TRIES`` times; a failure with every planned
+    node alive is not retried."""
     import ray  # noqa: PLC0415
     asked = list(run.faults)
     for attempt in range(1, SETUP_TRIES + 1):
         run.faults, run.drawn = list(asked), []        # the nemesis draws for the nodes now alive
         placed = plan_stage(run)
+        session.nodes = {r.node_id for r in placed.ray_nodes}
         try:
             return placed, start_stage(run, placed, session)
-        except ray.exceptions.RayError as e:
+        except (ray.exceptions.RayError, NodeLeft) as e:
             session.close()
             lost = _lost_nodes(placed.ray_nodes)
             cause = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -299,14 +301,13 @@ def start_stage(run: ReplayRun, placed: Placement, session: Session) -> Actors:
     jobs, ams, am_of_app, make_am_host = _start_am_hosts(run, placed.am_nodes, hosts, session)
     actors = Actors(rm, hosts, host_of_node, ams, am_of_app, jobs, state_dir, make_am_host=make_am_host)
     actors.clock = TraceClock(time.time() + START_LEAD, run.scale)
-    ray.get([rm.call.remote(Call.START_CLOCK, actors.clock)] + [h.start.remote(actors.clock) for h in hosts.values()])
+    session.get([rm.call.remote(Call.START_CLOCK, actors.clock)] + [h.start.remote(actors.clock) for h in hosts.values()])
     return actors
 
 
 def _start_nm_hosts(run: ReplayRun, plan: Plan, session: Session, secret: bytes) -> tuple[dict, dict]:
     """One NodeManager host per Ray node that got NMs, its workers pre-started and its NMs
     registered; returns the hosts and each NM's host."""
-    import ray  # noqa: PLC0415
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as Affinity  # noqa: PLC0415
 
     from rayrm.nodes.executors import make_container_executor  # noqa: PLC0415
@@ -323,8 +324,8 @@ def _start_nm_hosts(run: ReplayRun, plan: Plan, session: Session, secret: bytes)
             container_actor=container_actor, events=session.pin(plan.events.get(rid, ())), secret=secret))
         host_of_node.update({s.name: f"nm-{i}" for s in specs})
         host_of_node.update({e[2]: f"nm-{i}" for e in plan.events.get(rid, ()) if e[1] == "join"})
-    ray.get([h.prewarm.remote(plan.warm[rid]) for h, rid in zip(hosts.values(), plan.hosted)])
-    ray.get([h.register.remote() for h in hosts.values()])
+    session.get([h.prewarm.remote(plan.warm[rid]) for h, rid in zip(hosts.values(), plan.hosted)])
+    session.get([h.register.remote() for h in hosts.values()])
     return hosts, host_of_node
 
 
@@ -332,7 +333,6 @@ def _start_am_hosts(run: ReplayRun, am_nodes: list[str], hosts: dict, session: S
     """The ApplicationMaster hosts, spread over the Ray nodes like the NM hosts so that the
     RM is the only central actor, each with the jobs dealt to it round-robin in submit
     order (``am_host_of``, which the simulator's kill-am-host follows)."""
-    import ray  # noqa: PLC0415
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as Affinity  # noqa: PLC0415
 
     from rayrm.apps.am import AMJob, ApplicationMasterHost  # noqa: PLC0415
@@ -355,7 +355,7 @@ def _start_am_hosts(run: ReplayRun, am_nodes: list[str], hosts: dict, session: S
     for i, (rid, mine) in enumerate(zip(am_nodes, dealt)):
         ams[f"am-{i}"] = make_am_host(i, rid)
         am_of_app.update({j.spec.app_id: ams[f"am-{i}"] for j in mine})
-    ray.get([am.ready.remote() for am in ams.values()])
+    session.get([am.ready.remote() for am in ams.values()])
     return jobs, ams, am_of_app, make_am_host
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from rayrm.nodes.placement import alive_ray_nodes
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.service.protocol import NAMESPACE
 
@@ -29,6 +30,7 @@ SYSTEM_CONFIG = {
     "worker_niceness": 0,
 }
 OBJECT_STORE_BYTES = 100 * 1024 * 1024
+START_POLL = 1.0          # wall seconds between two looks at the Ray nodes while actors start
 
 
 def connect(address: str | None, *, num_cpus: int | None = None) -> bool:
@@ -66,12 +68,29 @@ def _check_reachable(address: str, timeout: float = 3.0) -> None:
                          f"start one with `ray start --head` or use --address auto") from None
 
 
+class NodeLeft(Exception):
+    """A Ray node the replay was placed on left while its actors were starting."""
+
+
 class Session:
     """The actors of one replay, killed at the end whatever happens."""
 
     def __init__(self):
         self.actors: list = []
         self.pinned: list = []
+        self.nodes: set[str] = set()      # the Ray node ids the replay is placed on (get)
+
+    def get(self, refs: list) -> list:
+        """``ray.get(refs)`` of the start's calls, but NodeLeft as soon as one of ``nodes``
+        is no longer alive: an actor pinned to a node that died waits on Ray's own handling
+        of it, which a loaded cluster can draw out well past the death."""
+        import ray  # noqa: PLC0415
+        waiting = list(refs)
+        while waiting:
+            _, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=START_POLL)
+            if waiting and (gone := self.nodes - {r.node_id for r in alive_ray_nodes()}):
+                raise NodeLeft(f"Ray node {', '.join(sorted(n[:8] for n in gone))} is no longer alive")
+        return ray.get(refs)
 
     def add(self, actor):
         self.actors.append(actor)
