@@ -23,4 +23,5 @@ cdef class Candidates:
     cdef int read(self, list entries) except -1
     cdef int read_apps(self, list apps) except -1
     cdef bint eligible(self, Py_ssize_t m)
+    cdef list free_of(self, list nodes, Py_ssize_t m, set dirty, double *F)
     cdef bint any_fits(self, Py_ssize_t m, double *F, Py_ssize_t w)

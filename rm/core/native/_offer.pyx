@@ -215,21 +215,13 @@ cdef int offer_fresh(Core core, list nodes, set dirty, list cand, list placed, b
     (an app leaves ``cand`` with its last pending task)."""
     cdef double F[MAX_DIMS]
     cdef Candidates c = Candidates()
-    cdef Py_ssize_t m, w
-    cdef list free
+    cdef Py_ssize_t m
     offer_method = None if direct else core.sched._offer
     c.read(cand)
     for m in range(PyList_GET_SIZE(nodes)):
-        if not c.eligible(m):
+        if c.free_of(nodes, m, dirty, F) is None:
             continue
         node = <object> PyList_GET_ITEM(nodes, m)
-        if not nget(node, N_ALIVE, "alive"):
-            continue
-        free = nget(node, N_FREE, "free")
-        w = PyList_GET_SIZE(free)
-        load(free, F, w)
-        if not c.any_fits(m, F, w) or m in dirty:
-            continue
         if direct:
             offer_walk(core, node, cand, placed, None, True)
         else:
@@ -293,6 +285,22 @@ cdef class Candidates:
             if m < self.size[j] and self.elig[j][m]:
                 return True
         return False
+
+    cdef list free_of(self, list nodes, Py_ssize_t m, set dirty, double *F):
+        """Node m's free vector (also read into F) when a fresh offer may place there: some
+        app may use it, it is alive, some app's task fits its free resources, and it was
+        not offered this round (not in ``dirty``); else None."""
+        cdef list free
+        if not self.eligible(m):
+            return None
+        node = <object> PyList_GET_ITEM(nodes, m)
+        if not nget(node, N_ALIVE, "alive"):
+            return None
+        free = nget(node, N_FREE, "free")
+        load(free, F, PyList_GET_SIZE(free))
+        if not self.any_fits(m, F, PyList_GET_SIZE(free)) or m in dirty:
+            return None
+        return free
 
     cdef bint any_fits(self, Py_ssize_t m, double *F, Py_ssize_t w):
         """Some app may use node m and its task fits F: no d_r > F_r + EPS."""

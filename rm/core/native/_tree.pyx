@@ -302,7 +302,7 @@ cdef list tree_schedule(Core core):
     sched = core.sched
     cdef list placed = []
     cdef double F[MAX_DIMS]
-    cdef Py_ssize_t m, w
+    cdef Py_ssize_t m
     cdef list nodes, free, fresh_apps
     cdef Candidates cand
     cdef Walk wk = walk_of(core)
@@ -335,16 +335,10 @@ cdef list tree_schedule(Core core):
         cand = Candidates()
         cand.read_apps(fresh_apps)
         for m in range(len(fresh_apps[0].eligible)):
-            if not cand.eligible(m):
+            free = cand.free_of(nodes, m, dirty, F)
+            if free is None:
                 continue
             node = <object> PyList_GET_ITEM(nodes, m)
-            if not get_node(node, N_ALIVE, "alive"):
-                continue
-            free = get_node(node, N_FREE, "free")
-            w = PyList_GET_SIZE(free)
-            load(free, F, w)
-            if not cand.any_fits(m, F, w) or m in dirty:
-                continue
             if direct:
                 offer_in(core, node, placed, tuple(free) if proofs_hold else None, fresh_apps)
             else:
