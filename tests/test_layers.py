@@ -157,7 +157,7 @@ def heavy(module: str, seen=None) -> bool:
     if module in seen or module not in SOURCES:
         return False
     seen.add(module)
-    return module in HEAVY_AT_TOP or any(heavy(t, seen) for t, _, nested, _ in IMPORTS[module] if not nested)
+    return module in HEAVY_AT_TOP or any(heavy(t, seen) for t, _, nested, _ in IMPORTS.get(module, ()) if not nested)
 
 
 def deferral_violations() -> dict[str, str]:
