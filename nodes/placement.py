@@ -72,6 +72,12 @@ def alive_ray_nodes() -> list[RayNode]:
     return out
 
 
+def lost_ray_nodes(planned: list[RayNode]) -> list[RayNode]:
+    """The nodes of ``planned`` that Ray no longer lists alive."""
+    alive = {r.node_id for r in alive_ray_nodes()}
+    return [r for r in planned if r.node_id not in alive]
+
+
 def label_score(spec: NodeSpec, ray_node: RayNode) -> int | None:
     """How many of the NM's attributes the Ray node's labels agree on; None on a conflict."""
     labels = ray_node.custom_labels

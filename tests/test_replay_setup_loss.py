@@ -16,6 +16,7 @@ ray = pytest.importorskip("ray")
 
 from samples import small_config, small_two_node_cluster  # noqa: E402
 
+from rayrm.nodes.placement import RayNode, alive_ray_nodes  # noqa: E402
 from rayrm.rm.core.errors import RunError  # noqa: E402
 from rayrm.rm.runs.check import check_run  # noqa: E402
 from rayrm.rm.runs.reader import RunDir  # noqa: E402
@@ -91,14 +92,14 @@ def test_a_start_waiting_on_a_node_that_is_gone_fails_at_once(cluster):
     import threading
     gate = Gate.remote()
     session = Session()
-    session.nodes = {"ab" * 28}
+    session.nodes = [RayNode("ab" * 28, "10.0.0.9", 1.0)]
     # were it ray.get, the call would return once this opens the gate: no NodeLeft, a failure
     later = threading.Timer(60, lambda: gate.open.remote())
     later.start()
     with pytest.raises(NodeLeft, match="Ray node abababab is no longer alive"):
         session.get([gate.wait.remote()])
     later.cancel()
-    session.nodes = {ray.get_runtime_context().get_node_id()}
+    session.nodes = alive_ray_nodes()
     waiting = gate.wait.remote()
     ray.get(gate.open.remote())
     assert session.get([waiting]) == ["through"]

@@ -48,7 +48,7 @@ from rayrm.rm.core.chaos import ChaosSpec, draw_schedule, parse_chaos, shape_of
 from rayrm.rm.core.faults import Fault, am_host_of, check_cluster, check_times, config_faults, earliest_end
 from rayrm.rm.core.policies import policy_for_run
 from rayrm.rm.core.policies.plugins import policy_source
-from rayrm.nodes.placement import Homes, alive_ray_nodes, where_figures
+from rayrm.nodes.placement import Homes, alive_ray_nodes, lost_ray_nodes, where_figures
 from rayrm.rm.runtime.pace import pace_warning
 from rayrm.rm.runtime.rmactor.journal import export_from_store
 from rayrm.rm.runtime.plan import Plan, am_host_nodes, plan_replay, preemption_rules
@@ -198,7 +198,7 @@ def _set_up(run: ReplayRun, session: Session) -> tuple["Placement", "Actors"]:
     for attempt in range(1, SETUP_TRIES + 1):
         run.faults, run.drawn = list(asked), []        # the nemesis draws for the nodes now alive
         placed = plan_stage(run)
-        session.nodes = {r.node_id for r in placed.ray_nodes}
+        session.nodes = placed.ray_nodes
         try:
             return placed, start_stage(run, placed, session)
         except (ray.exceptions.RayError, NodeLeft) as e:
@@ -221,8 +221,7 @@ def _lost_nodes(planned: list) -> list:
     driver a moment before the node's: wait up to ``NODE_DEATH_WAIT`` wall seconds for it."""
     deadline = time.monotonic() + NODE_DEATH_WAIT
     while True:
-        alive = {r.node_id for r in alive_ray_nodes()}
-        lost = [r for r in planned if r.node_id not in alive]
+        lost = lost_ray_nodes(planned)
         if lost or time.monotonic() >= deadline:
             return lost
         time.sleep(0.2)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from rayrm.nodes.placement import alive_ray_nodes
+from rayrm.nodes.placement import lost_ray_nodes
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.service.protocol import NAMESPACE
 
@@ -78,7 +78,7 @@ class Session:
     def __init__(self):
         self.actors: list = []
         self.pinned: list = []
-        self.nodes: set[str] = set()      # the Ray node ids the replay is placed on (get)
+        self.nodes: list = []             # the Ray nodes the replay is placed on (get)
 
     def get(self, refs: list) -> list:
         """``ray.get(refs)`` of the start's calls, but NodeLeft as soon as one of ``nodes``
@@ -88,8 +88,8 @@ class Session:
         waiting = list(refs)
         while waiting:
             _, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=START_POLL)
-            if waiting and (gone := self.nodes - {r.node_id for r in alive_ray_nodes()}):
-                raise NodeLeft(f"Ray node {', '.join(sorted(n[:8] for n in gone))} is no longer alive")
+            if waiting and (gone := lost_ray_nodes(self.nodes)):
+                raise NodeLeft(f"Ray node {', '.join(r.node_id[:8] for r in gone)} is no longer alive")
         return ray.get(refs)
 
     def add(self, actor):
