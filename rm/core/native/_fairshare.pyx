@@ -3,14 +3,19 @@
 ``fair_shares`` on C doubles, the same operations in the same order, so every share is the
 same float; and ``TreeShape.view``, preemption's view of the tree at an evaluation (u, δ and
 F of every queue: rm/core/queues/treeview.py, the Python reference), which the rules ask for
-every half second of trace time.
+every half second of trace time; and ``LeafClocks``, the rules' starvation clocks moved on
+that view (rm/core/queues/preemption.py's ``LeafClocks``, the reference).
 
 Python's ``max(x, y)`` keeps x unless y > x and ``min(x, y)`` keeps x unless y < x; the
 clamps below are written that way.  ``sum`` of floats adds them left to right from 0.0.
 """
 
 from libc.math cimport INFINITY
-from libc.stdlib cimport free, malloc, qsort
+from libc.stdlib cimport calloc, free, malloc, qsort
+
+from rayrm.rm.core.model import EPS as _EPS
+
+cdef double EPS = _EPS
 
 
 cdef int _ascending(const void* a, const void* b) noexcept nogil:
@@ -262,3 +267,167 @@ cdef class TreeShape:
             c = self.kids[j]
             if self.count[c]:
                 self._fill(c, delta, fair)
+
+
+cdef class LeafClocks:
+    """preemption.LeafClocks (the reference) on C arrays: per leaf i the same clocks, and
+    ``scan`` the same tests in the same order on the C doubles of the view just taken (the
+    TreeView's ``shape``: u, δ, F and the usage of every queue), so the same clocks move, the
+    same episodes end and the same leaves preempt with the same targets."""
+
+    cdef Py_ssize_t n
+    cdef list leaves, paths, names
+    cdef double* t_min
+    cdef double* t_fair
+    cdef double* theta
+    cdef double* since_min
+    cdef double* since_fair
+    cdef double* since
+    cdef double* next_search
+    cdef unsigned char* has_min         # since_min runs
+    cdef unsigned char* has_fair        # since_fair runs
+    cdef unsigned char* episode         # since runs: an open episode
+    cdef unsigned char* has_next        # next_search set
+    cdef int* at                        # leaf -> its queue's index in ``bound``
+    cdef TreeShape bound
+
+    def __cinit__(self, list leaves):
+        cdef Py_ssize_t i, n = len(leaves)
+        self.n, self.leaves = n, leaves
+        self.paths = [leaf[0] for leaf in leaves]
+        self.names = [leaf[1] for leaf in leaves]
+        self.t_min = <double*>calloc(7 * n + 1, sizeof(double))     # zeros: a clock not set pickles as 0
+        self.has_min = <unsigned char*>calloc(4 * n + 1, 1)
+        self.at = <int*>malloc((n + 1) * sizeof(int))
+        if not (self.t_min and self.has_min and self.at):
+            raise MemoryError()
+        self.t_fair, self.theta = self.t_min + n, self.t_min + 2 * n
+        self.since_min, self.since_fair = self.t_min + 3 * n, self.t_min + 4 * n
+        self.since, self.next_search = self.t_min + 5 * n, self.t_min + 6 * n
+        self.has_fair, self.episode, self.has_next = self.has_min + n, self.has_min + 2 * n, self.has_min + 3 * n
+        for i in range(n):
+            _, _, self.t_min[i], self.t_fair[i], self.theta[i] = leaves[i]
+
+    def __dealloc__(self):
+        free(self.t_min)
+        free(self.has_min)
+        free(self.at)
+
+    def __reduce__(self):
+        """Pickled with its clocks (the replay's RM snapshots its state, the rules in it, and
+        reads it back with only rayrm's classes callable); the shape is bound again at the
+        next scan."""
+        return LeafClocks, (self.leaves,), [
+            (self.has_min[i], self.since_min[i], self.has_fair[i], self.since_fair[i], self.episode[i],
+             self.since[i], self.has_next[i], self.next_search[i]) for i in range(self.n)]
+
+    def __setstate__(self, list clocks):
+        cdef Py_ssize_t i
+        for i in range(self.n):
+            (self.has_min[i], self.since_min[i], self.has_fair[i], self.since_fair[i], self.episode[i],
+             self.since[i], self.has_next[i], self.next_search[i]) = clocks[i]
+
+    cdef int _bind(self, TreeShape shape) except -1:
+        """Each leaf's queue index in ``shape`` (a new shape comes with a new cluster total)."""
+        where = {path: j for j, path in enumerate(shape.paths)}
+        for i in range(self.n):
+            self.at[i] = where[self.paths[i]]
+        self.bound = shape
+        return 0
+
+    def scan(self, double now, stats, list episodes) -> list:
+        """``LeafClocks.scan`` of the reference; ``stats``: the compiled core's TreeView."""
+        cdef TreeShape shape = stats.shape
+        if shape is not self.bound:
+            self._bind(shape)
+        cdef Py_ssize_t i, q, r, k = shape.k, n = shape.n
+        cdef double* usage = shape.work
+        cdef double* share = usage + 3 * n * k
+        cdef double* delta = share + n
+        cdef double* fair = delta + n
+        cdef double lo_r[64]
+        cdef double ratio, x, target, min_share
+        cdef bint below_min, below_fair, some
+        cdef Py_ssize_t nlo
+        cdef list queues = stats.tree.queues
+        placeable = stats.placeable
+        out = []
+        for i in range(self.n):
+            q = self.at[i]
+            below_min = False
+            min_share = 0.0
+            if self.t_min[i] < INFINITY:
+                lo = queues[q].min
+                if lo is not None:
+                    # max over r with m_r > 0 of U_r / m_r (inf: none), as TreeView.min_ratio
+                    nlo = min(len(lo), k, 64)
+                    ratio, some = INFINITY, False
+                    for r in range(nlo):
+                        lo_r[r] = lo[r]
+                        if lo_r[r] > 0:
+                            x = usage[q * k + r] / lo_r[r]
+                            if not some or x > ratio:
+                                ratio, some = x, True
+                    below_min = ratio < 1 - EPS
+                    min_share = _frac(lo_r, shape.inverse, nlo)
+            below_fair = self.t_fair[i] < INFINITY and share[q] < self.theta[i] * fair[q] - EPS
+            if not (below_min or below_fair) and not self.episode[i]:
+                continue
+            if not (below_min or below_fair) or not placeable(self.paths[i]):
+                if self.episode[i]:             # the episode ends, both clocks with it
+                    self.has_min[i] = self.has_fair[i] = self.episode[i] = 0
+                    episodes.append((self.names[i], self.since[i], now))
+                continue
+            if not self.episode[i]:
+                self.episode[i], self.since[i] = 1, now
+            if below_min:
+                if not self.has_min[i]:
+                    self.has_min[i], self.since_min[i] = 1, now
+            else:
+                self.has_min[i] = 0
+            if below_fair:
+                if not self.has_fair[i]:
+                    self.has_fair[i], self.since_fair[i] = 1, now
+            else:
+                self.has_fair[i] = 0
+            target = -INFINITY
+            if below_min and now - self.since_min[i] >= self.t_min[i] - EPS:
+                x = delta[q] if delta[q] < min_share else min_share      # min(m, δ)
+                if x > target:
+                    target = x
+            if below_fair and now - self.since_fair[i] >= self.t_fair[i] - EPS:
+                if fair[q] > target:
+                    target = fair[q]
+            if target != -INFINITY and not (self.has_next[i] and now < self.next_search[i] - EPS):
+                out.append((i, target))
+        return out
+
+    def searched(self, Py_ssize_t leaf, double until):
+        self.has_next[leaf], self.next_search[leaf] = 1, until
+
+    def wake_after(self, double now) -> float:
+        cdef double best = INFINITY, t
+        cdef Py_ssize_t i
+        for i in range(self.n):
+            if self.has_min[i]:
+                t = self.since_min[i] + self.t_min[i]
+                if now < t < best:
+                    best = t
+            if self.has_fair[i]:
+                t = self.since_fair[i] + self.t_fair[i]
+                if now < t < best:
+                    best = t
+            if self.episode[i] and self.has_next[i]:
+                t = self.next_search[i]
+                if now < t < best:
+                    best = t
+        return best
+
+    def starved(self) -> dict:
+        return {i: self.since[i] for i in range(self.n) if self.episode[i]}
+
+    def end_all(self):
+        cdef Py_ssize_t i
+        for i in range(self.n):
+            self.episode[i] = 0
+

@@ -67,7 +67,7 @@ from typing import Any, NamedTuple
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.fields import mapping, number
 from rayrm.rm.core.model import EPS
-from rayrm.rm.core.native import core_name
+from rayrm.rm.core.native import compiled, core_name
 from rayrm.rm.core.queues.tree import QueueSpec, QueueTree
 from rayrm.rm.core.queues.treeview import TreeView
 from rayrm.rm.core.queues.victims import choose_victims
@@ -141,6 +141,79 @@ class Victim(NamedTuple):
     deadline: float
 
 
+class LeafClocks:
+    """The leaves' starvation clocks, the rules' state between evaluations (module
+    docstring): per leaf i, since when it has been below its min (``since_min``), below θ·F
+    (``since_fair``) and starved (``since``: its open episode's start), and the time before
+    which it searches no victims (``next_search``).  The compiled core's is
+    ``_fairshare.LeafClocks``, the same tests in the same order on the view's C doubles.
+
+    ``leaves``: per leaf (path, full name, min_share_timeout, fair_share_timeout, θ).
+    """
+
+    def __init__(self, leaves: list[tuple[str, str, float, float, float]]):
+        self.leaves = leaves
+        self.since_min: dict[int, float] = {}
+        self.since_fair: dict[int, float] = {}
+        self.since: dict[int, float] = {}
+        self.next_search: dict[int, float] = {}
+
+    def scan(self, now: float, stats: TreeView, episodes: list) -> list[tuple[int, float]]:
+        """Move every leaf's clocks to ``now`` (an episode that ends is appended to
+        ``episodes``); the leaves that may preempt now, each with its target share, in leaf
+        order.  A kind of starvation counts only where its timeout is set (only then can it
+        preempt); a leaf is starved only with a task it could place (asked last: it walks
+        the leaf's apps)."""
+        out = []
+        fair = stats.fair
+        for i, (path, name, t_min, t_fair, theta) in enumerate(self.leaves):
+            below_min = t_min < INF and stats.min_ratio(path) < 1 - EPS
+            below_fair = t_fair < INF and stats.dominant(path) < theta * fair.get(name, 0.0) - EPS
+            if not (below_min or below_fair) or not stats.placeable(path):
+                if i in self.since:         # the episode ends, both clocks with it
+                    self.since_min.pop(i, None)
+                    self.since_fair.pop(i, None)
+                    episodes.append((name, self.since.pop(i), now))
+                continue
+            self.since.setdefault(i, now)
+            if below_min:
+                self.since_min.setdefault(i, now)
+            else:
+                self.since_min.pop(i, None)
+            if below_fair:
+                self.since_fair.setdefault(i, now)
+            else:
+                self.since_fair.pop(i, None)
+            target = -INF
+            if below_min and now - self.since_min[i] >= t_min - EPS:
+                target = max(target, min(stats.min_share(path), stats.demand_share(path)))
+            if below_fair and now - self.since_fair[i] >= t_fair - EPS:
+                target = max(target, fair.get(name, 0.0))
+            if target != -INF and now >= self.next_search.get(i, -INF) - EPS:
+                out.append((i, target))
+        return out
+
+    def searched(self, leaf: int, until: float) -> None:
+        """Leaf ``leaf`` searched for victims: its next search waits till ``until``."""
+        self.next_search[leaf] = until
+
+    def wake_after(self, now: float) -> float:
+        """The earliest clock expiry after ``now`` (inf: none): a timeout of a clock that
+        runs, or a starved leaf's next search."""
+        times = [since + self.leaves[i][2] for i, since in self.since_min.items()]
+        times += [since + self.leaves[i][3] for i, since in self.since_fair.items()]
+        times += [t for i, t in self.next_search.items() if i in self.since]
+        return min((t for t in times if t > now), default=INF)
+
+    def starved(self) -> dict[int, float]:
+        """The starved leaves and their episodes' starts."""
+        return dict(self.since)
+
+    def end_all(self) -> None:
+        """The run ended: no leaf is starved any more (``Preemption.close`` ended the episodes)."""
+        self.since.clear()
+
+
 class Preemption:
     """The preemption rules of a run (module docstring), held by the scheduler's owner.
 
@@ -158,24 +231,18 @@ class Preemption:
         self.settings: dict[str, PreemptionConfig] = {}
         self._inherit(tree.root, config)
         self._names = {path: _full(path) for path in self.settings}     # leaf path -> full name
-        #: per leaf, what decide reads of its settings: (path, full name, settings, whether it
-        #: counts being below its min, whether below θ·F, θ)
-        self._leaves = [(path, self._names[path], cfg, cfg.min_share_timeout < INF,
-                         cfg.fair_share_timeout < INF, cfg.fair_share_threshold)
-                        for path, cfg in self.settings.items()]
-        self.since_min: dict[str, float] = {}
-        self.since_fair: dict[str, float] = {}
-        self.starved_since: dict[str, float] = {}
+        self._paths = list(self.settings)                                # leaf index -> path
+        self._native = core_name() == "native"              # the core that runs: its view and clocks
+        clocks = compiled("_fairshare").LeafClocks if self._native else LeafClocks
+        self.clocks = clocks([(path, self._names[path], cfg.min_share_timeout, cfg.fair_share_timeout,
+                               cfg.fair_share_threshold) for path, cfg in self.settings.items()])
         self.episodes: list[tuple[str, float, float]] = []
         self.warned: dict[int, tuple[Victim, int]] = {}     # container -> (victim, its task group)
         self.groups: dict[str, dict[int, int]] = {}         # leaf -> task group -> live victims
         self._group = 0
-        self.next_search: dict[str, float] = {}             # leaf -> no victim search before then
         self._last = -INF                                   # the last evaluation
         self._skipped = False                               # a call since then was not evaluated
-        self._expiries: list[float] = []                    # the clocks' expiries, sorted (wake)
         self.fair: dict[str, float] = {}                    # the last decide's F_q, by full name
-        self._native = core_name() == "native"              # the view of the core that runs
 
     def _inherit(self, q: QueueSpec, parent: PreemptionConfig) -> None:
         own = replace(parent, **dict(q.preemption)) if q.preemption else parent
@@ -202,21 +269,14 @@ class Preemption:
         stats.withhold(running)
         self.fair = stats.fair
         out: list[Victim] = []
-        fair, dominant, starved = stats.fair, stats.dominant, self.starved_since
-        queue = tree.by_path
-        for path, name, cfg, on_min, on_fair, theta in self._leaves:
-            # a kind of starvation counts only where its timeout is set: only then can it preempt
-            below_min = on_min and queue[path].min is not None and stats.min_ratio(path) < 1 - EPS
-            below_fair = on_fair and dominant(path) < theta * fair.get(name, 0.0) - EPS
-            if not (below_min or below_fair) and path not in starved:
-                continue                        # not starved, no episode to end
-            need = self._starvation(now, path, cfg, stats, below_min, below_fair)
-            if need is not None:
-                out.extend(self._victims(now, path, need, stats))
-        self._expiries = sorted(
-            [since + self.settings[path].min_share_timeout for path, since in self.since_min.items()]
-            + [since + self.settings[path].fair_share_timeout for path, since in self.since_fair.items()]
-            + [t for path, t in self.next_search.items() if path in self.starved_since])
+        for leaf, target in self.clocks.scan(now, stats, self.episodes):
+            path = self._paths[leaf]
+            app, pending = stats.head(path)
+            s = stats.task_share(app)
+            k = math.ceil((target - stats.dominant(path)) / s - 1e-9) if s > 0 else 0
+            k = min(k, pending) - len(self.groups.get(path, ()))
+            if k > 0:
+                out.extend(self._victims(now, leaf, path, app, k, stats))
         return out
 
     @property
@@ -227,13 +287,15 @@ class Preemption:
     def wake(self, now: float) -> float | None:
         """The earliest time after ``now`` a starved leaf's timeout expires (None: none),
         when the driver must call ``decide`` although nothing else happens.  The drivers ask
-        after every round; the times only move at an evaluation, which sorts them."""
+        after every round; the clocks only move at an evaluation."""
         best = self._last + UPDATE_INTERVAL if self._skipped else INF
-        times = self._expiries
-        at = bisect.bisect_right(times, now)
-        if at < len(times) and times[at] < best:
-            best = times[at]
+        best = min(best, self.clocks.wake_after(now))
         return best if best < INF else None
+
+    @property
+    def starved_since(self) -> dict[str, float]:
+        """The leaves starved now (by path) and since when: their open episodes."""
+        return {self._paths[leaf]: since for leaf, since in self.clocks.starved().items()}
 
     def due(self, now: float) -> list[int]:
         """The warned containers still running whose deadline is at or before ``now``."""
@@ -243,7 +305,7 @@ class Preemption:
         """The run ends at ``now``: a leaf still starved ends its episode unrestored (end inf)."""
         for path, start in sorted(self.starved_since.items()):
             self.episodes.append((_full(path), start, INF))
-        self.starved_since.clear()
+        self.clocks.end_all()
 
     def _forget_ended(self, live: dict) -> list[Victim]:
         """Forget the victims whose container left the scheduler; the others, still running."""
@@ -261,48 +323,10 @@ class Preemption:
                 del groups[group]
         return running
 
-    def _starvation(self, now: float, path: str, cfg: PreemptionConfig, stats: TreeView,
-                    below_min: bool, below_fair: bool) -> tuple | None:
-        """Update the leaf's starvation clocks and episode at ``now``, given whether it is
-        below its min and below θ·F (each where its timeout is set); it is starved only
-        with a task it could place (asked last: it walks the leaf's apps).  (The app it
-        serves first, k: tasks to free for it) when it may preempt now, else None."""
-        u, fair = stats.dominant(path), stats.fair.get(self._names[path], 0.0)
-        if not (below_min or below_fair) or not stats.placeable(path):
-            if path in self.starved_since:      # the episode ends (both clocks with it)
-                self.since_min.pop(path, None)
-                self.since_fair.pop(path, None)
-                self.episodes.append((self._names[path], self.starved_since.pop(path), now))
-            return None
-        self.starved_since.setdefault(path, now)
-        if below_min:
-            self.since_min.setdefault(path, now)
-        else:
-            self.since_min.pop(path, None)
-        if below_fair:
-            self.since_fair.setdefault(path, now)
-        else:
-            self.since_fair.pop(path, None)
-        target = -INF
-        if below_min and now - self.since_min[path] >= cfg.min_share_timeout - EPS:
-            target = max(target, min(stats.min_share(path), stats.demand_share(path)))
-        if below_fair and now - self.since_fair[path] >= cfg.fair_share_timeout - EPS:
-            target = max(target, fair)
-        if target == -INF:
-            return None
-        if now < self.next_search.get(path, -INF) - EPS:
-            return None
-        app, pending = stats.head(path)
-        s = stats.task_share(app)
-        k = math.ceil((target - u) / s - 1e-9) if s > 0 else 0
-        k = min(k, pending) - len(self.groups.get(path, ()))
-        return (app, k) if k > 0 else None
-
-    def _victims(self, now: float, path: str, need: tuple, stats: TreeView) -> list[Victim]:
-        """Victims for ``k`` tasks of ``app`` (leaf ``path``), node by node (module docstring)."""
-        app, k = need
+    def _victims(self, now: float, leaf: int, path: str, app, k: int, stats: TreeView) -> list[Victim]:
+        """Victims for ``k`` tasks of ``app`` (leaf ``path``, index ``leaf``), node by node (module docstring)."""
         deadline = now + self.settings[path].grace
-        self.next_search[path] = deadline
+        self.clocks.searched(leaf, deadline)
         out = []
         for chosen in choose_victims(stats, path, app, k, self.warned):
             self._group += 1

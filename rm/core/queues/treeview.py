@@ -60,6 +60,7 @@ class TreeView:
         self._warned: list = []                   # the victims warned (withhold)
         self._kept: dict[str, list[float]] | None = None
         self._static, answers, shape = self._statics(tree, native)
+        self.shape = shape                        # the compiled core's, holding this view's C doubles
         if shape is not None:
             self._dominant, self._demand_share, self.fair = shape.view(tree.queues)
         else:
