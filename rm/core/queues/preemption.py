@@ -309,18 +309,14 @@ class Preemption:
 
     def _forget_ended(self, live: dict) -> list[Victim]:
         """Forget the victims whose container left the scheduler; the others, still running."""
-        running, ended = [], []
-        for cid, (v, _) in self.warned.items():
-            if cid in live:
-                running.append(v)
-            else:
-                ended.append(cid)
-        for cid in ended:
-            v, group = self.warned.pop(cid)
-            groups = self.groups[_path(v.starved)]
-            groups[group] -= 1
-            if not groups[group]:
-                del groups[group]
+        running = [v for cid, (v, _) in self.warned.items() if cid in live]
+        if len(running) < len(self.warned):
+            for cid in [cid for cid in self.warned if cid not in live]:
+                v, group = self.warned.pop(cid)
+                groups = self.groups[_path(v.starved)]
+                groups[group] -= 1
+                if not groups[group]:
+                    del groups[group]
         return running
 
     def _victims(self, now: float, leaf: int, path: str, app, k: int, stats: TreeView) -> list[Victim]:
