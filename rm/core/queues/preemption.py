@@ -59,7 +59,6 @@ from starvation to share restored.
 
 from __future__ import annotations
 
-import bisect
 import math
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
@@ -270,6 +269,8 @@ class Preemption:
         self.fair = stats.fair
         out: list[Victim] = []
         for leaf, target in self.clocks.scan(now, stats, self.episodes):
+            # k: the tasks to free for the app the leaf serves first, less those its victims
+            # still running already cover (module docstring)
             path = self._paths[leaf]
             app, pending = stats.head(path)
             s = stats.task_share(app)
