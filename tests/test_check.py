@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import pytest
 
+from rayrm.rm.runs import check
 from rayrm.rm.runs.check import check_run
 from rayrm.rm.cli.main import main
 from rayrm.rm.core.constraints import Constraint
@@ -116,11 +117,20 @@ def test_float_tolerance_is_per_container(tmp_path):
     assert check_run(write_run(tmp_path / "over", four, third, node, ())).over_allocations == 1
 
 
-def test_unknown_node_is_a_constraint_violation(tmp_path):
+@pytest.mark.parametrize("marked", [check.MARKED_PAIRS, 0], ids=["marked", "sorted"])
+def test_unknown_node_is_a_constraint_violation(tmp_path, monkeypatch, marked):
+    # a's two constraint-bound attempts on n2 (cores 4, no gpu) and b/0 on a node nodes.csv
+    # does not list: 3 violations, found alike whether the pairs that occur are marked or sorted
+    monkeypatch.setattr(check, "MARKED_PAIRS", marked)
     attempts = replace(CLEAN, ("b", 0, 0), ("b", 0, 0, "ghost", 0, 5, "finished"))
+    attempts = replace(attempts, ("a", 0, 0), ("a", 0, 0, "n2", 0, 10, "finished"))
+    attempts = replace(attempts, ("a", 1, 0), ("a", 1, 0, "n2", 0, 10, "finished"))
     result = check_run(write_run(tmp_path / "run", attempts))
-    assert result.constraint_violations == 1
-    assert "nodes.csv does not list" in result.examples["constraint_violations"][0]
+    assert result.constraint_violations == 3
+    assert sorted(result.examples["constraint_violations"]) == [
+        "a ran on n2: 'cores == 8.0 and gpu exists' does not hold there",
+        "a ran on n2: 'cores == 8.0 and gpu exists' does not hold there",
+        "b ran on ghost: a node nodes.csv does not list"]
 
 
 def test_cli_counts_and_exit_status(tmp_path, capsys):

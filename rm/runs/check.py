@@ -49,6 +49,9 @@ from rayrm.rm.runs.reader import RunDir
 REL_TOL = 1e-9
 PER_CONTAINER_TOL = 1e-6
 MAX_EXAMPLES = 5
+#: the most (constraint, node) pair codes the constraint check marks in a table of flags
+#: (a byte each); beyond, it sorts the rows' pairs to find those that occur
+MARKED_PAIRS = 1 << 26
 
 
 @dataclass
@@ -141,14 +144,7 @@ def check_run(path: str | Path) -> CheckResult:
     result.attempts_by_status = {str(k): int(v) for k, v in tasks["status"].value_counts().items()}
     # apps as codes in sorted order, so that (app, task) keys sort as groupby sorts them
     codes, apps = pd.factorize(tasks["app"], sort=True)
-    task = tasks["task"].to_numpy(dtype=np.int64)
-    # one integer per (app, task): app code × width + task − lowest task index
-    low = int(min(task.min(initial=0), 0))
-    width = int(task.max(initial=0)) - low + 1
-    key = codes.astype(np.int64) * width + (task - low)
-    _, per_task = np.unique(key, return_counts=True)
-    result.reruns = int((per_task > 1).sum())
-    _check_exactly_once(accepted, jobs, tasks, codes, apps, (key, width, low), result,
+    _check_exactly_once(accepted, jobs, tasks, codes, apps, result,
                         required=accepted[accepted["status"] != "unfinished"] if result.interrupted else accepted)
     _check_constraints(run, jobs, tasks, codes, apps, result)
     _check_capacity(nodes, jobs, tasks, codes, apps, dims, result)
@@ -157,15 +153,20 @@ def check_run(path: str | Path) -> CheckResult:
     return result
 
 
-def _check_exactly_once(accepted, jobs, tasks, codes, apps, keyed, result: CheckResult, required) -> None:
+def _check_exactly_once(accepted, jobs, tasks, codes, apps, result: CheckResult, required) -> None:
     """Every task of the ``required`` jobs (all accepted ones, or of an interrupted run
     those not marked unfinished) finished exactly once; no attempt of a task a job does
-    not have."""
-    key, width, low = keyed
+    not have; and the tasks that needed more than one attempt (``reruns``).  Its arrays,
+    one per attempt, go when it returns (a day's run has tens of millions)."""
+    task = tasks["task"].to_numpy(dtype=np.int64)
+    # one integer per (app, task): app code × width + task − lowest task index
+    low = int(min(task.min(initial=0), 0))
+    width = int(task.max(initial=0)) - low + 1
+    key = codes.astype(np.int64, copy=False) * width + (task - low)
+    result.reruns = int((np.unique(key, return_counts=True)[1] > 1).sum())
     size = dict(zip(accepted["app"], accepted["num_tasks"]))
     known = np.array([size.get(a, -1) for a in apps], dtype=np.int64)[codes] if len(apps) \
         else np.zeros(0, dtype=np.int64)
-    task = tasks["task"].to_numpy(dtype=np.int64)
     in_range = (task >= 0) & (task < known)
     all_apps = set(jobs["app"])
     for row in tasks[~in_range].head(MAX_EXAMPLES).itertuples(index=False):
@@ -194,7 +195,8 @@ def _check_exactly_once(accepted, jobs, tasks, codes, apps, keyed, result: Check
 
 
 def _check_constraints(run: RunDir, jobs, tasks, codes, apps, result: CheckResult) -> None:
-    """Each distinct (app, node) pair is judged once; rows take their pair's verdict."""
+    """Each (constraint, node) pair that occurs is judged once — constraints and nodes are
+    few beside the attempts — and each row takes its pair's verdict in one array lookup."""
     attributes = run.node_attributes()
     parsed: dict[str, Constraint] = {}
     for i, text in enumerate(jobs["constraint"]):
@@ -203,34 +205,39 @@ def _check_constraints(run: RunDir, jobs, tasks, codes, apps, result: CheckResul
                 parsed[text] = Constraint.parse(text)
             except InputError as e:
                 raise e.at(file=str(run.path / "jobs.csv"), row=i + 2, field="constraint") from None
+    texts = list(parsed)
+    code_of = {text: c for c, text in enumerate(texts)}
     constraint_of = dict(zip(jobs["app"], jobs["constraint"]))
+    # each app's constraint as a code; len(texts) for an app jobs.csv does not list (its
+    # attempts are counted as unexpected already)
+    of_app = np.array([code_of.get(constraint_of.get(a), len(texts)) for a in apps], dtype=np.int64)
     node_codes, node_names = pd.factorize(tasks["node"])
-    pair = codes.astype(np.int64) * max(len(node_names), 1) + node_codes
-    pairs, inverse = np.unique(pair, return_inverse=True)
-    verdict: dict[tuple[str, str], str] = {}
-    reasons = []
+    n = max(len(node_names), 1)
+    pair = of_app[codes] * n + node_codes if len(apps) else np.zeros(0, dtype=np.int64)
+    space = (len(texts) + 1) * n
+    if space <= MARKED_PAIRS:               # the pairs that occur, marked (no sort)
+        seen = np.zeros(space, dtype=bool)
+        seen[pair] = True
+        pairs = np.flatnonzero(seen)
+        del seen
+    else:
+        pairs = np.unique(pair)
+    why: dict[int, str] = {}
     for p in pairs.tolist():
-        app, node = apps[p // max(len(node_names), 1)], node_names[p % max(len(node_names), 1)]
-        text = constraint_of.get(app)
-        if text is None:
-            reasons.append("")             # counted as unexpected already
+        c, m = divmod(p, n)
+        if c == len(texts):
             continue
-        key = (text, node)
-        if key not in verdict:
-            if node not in attributes:
-                verdict[key] = "a node nodes.csv does not list"
-            elif not parsed[text].matches(node, attributes[node]):
-                verdict[key] = f"'{text}' does not hold there"
-            else:
-                verdict[key] = ""
-        reasons.append(verdict[key])
-    bad_pair = np.array([bool(r) for r in reasons], dtype=bool)
-    bad = bad_pair[inverse.reshape(-1)] if len(pairs) else np.zeros(0, dtype=bool)
+        text, node = texts[c], node_names[m]
+        if node not in attributes:
+            why[p] = "a node nodes.csv does not list"
+        elif not parsed[text].matches(node, attributes[node]):
+            why[p] = f"'{text}' does not hold there"
+    bad = np.isin(pair, np.fromiter(why, dtype=np.int64, count=len(why))) if why \
+        else np.zeros(len(pair), dtype=bool)
     result.constraint_violations = int(bad.sum())
     for i in np.flatnonzero(bad)[:MAX_EXAMPLES]:
-        j = int(inverse.reshape(-1)[i])
         result.note("constraint_violations",
-                    f"{apps[codes[i]]} ran on {node_names[node_codes[i]]}: {reasons[j]}")
+                    f"{apps[codes[i]]} ran on {node_names[node_codes[i]]}: {why[int(pair[i])]}")
 
 
 def _check_capacity(nodes, jobs, tasks, codes, apps, dims, result: CheckResult) -> None:

@@ -107,6 +107,9 @@ def read_parquet(path: Path, columns: dict[str, str], kinds: tuple[str, ...] | N
         raise InputError(f"cannot read Parquet: {e}", file=str(path)) from None
     df = table.to_pandas(self_destruct=True)
     del table
+    # Arrow's allocator keeps the pages it decoded into for reuse; a day's tasks table
+    # leaves about 1 GB of them behind, which nothing after the read needs
+    pa.default_memory_pool().release_unused()
     for col, kind in columns.items():
         values = df[col]
         if col in coded:
