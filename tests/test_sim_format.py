@@ -18,7 +18,8 @@ from rayrm.rm.runs import log as runlog
 from rayrm.rm.runs import writer
 from rayrm.rm.runs import metrics as M
 from rayrm.rm.runs.check import check_run
-from rayrm.rm.runs.reader import RunDir
+from rayrm.rm.runs.reader import RunDir, read_parquet
+from rayrm.rm.runs.schema import EVENTS
 from rayrm.rm.runs.report import _plain, build_report
 from rayrm.rm.sim import engine
 from rayrm.rm.sim.engine import Simulation, simulate
@@ -196,3 +197,26 @@ def test_the_writer_thread_writes_batches_in_order_and_raises_its_errors(tmp_pat
     failing.submit(disk_full)
     with pytest.raises(OSError, match="No space left"):
         failing.drain()
+
+
+def test_events_of_reads_only_the_row_groups_holding_those_kinds(tmp_path):
+    # 7 events in row groups of 2: node_lost in groups 0 and 2, none of them in group 1 or 3;
+    # the filtered read gives the same rows as filtering the whole table, and none when no
+    # event has the kind (an empty table of the schema's columns)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    kinds = ["task_start", "node_lost", "task_end", "task_end", "node_lost", "node_join", "task_end"]
+    table = pa.table({"time": [float(i) for i in range(7)], "wall_time": [None] * 7, "kind": kinds,
+                      "app": ["a"] * 7, "task": [str(i) for i in range(7)], "container": [""] * 7,
+                      "node": ["n1", "n2", "n1", "n1", "n3", "n2", "n1"], "detail": [""] * 7})
+    pq.write_table(table, tmp_path / "events.parquet", row_group_size=2)
+    assert pq.ParquetFile(tmp_path / "events.parquet").metadata.num_row_groups == 4
+    read = read_parquet(tmp_path / "events.parquet", EVENTS, ("node_lost", "node_join"))
+    whole = read_parquet(tmp_path / "events.parquet", EVENTS)
+    expected = whole[whole["kind"].isin(["node_lost", "node_join"])].reset_index(drop=True)
+    pd.testing.assert_frame_equal(read, expected)
+    assert list(read["time"]) == [1.0, 4.0, 5.0]
+    none = read_parquet(tmp_path / "events.parquet", EVENTS, ("am_lost",))
+    assert len(none) == 0 and list(none.columns) == list(EVENTS)
+    pd.testing.assert_frame_equal(none, whole.iloc[:0].reset_index(drop=True), check_index_type=False)
