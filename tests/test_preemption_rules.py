@@ -228,3 +228,22 @@ def test_rules_pickled_while_starved_decide_as_the_originals():
     assert q.decide(69.0, s) == [] and p.decide(69.0, s) == []
     assert [v.container for v in q.decide(70.0, s)] == [v.container for v in p.decide(70.0, s)] == list(range(16, 8, -1))
     assert q.wake(70.0) == p.wake(70.0) == 85.0            # the next search waits for the grace
+
+
+def test_two_leaves_starved_at_once_leave_the_source_at_its_share():
+    # a runs all 16 slots; b and c (20 tasks each) arrive at 10: three active leaves of equal
+    # weight, F = 1/3 each, one task 1/16.  At 70 both may preempt, b first (leaf order):
+    # k_b = ⌈(1/3 − 0) / (1/16)⌉ = ⌈5.33⌉ = 6, a 16 → 10.  c asks 6 too, but a may only go
+    # down to 16 · 1/3 = 5.33 tasks, counting b's 6 victims as gone: 10 → 6, so c gets 4
+    # (5 would leave a at 5/16 < 1/3).  The newest first: b 16..11, c 10..7.
+    d = doc({"enabled": True, "fair_share_timeout": 60, "grace": 15},
+            queues=[{"name": "a"}, {"name": "b"}, {"name": "c"}])
+    d["workload"]["jobs"].append({"id": "c1", "queue": "c", "submit": 10, "tasks": 20, "demand": TASK,
+                                  "duration": 1000})
+    cfg = parse_config(d)
+    s, p = started(cfg)
+    s.submit(cfg.jobs[2].app)
+    assert s.schedule() == [] and p.decide(10.0, s) == []
+    victims = p.decide(70.0, s)
+    assert [(v.container, v.starved) for v in victims] == \
+        [(c, "root.b") for c in range(16, 10, -1)] + [(c, "root.c") for c in range(10, 6, -1)]

@@ -35,9 +35,10 @@ found node by node (YARN's FSPreemptionThread): on each node the app may use, th
 running containers of *other* leaves above their fair share, the leaf furthest above
 (u − F) first and newest first (highest container id) within it, each taken only if its
 leaf — and every ancestor of it that is not an ancestor of L — stays at or above its own
-fair share without it and without the victims already warned, until the node's free
-resources plus the victims' fit one task; the node needing the fewest victims wins (ties:
-the newest victims, then the lowest node index; ``rayrm.rm.core.queues.victims``).
+fair share without it and without the victims already warned (by this evaluation's earlier
+leaves too) and still running, until the node's free resources plus the victims' fit one
+task; the node needing the fewest victims wins (ties: the newest victims, then the lowest
+node index; ``rayrm.rm.core.queues.victims``).
 A victim is warned now and killed at now + ``grace`` unless it
 finished first; its task is asked for again as a new attempt.  After a search, found or
 not, the leaf's next one waits ``grace`` (YARN's FSAppAttempt.preemptionTriggered: an app
@@ -333,6 +334,8 @@ class Preemption:
                 v = Victim(cid, source_app, _full(source), _full(path), deadline)
                 self.warned[cid] = (v, self._group)
                 out.append(v)
+        if out:     # the next leaf's search this evaluation counts them as going too
+            stats.withhold(stats.withheld + out)
         return out
 
 

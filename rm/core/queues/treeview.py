@@ -143,9 +143,14 @@ class TreeView:
 
     def withhold(self, victims: list) -> None:
         """The victims warned and still running (each with its ``app`` id), which ``kept``
-        leaves out."""
+        leaves out: those of earlier evaluations, then those this one has warned so far."""
         self._warned = victims
         self._kept = None
+
+    @property
+    def withheld(self) -> list:
+        """The victims ``kept`` leaves out (``withhold``)."""
+        return self._warned
 
     @property
     def kept(self) -> dict[str, list[float]]:
