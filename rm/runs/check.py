@@ -219,7 +219,6 @@ def _check_constraints(run: RunDir, jobs, tasks, codes, apps, result: CheckResul
         seen = np.zeros(space, dtype=bool)
         seen[pair] = True
         pairs = np.flatnonzero(seen)
-        del seen
     else:
         pairs = np.unique(pair)
     why: dict[int, str] = {}

@@ -291,16 +291,14 @@ cdef class Candidates:
         app may use it, it is alive, some app's task fits its free resources, and it was
         not offered this round (not in ``dirty``); else None."""
         cdef list free
-        if not self.eligible(m):
+        if not self.eligible(m) or m in dirty:
             return None
         node = <object> PyList_GET_ITEM(nodes, m)
         if not nget(node, N_ALIVE, "alive"):
             return None
         free = nget(node, N_FREE, "free")
         load(free, F, PyList_GET_SIZE(free))
-        if not self.any_fits(m, F, PyList_GET_SIZE(free)) or m in dirty:
-            return None
-        return free
+        return free if self.any_fits(m, F, PyList_GET_SIZE(free)) else None
 
     cdef bint any_fits(self, Py_ssize_t m, double *F, Py_ssize_t w):
         """Some app may use node m and its task fits F: no d_r > F_r + EPS."""
