@@ -136,3 +136,17 @@ def test_a_killed_sweep_resumes_to_the_same_sweep_csv(tmp_path):
     assert (out / "sweep.csv").read_text() == (whole / "sweep.csv").read_text()
     last = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert last.returncode == 0 and "nothing to run" in last.stdout
+
+
+def test_spread_puts_each_task_on_the_node_with_the_most_free_cpus():
+    def node(name, cpus, alive=True):
+        return {"NodeID": name, "Alive": alive, "Resources": {"CPU": cpus} if cpus else {}}
+
+    spread = experiments.Spread([node("a", 2), node("b", 1), node("c", 0), node("d", 4, alive=False)])
+    # free CPUs (a, b) before each place: (2, 1) -> a; (1, 1), a given one more -> b;
+    # (1, 0) -> a; (0, 0), a given 2 and b 1 -> b.  c has no CPU and d is dead: never.
+    assert [spread.place() for _ in range(4)] == ["a", "b", "a", "b"]
+    spread.release("a")
+    assert spread.place() == "a"          # free (1, -1)
+    spread.refresh([node("b", 1)])
+    assert spread.place() is None         # one node left: Ray places the task itself

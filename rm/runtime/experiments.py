@@ -6,6 +6,13 @@ at ``address`` (a ``ray start`` cluster); at most ``workers`` run at once, the r
 on the driver, so a batch of thousands holds only ``workers`` tasks in Ray.  Results come
 back in the order they finish.
 
+On a cluster of several nodes the runner, not Ray, picks each task's node (``Spread``): the
+alive node with the most CPUs not yet running one of the batch's tasks.  Ray alone would
+hand a finished task's worker the next queued task (it reuses a worker's lease), so a node
+whose first worker is slow to start could sit out a batch of short simulations while the
+others took all of it; pinned, the first ``workers`` tasks land one per free CPU.  The pin
+is soft: a task whose node has died runs elsewhere.
+
 No task assumes a shared file system: a simulation writes its run directory to a
 temporary directory on whichever node runs it and returns the files its caller asked
 for as bytes (``simulate_files``), which the caller writes on the launching machine.
@@ -278,7 +285,10 @@ class Runner:
     def _map_ray(self, calls: Iterator, tick) -> Iterator[Outcome]:
         import ray  # noqa: PLC0415
 
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415
+
         running: dict = {}
+        spread, listed = Spread(ray.nodes()), time.monotonic()
         try:
             while True:
                 while len(running) < self.workers:
@@ -286,14 +296,21 @@ class Runner:
                     if nxt is None:
                         break
                     key, fn, args = nxt
-                    running[self._remote.remote(fn, *args)] = key
+                    node = spread.place()
+                    remote = self._remote if node is None else self._remote.options(
+                        scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True))
+                    running[remote.remote(fn, *args)] = (key, node)
                 if not running:
                     return
                 done, _ = ray.wait(list(running), num_returns=1, timeout=TICK_SECONDS)
                 if tick is not None:
                     tick()
+                if time.monotonic() - listed > TICK_SECONDS:      # a node may have joined or died
+                    spread.refresh(ray.nodes())
+                    listed = time.monotonic()
                 for ref in done:
-                    key = running.pop(ref)
+                    key, node = running.pop(ref)
+                    spread.release(node)
                     try:
                         outcome = ray.get(ref)
                     except ray.exceptions.RayError as e:
@@ -302,6 +319,39 @@ class Runner:
         finally:
             for ref in running:
                 ray.cancel(ref, force=True)
+
+
+class Spread:
+    """Which node runs the next task: among the alive nodes with CPUs, the one with the
+    most CPUs free of this batch's tasks (CPUs − tasks placed there and still running);
+    ties go to the node given the fewest tasks so far, then to the node listed first.
+
+    ``nodes`` is ``ray.nodes()``'s list (refreshed by ``refresh``); a task's node is
+    charged from ``place`` until ``release``."""
+
+    def __init__(self, nodes: list[dict]):
+        self.cpus: dict[str, float] = {}
+        self.running: dict[str, int] = {}
+        self.given: dict[str, int] = {}
+        self.refresh(nodes)
+
+    def refresh(self, nodes: list[dict]) -> None:
+        self.cpus = {n["NodeID"]: n["Resources"].get("CPU", 0.0) for n in nodes
+                     if n.get("Alive") and n["Resources"].get("CPU", 0.0) >= 1}
+
+    def place(self) -> str | None:
+        """The chosen node's id (charged one running task), or None with fewer than two
+        nodes to choose from (Ray's own placement is then the same)."""
+        if len(self.cpus) < 2:
+            return None
+        node = max(self.cpus, key=lambda n: (self.cpus[n] - self.running.get(n, 0), -self.given.get(n, 0)))
+        self.running[node] = self.running.get(node, 0) + 1
+        self.given[node] = self.given.get(node, 0) + 1
+        return node
+
+    def release(self, node: str | None) -> None:
+        if node is not None:
+            self.running[node] -= 1
 
 
 def _keyed(outcome: Outcome, key) -> Outcome:
