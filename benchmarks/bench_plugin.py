@@ -20,10 +20,9 @@ import argparse
 import json
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
-from bench_sim import RAYRM, byte_compile, check_ok, make_trace, run_process, trace_arguments
+from bench_sim import RAYRM, byte_compile, check_ok, make_trace, run_process, trace_arguments, workdir
 
 PLUGIN = Path(__file__).resolve().parent / "tsf_plugin.py"
 GOAL = 1.05
@@ -34,11 +33,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     trace_arguments(ap)
     ap.add_argument("--runs", type=int, default=3, help="processes per policy; the least wall time counts")
-    ap.add_argument("--workdir", help="where the trace and runs go (default: a temporary directory)")
+    ap.add_argument("--workdir", help="where the trace and runs go, kept (default: a temporary directory, removed)")
     args = ap.parse_args(argv)
     byte_compile()
-    work = Path(args.workdir or tempfile.mkdtemp(prefix="rayrm-bench-plugin-"))
-    work.mkdir(parents=True, exist_ok=True)
+    with workdir(args.workdir, "rayrm-bench-plugin-") as work:
+        return run(args, work)
+
+
+def run(args, work: Path) -> int:
     path = Path(args.config) if args.config else make_trace(work, args.nodes, args.jobs, args.tasks, args.seed)
     policies = {"built-in": "tsf", "plugin": f"{PLUGIN}:PluginTSF"}
     walls: dict[str, list[tuple[float, float]]] = {name: [] for name in policies}

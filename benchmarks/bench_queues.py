@@ -28,14 +28,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import zlib
 from pathlib import Path
 
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_sim import check_ok, make_trace, run_process, trace_arguments  # noqa: E402
+from bench_sim import check_ok, make_trace, run_process, trace_arguments, workdir  # noqa: E402
 
 RAYRM = [sys.executable, "-m", "rayrm.rm.cli.main"]
 LEAVES = [f"prod.p{k}" for k in range(5)] + [f"dev.d{k}" for k in range(5)]
@@ -102,12 +101,15 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--main", nargs="?", const="", default=None, metavar="DIR",
                     help="time the flat config under main too: the installed rayrm, or PYTHONPATH=DIR")
-    ap.add_argument("--workdir")
+    ap.add_argument("--workdir", help="where the trace and runs go, kept (default: a temporary directory, removed)")
     ap.add_argument("--no-yarn", action="store_true", help="leave out the yarn-fair and yarn-capacity rows")
     ap.add_argument("--no-preempt", action="store_true", help="leave out the preemption row")
     args = ap.parse_args(argv)
-    work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-queues-"))
-    work.mkdir(parents=True, exist_ok=True)
+    with workdir(args.workdir, "bench-queues-") as work:
+        return run(args, work)
+
+
+def run(args, work: Path) -> int:
     flat = Path(args.config) if args.config else make_trace(work, args.nodes, args.jobs, args.tasks, args.seed)
     tree = tree_config(flat, flat.parent)
     here = str(Path(__file__).resolve().parents[2])

@@ -34,6 +34,7 @@ Run it under the shared lock: ``flock /tmp/rayrm-heavy.lock timeout 3600 python 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import heapq
 import json
 import os
@@ -178,6 +179,18 @@ def byte_compile() -> None:
     compileall.compile_dir(Path(rayrm.__file__).parent, quiet=1, rx=re.compile(r"[/\\]\.(venv|git)[/\\]"))
 
 
+@contextlib.contextmanager
+def workdir(given: str | None, prefix: str):
+    """``--workdir``'s directory, kept; else a temporary one, removed when the benchmark ends
+    (its traces and run directories reach gigabytes: FB-2010's is 0.7 GB)."""
+    if given:
+        Path(given).mkdir(parents=True, exist_ok=True)
+        yield Path(given)
+        return
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        yield Path(tmp)
+
+
 def trace_arguments(ap) -> None:
     """The paper-scale trace's size (``make_trace``), or ``--config`` instead."""
     ap.add_argument("--nodes", type=int, default=1000)
@@ -195,12 +208,11 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=3, help="processes per policy; the least wall time counts")
     ap.add_argument("--cores", help="comma-separated scheduling cores to time, each a row (python,native)")
     ap.add_argument("--fb2010", metavar="TSV", help="SWIM's FB-2010 workload: import, simulate tsf, check")
-    ap.add_argument("--workdir", help="where traces and runs go (default: a temporary directory)")
+    ap.add_argument("--workdir", help="where traces and runs go, kept (default: a temporary directory, removed)")
     args = ap.parse_args(argv)
     byte_compile()
-    work = Path(args.workdir or tempfile.mkdtemp(prefix="rayrm-bench-"))
-    work.mkdir(parents=True, exist_ok=True)
-    return fb2010(args, work) if args.fb2010 else paper_scale(args, work)
+    with workdir(args.workdir, "rayrm-bench-") as work:
+        return fb2010(args, work) if args.fb2010 else paper_scale(args, work)
 
 
 if __name__ == "__main__":
