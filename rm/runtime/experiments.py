@@ -11,7 +11,7 @@ alive node with the most CPUs not yet running one of the batch's tasks.  Ray alo
 hand a finished task's worker the next queued task (it reuses a worker's lease), so a node
 whose first worker is slow to start could sit out a batch of short simulations while the
 others took all of it; pinned, the first ``workers`` tasks land one per free CPU.  The pin
-is soft: a task whose node has died runs elsewhere.
+is soft: a task whose node has died, or is busy with work not of this batch, runs elsewhere.
 
 No task assumes a shared file system: a simulation writes its run directory to a
 temporary directory on whichever node runs it and returns the files its caller asked
@@ -297,8 +297,11 @@ class Runner:
                         break
                     key, fn, args = nxt
                     node = spread.place()
+                    # soft, spilling when unavailable: a task goes elsewhere when its node
+                    # died or is busy with work not of this batch (a shared cluster)
                     remote = self._remote if node is None else self._remote.options(
-                        scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True))
+                        scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True,
+                                                                           _spill_on_unavailable=True))
                     running[remote.remote(fn, *args)] = (key, node)
                 if not running:
                     return
