@@ -284,7 +284,6 @@ class Runner:
 
     def _map_ray(self, calls: Iterator, tick) -> Iterator[Outcome]:
         import ray  # noqa: PLC0415
-
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415
 
         running: dict = {}
