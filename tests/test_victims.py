@@ -1,8 +1,8 @@
 """The victim search (rm/core/queues/victims.py) against the rule it implements, written out
 plainly: on random clusters, every node the starved app may use is walked, and the node with
 the fewest victims wins, then the newest oldest victim, then the lowest index.  The search
-under test skips nodes by a lower bound on their rank, and walks a node with the compiled
-walk under the native core; it must choose exactly the same."""
+under test skips nodes by a lower bound on their rank, and is the compiled search
+(_victims.choose_victims) under the native core; it must choose exactly the same."""
 
 import random
 
@@ -100,7 +100,7 @@ def reference(stats, path, app, k):
     return out
 
 
-CORES = [False] + ([True] if native_built() else [])      # the compiled walk too, when built
+CORES = [False] + ([True] if native_built() else [])      # the compiled search too, when built
 
 
 @pytest.mark.parametrize("native", CORES)

@@ -28,7 +28,11 @@ from rayrm.rm.core.native import compiled
 
 def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple[int, str, str]]]:
     """Up to ``k`` lists of victims (container, app id, source leaf path), one per task of
-    ``app`` (leaf ``path``); fewer when no node can be freed for another task."""
+    ``app`` (leaf ``path``); fewer when no node can be freed for another task.  Under the
+    compiled core (``stats.native``) ``_victims.choose_victims``, the same search."""
+    if stats.native:
+        yield from compiled("_victims").choose_victims(stats, path, app, k, warned)
+        return
     tree, cluster = stats.tree, stats.cluster
     # a leaf's usage less its warned containers is no larger than its usage, so none is
     # above its share when none is by its usage: no source, without counting what is kept
@@ -45,8 +49,6 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
         return
     by_node = _takeable(cluster, app, sources, warned)
     usage = {p: list(u) for p, u in kept.items()}
-    # the walk on a node: the compiled one under the native core (the same choice)
-    walk, measure = (compiled("_victims").on_node, list(stats.inverse)) if stats.native else (_on_node, stats.frac)
     free = {m: list(cluster.nodes[m].free) for m in by_node}
     walked: set[int] = set()            # the nodes whose items are in walk order
     # the nodes best-first by a lower bound on the rank they can reach (_bound), the lowest
@@ -62,7 +64,7 @@ def choose_victims(stats, path: str, app, k: int, warned) -> Iterator[list[tuple
             if m not in walked:         # the leaf furthest above its share first, newest first in it
                 items.sort(key=lambda x: (-over[x[2]], -x[0]))
                 walked.add(m)
-            chosen = walk(items, app.demand, free[m], usage, floor, measure)
+            chosen = _on_node(items, app.demand, free[m], usage, floor, stats.frac)
             if chosen is not None:
                 rank = (len(chosen[0]), -min((x[0] for x in chosen[0]), default=0))
                 if best is None or (rank, m) < (best[3], best[0]):
@@ -97,8 +99,6 @@ def _sources(stats, path: str, kept: dict, over: dict, floor: dict) -> dict[str,
         q = tree._parent(q)
     sources = {}
     index, frac = tree.index, stats.frac
-    if stats.native:                # the same test on C doubles (_victims.keeps)
-        keeps, inverse = compiled("_victims").keeps, list(stats.inverse)
     for source, q in tree.by_path.items():
         if q.children or source == path or over[source] <= EPS:
             continue
@@ -115,8 +115,7 @@ def _sources(stats, path: str, kept: dict, over: dict, floor: dict) -> dict[str,
             d = owner.demand
             ok = verdicts.get(d)
             if ok is None:
-                ok = verdicts[d] = keeps(held, d, inverse) if stats.native else \
-                    all(frac([u - x for u, x in zip(u_p, d)]) >= f_p for u_p, f_p in held)
+                ok = verdicts[d] = all(frac([u - x for u, x in zip(u_p, d)]) >= f_p for u_p, f_p in held)
             if ok:
                 sources[owner.app_id] = (source, chain)
     return sources
