@@ -27,7 +27,9 @@ class SimPreemption:
         self.rules = Preemption(config, queues)
         self.kill_priority, self.wake_priority = kill, wake
         self.woken: set[float] = set()
-        self._quiet_until = -float("inf")       # rounds before then need not ask the rules
+        #: rounds before then need not ask the rules (``after_round``; the compiled loop
+        #: reads it to skip the call)
+        self.quiet_until = -float("inf")
         self.preempted: dict[str, int] = {}
         self.lost_seconds: dict[str, float] = {}
         self.warned = 0
@@ -39,7 +41,7 @@ class SimPreemption:
         A round before the next evaluation is due changes nothing in the rules, and their
         wake-up time stays the one already planned until that time (``Preemption.wake``: the
         next evaluation, or a clock's expiry before it): such rounds are not asked."""
-        if t < self._quiet_until:
+        if t < self.quiet_until:
             return
         sim = self.sim
         for v in self.rules.decide(t, sim.scheduler):
@@ -51,7 +53,7 @@ class SimPreemption:
         if w is not None and w not in self.woken:
             self.woken.add(w)
             sim._push(w, self.wake_priority, None)
-        self._quiet_until = w if w is not None and self.rules.last_evaluation < t else -float("inf")
+        self.quiet_until = w if w is not None and self.rules.last_evaluation < t else -float("inf")
 
     def kill(self, v, t: float, changed: dict) -> None:
         """Victim ``v``'s deadline: killed if it still runs, its task asked for again."""

@@ -84,6 +84,7 @@ def loop(sim, bar, double until):
     cdef int kind = compiled_round(sched)
     cdef Core core = Core(sched) if kind else None
     record_shares = sim._record_shares
+    preemption = sim.preemption
     while heap.n and heap.items[0].t <= until:
         t = heap.items[0].t
         sim.now = t
@@ -97,8 +98,9 @@ def loop(sim, bar, double until):
             placed = schedule() if kind == 0 else schedule_in(core) if kind == 1 else tree_schedule(core)
             if placed:
                 steps.place(placed, t, changed)
-            if sim.preemption is not None:
-                sim.preemption.after_round(t)
+            # a round before the rules' quiet time is over is not theirs to see (after_round)
+            if preemption is not None and t >= <double> preemption.quiet_until:
+                preemption.after_round(t)
         if changed:
             record_shares(t, changed)
         if bar is not None and log.started - shown >= BAR_EVERY:
