@@ -122,6 +122,34 @@ def fair_shares(weights, lo, hi, double total) -> list:
 include "_share.pxi"
 
 
+cdef class ViewValues:
+    """One view's u_i and δ_i in queue order and F_i in ``fill_names`` order, copied out of
+    its shape's work arrays (the next view overwrites those); the dicts ``TreeView`` reads
+    are made when asked."""
+
+    cdef double* v                      # u (n), then δ (n), then F (n)
+    cdef Py_ssize_t n
+    cdef list paths, names
+
+    def __dealloc__(self):
+        free(self.v)
+
+    def shares(self) -> dict:
+        """{path: u_i}."""
+        cdef Py_ssize_t i
+        return {self.paths[i]: self.v[i] for i in range(self.n)}
+
+    def demand_shares(self) -> dict:
+        """{path: δ_i}."""
+        cdef Py_ssize_t i
+        return {self.paths[i]: self.v[self.n + i] for i in range(self.n)}
+
+    def fair(self) -> dict:
+        """{full name: F_i}."""
+        cdef Py_ssize_t i
+        return {self.names[i]: self.v[2 * self.n + i] for i in range(self.n)}
+
+
 cdef class TreeShape:
     """A queue tree's fixed shape for ``view`` (rm/core/queues/treeview.py's ``_shape``):
     queue i's parent, children, weight, m_i and M_i, the resources' 1/T_r, and the order F
@@ -185,9 +213,10 @@ cdef class TreeShape:
         free(self.work)
         free(self.last)
 
-    def view(self, list queues) -> tuple:
-        """({path: u_i}, {path: δ_i}) in queue order and {name: F} in ``fill_names`` order,
-        for the QueueStates ``queues`` (the tree's, root first; their ``usage`` and ``pend``)."""
+    def view(self, list queues) -> ViewValues:
+        """u_i, δ_i and F_i of the QueueStates ``queues`` (the tree's, root first; their
+        ``usage`` and ``pend``), left in the work arrays (``LeafClocks.scan`` reads them there)
+        and copied into the ``ViewValues`` returned."""
         cdef Py_ssize_t n = self.n, k = self.k, i, r, j
         cdef double* usage = self.work
         cdef double* pend = usage + n * k
@@ -232,13 +261,16 @@ cdef class TreeShape:
             for i in range(n):
                 self.last[n + i] = fair[i]
             self.have_last = True
-        cdef dict by_path = {}, demand_by_path = {}, fair_by_name = {}
+        cdef ViewValues out = ViewValues.__new__(ViewValues)
+        out.v = <double*>malloc(3 * n * sizeof(double))
+        if out.v == NULL:
+            raise MemoryError()
+        out.n, out.paths, out.names = n, self.paths, self.fill_names
         for i in range(n):
-            by_path[self.paths[i]] = share[i]
-            demand_by_path[self.paths[i]] = delta[i]
-        for i in range(n):
-            fair_by_name[self.fill_names[i]] = fair[self.order[i]]
-        return by_path, demand_by_path, fair_by_name
+            out.v[i] = share[i]
+            out.v[n + i] = delta[i]
+            out.v[2 * n + i] = fair[self.order[i]]
+        return out
 
     cdef void _fill(self, Py_ssize_t q, const double* delta, double* fair) noexcept:
         """treeview.TreeView._fill: q's F divided among its active children, then below."""

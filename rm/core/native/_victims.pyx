@@ -148,7 +148,7 @@ def choose_victims(stats, str path, app, Py_ssize_t k, warned):
     tree, cluster = stats.tree, stats.cluster
     cdef dict by_path = tree.by_path
     cdef dict fair_of = stats.fair
-    if not _any_above(by_path, stats._dominant, fair_of, path):
+    if not _any_above(by_path, stats.shares, fair_of, path):
         return
     cdef _Inverse inv = _Inverse(stats.inverse)
     cdef dict kept = stats.kept           # usage less the victims already warned

@@ -61,8 +61,14 @@ class TreeView:
         self._kept: dict[str, list[float]] | None = None
         self._static, answers, shape = self._statics(tree, native)
         self.shape = shape                        # the compiled core's, holding this view's C doubles
+        self._u: dict[str, float] | None = None   # u_q, δ_q by path and F_q by full name
+        self._d: dict[str, float] | None = None
+        self._f: dict[str, float] | None = None
+        self._values = None
         if shape is not None:
-            self._dominant, self._demand_share, self.fair = shape.view(tree.queues)
+            # the compiled view's u, δ and F, copied: most evaluations read them only from C
+            # (the starvation clocks' scan), so their dicts are made when first asked
+            self._values = shape.view(tree.queues)
         else:
             self._python(answers)
 
@@ -70,21 +76,42 @@ class TreeView:
         """u, δ and F by the reference code."""
         tree = self.tree
         demand = self._demand(self.usage)
-        self._dominant = {path: self.frac(u) for path, u in self.usage.items()}
-        self._demand_share = {path: self.frac(d) for path, d in demand.items()}
+        self._u = {path: self.frac(u) for path, u in self.usage.items()}
+        self._d = {path: self.frac(d) for path, d in demand.items()}
         # F is a pure function of the tree, the cluster and each queue's hi_q = min(M_q, δ_q)
         # (None: inactive): while the leaves stay backlogged it repeats between evaluations
-        his = tuple(min(big, d) if (d := self._demand_share[path]) > 0 else None
+        his = tuple(min(big, d) if (d := self._d[path]) > 0 else None
                     for path, (_, big) in self._static.items())
         fair = answers.get(his)
         if fair is None:
-            self.fair = {"root": 1.0}
+            self._f = {"root": 1.0}
             self._fill(tree.root)
             if len(answers) > 4096:
                 answers.clear()
-            answers[his] = dict(self.fair)
+            answers[his] = dict(self._f)
         else:
-            self.fair = dict(fair)
+            self._f = dict(fair)
+
+    @property
+    def shares(self) -> dict[str, float]:
+        """u_q by path."""
+        if self._u is None:
+            self._u = self._values.shares()
+        return self._u
+
+    @property
+    def demand_shares(self) -> dict[str, float]:
+        """δ_q by path."""
+        if self._d is None:
+            self._d = self._values.demand_shares()
+        return self._d
+
+    @property
+    def fair(self) -> dict[str, float]:
+        """F_q by full name."""
+        if self._f is None:
+            self._f = self._values.fair()
+        return self._f
 
     @property
     def usage(self) -> dict[str, list[float]]:
@@ -203,11 +230,11 @@ class TreeView:
 
     def dominant(self, path: str) -> float:
         """u_q."""
-        return self._dominant[path]
+        return self.shares[path]
 
     def demand_share(self, path: str) -> float:
         """δ_q."""
-        return self._demand_share[path]
+        return self.demand_shares[path]
 
     def task_share(self, app) -> float:
         return self.frac(app.demand)
@@ -224,13 +251,13 @@ class TreeView:
 
     def _fill(self, q) -> None:
         """F down the tree: each parent's F divided among its active children."""
-        kids = [c for c in q.children if self._demand_share[c.spec.path] > 0]
+        kids = [c for c in q.children if self._d[c.spec.path] > 0]
         for c in q.children:
-            self.fair[c.name] = 0.0
+            self._f[c.name] = 0.0
         if kids:
-            bounds = [(m, min(big, self._demand_share[c.spec.path]))
+            bounds = [(m, min(big, self._d[c.spec.path]))
                       for c in kids for m, big in (self._static[c.spec.path],)]
-            key = (tuple(c.weight for c in kids), tuple(bounds), self.fair[q.name])
+            key = (tuple(c.weight for c in kids), tuple(bounds), self._f[q.name])
             shares = _FAIR_CACHE.get(key)
             if shares is None:
                 if len(_FAIR_CACHE) > 4096:
@@ -238,7 +265,7 @@ class TreeView:
                 shares = _FAIR_CACHE[key] = fair_shares(list(key[0]), [min(m, hi) for m, hi in bounds],
                                                         [hi for _, hi in bounds], key[2])
             for c, f in zip(kids, shares):
-                self.fair[c.name] = f
+                self._f[c.name] = f
         for c in q.children:
             if c.children:
                 self._fill(c)
