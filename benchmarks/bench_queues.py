@@ -40,7 +40,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_sim import check_ok, make_trace, run_process, trace_arguments, workdir  # noqa: E402
+from bench_sim import byte_compile, check_ok, make_trace, run_process, trace_arguments, workdir  # noqa: E402
 
 RAYRM = [sys.executable, "-m", "rayrm.rm.cli.main"]
 LEAVES = [f"prod.p{k}" for k in range(5)] + [f"dev.d{k}" for k in range(5)]
@@ -111,6 +111,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-yarn", action="store_true", help="leave out the yarn-fair and yarn-capacity rows")
     ap.add_argument("--no-preempt", action="store_true", help="leave out the preemption row")
     args = ap.parse_args(argv)
+    byte_compile()
     with workdir(args.workdir, "bench-queues-") as work:
         return run(args, work)
 
