@@ -6,9 +6,9 @@ the whole ``rayrm simulate`` process timed from outside, ``--runs`` rounds (3), 
 round every variant once, one after another.  Each variant's least and median wall are
 printed; a ratio's goal is judged on the median over the rounds of the round's own ratio
 (its two processes a few seconds apart), as ``farm-bench``'s median A/B: this machine's
-speed drifts by up to 13% over minutes, and the least of each variant, taken in different
+speed drifts by up to 30% over minutes, and the least of each variant, taken in different
 rounds, can pair a fast minute with a slow one (the ratio of the least walls is printed
-beside it):
+beside it, and the median ratio of the processes' CPU seconds):
 
 * ``flat``: the config as generated (no ``queues:``), this tree's code;
 * ``tree``: the same jobs over a 2-level tree of 10 leaves — prod (weight 3) and dev
@@ -84,21 +84,21 @@ def _cells(line: str, at: int):
     yield next(csv.reader([line]))[at]
 
 
-def timed(config: Path, out: Path, pythonpath: str | None, policy: str = "tsf") -> float:
-    """Wall seconds of one ``rayrm simulate`` process importing rayrm from ``pythonpath``
-    (None: without PYTHONPATH)."""
+def timed(config: Path, out: Path, pythonpath: str | None, policy: str = "tsf") -> tuple[float, float]:
+    """(wall, user + system CPU) seconds of one ``rayrm simulate`` process importing rayrm
+    from ``pythonpath`` (None: without PYTHONPATH)."""
     env_path = os.environ.pop("PYTHONPATH", None)
     if pythonpath is not None:
         os.environ["PYTHONPATH"] = pythonpath
     try:
-        wall, _, _, proc = run_process(RAYRM + ["simulate", str(config), "--policy", policy, "--out", str(out),
-                                                "--no-progress"])
+        wall, cpu, _, proc = run_process(RAYRM + ["simulate", str(config), "--policy", policy, "--out", str(out),
+                                                  "--no-progress"])
     finally:
         os.environ.pop("PYTHONPATH", None)
         if env_path is not None:
             os.environ["PYTHONPATH"] = env_path
     check_ok(proc, f"simulate {config.name} ({pythonpath})")
-    return wall
+    return wall, cpu
 
 
 def main(argv=None) -> int:
@@ -128,9 +128,12 @@ def run(args, work: Path) -> int:
     if args.main is not None:
         variants["main"] = (flat, args.main or None, "tsf")
     rounds: list[dict[str, float]] = []
+    cpus: list[dict[str, float]] = []
     for _ in range(args.runs):
-        rounds.append({name: timed(config, work / "runs" / name, pythonpath, policy)
-                       for name, (config, pythonpath, policy) in variants.items()})
+        times = {name: timed(config, work / "runs" / name, pythonpath, policy)
+                 for name, (config, pythonpath, policy) in variants.items()}
+        rounds.append({name: wall for name, (wall, _) in times.items()})
+        cpus.append({name: cpu for name, (_, cpu) in times.items()})
     print(f"{args.runs} rounds of `rayrm simulate CONFIG --policy P`, each variant once a round "
           "(P: tsf but for the yarn-* rows)")
     print(f"{'variant':<13} {'least s':>8} {'median s':>9}   every round's")
@@ -142,8 +145,9 @@ def run(args, work: Path) -> int:
     def ratio(a: str, b: str, goal: float | None = None) -> bool:
         paired = statistics.median(r[a] / r[b] for r in rounds)
         least = min(r[a] for r in rounds) / min(r[b] for r in rounds)
-        print(f"{a} / {b} = {paired:.3f} median of the rounds' ratios; {least:.3f} the least walls'"
-              + (f" (goal <= {goal}, on the median)" if goal else ""))
+        cpu = statistics.median(c[a] / c[b] for c in cpus)
+        print(f"{a} / {b} = {paired:.3f} median of the rounds' ratios; {least:.3f} the least walls'; "
+              f"{cpu:.3f} in CPU seconds" + (f" (goal <= {goal}, on the median)" if goal else ""))
         return goal is None or paired <= goal
 
     ok = ratio("tree", "flat", 1.3)
