@@ -218,15 +218,17 @@ def test_the_tree_keeps_each_queues_pending_demand():
 
 def test_rules_pickled_while_starved_decide_as_the_originals():
     # the replay's RM snapshots its whole state, the rules' clocks in it, and reads it back
-    # with only rayrm's classes callable (restricted_loads): restored mid-episode, b's clock still counts from 10, so both take the same 8 victims at 70
-    # (k = ⌈0.5 / (1/16)⌉ = 8, as in the first test) and none before
+    # with only rayrm's classes callable (restricted_loads): restored mid-episode, b's clock
+    # still counts from 10, so both take the same 8 victims at 70 (k = ⌈0.5 / (1/16)⌉ = 8,
+    # as in the first test) and none before
     cfg = parse_config(doc({"enabled": True, "fair_share_timeout": 60, "grace": 15}))
     s, p = started(cfg)
     assert p.decide(10.0, s) == [] and p.starved_since == {"b": 10.0}
     q = restricted_loads(pickle.dumps(p))
     assert q.starved_since == {"b": 10.0} and q.wake(10.0) == 70.0
     assert q.decide(69.0, s) == [] and p.decide(69.0, s) == []
-    assert [v.container for v in q.decide(70.0, s)] == [v.container for v in p.decide(70.0, s)] == list(range(16, 8, -1))
+    taken_q, taken_p = q.decide(70.0, s), p.decide(70.0, s)
+    assert [v.container for v in taken_q] == [v.container for v in taken_p] == list(range(16, 8, -1))
     assert q.wake(70.0) == p.wake(70.0) == 85.0            # the next search waits for the grace
 
 
