@@ -402,6 +402,40 @@ def test_both_pending_indexes_hold_the_same_bits(seed):
     assert [(d.values, d.prefix) for d in indexes[0]._dims] == [(d.values, d.prefix) for d in indexes[1]._dims]
 
 
+@needs_native
+@pytest.mark.parametrize("seed", range(3))
+def test_a_nodes_candidates_refitted_after_a_placement_are_the_indexs(seed):
+    """The compiled tree offer re-tests a node's last candidates after a placement on it
+    (``_tree.refit``): for any smaller free vector, with the placed app's last task gone or
+    not, they are what the index answers anew."""
+    refit = native.compiled("_tree").refit_of
+    rng = random.Random(300 + seed)
+    n_nodes = 8
+    index = PendingIndex(2, n_nodes, True)
+    values = ([0.5, 1.0, 2.0, 4.0], [1.0, 2.0, 3.0, 8.0])
+    for k in range(300):
+        app_id = f"a{k}"
+        index.add(app_id, tuple(rng.choice(v) for v in values), bytes(rng.random() < 0.6 for _ in range(n_nodes)))
+        index.set_pending(app_id, True)
+    checked = 0
+    for _ in range(500):
+        m = rng.randrange(n_nodes)
+        before = [rng.choice([2.0, 4.0, 8.0]), rng.choice([4.0, 8.0, 16.0])]
+        fit = index.fits_mask(m, before)
+        if not fit:
+            continue
+        placed = index.item(fit & -fit)             # the lowest candidate took one task
+        after = [f - d for f, d in zip(before, index._demand[index._slot[placed]])]
+        last = rng.random() < 0.5                   # ... its last: it leaves the pending set
+        if last:
+            index.set_pending(placed, False)
+        assert refit(index, fit, after) == index.fits_mask(m, after)
+        checked += 1
+        if last:
+            index.set_pending(placed, True)
+    assert checked > 300
+
+
 # ----- preemption's water-filling ---------------------------------------------------
 
 @needs_native

@@ -21,8 +21,17 @@ from rayrm.rm.core.queues.state import LEAF_WALK, QueueTreeState as _QueueTreeSt
 from ._offer cimport Candidates, Core, place_in, release_in
 from rayrm.rm.core.cluster import NodeState as _NodeState
 
+cdef extern from "Python.h":
+    size_t _PyLong_NumBits(object v) except? <size_t> -1
+
 cdef double INF = float("inf")
 cdef double EPS = _EPS
+
+#: a node's candidates after a placement on it are those of the last choice filtered one by
+#: one (``refit``) when they were at most this many; more, and the index's bisections
+#: (``fits_mask``) cost less than the walk over their bits
+cdef enum:
+    REFIT_MAX = 8
 
 include "_fit.pxi"
 include "_slots.pxi"
@@ -68,7 +77,7 @@ cdef class Walk:
     module's), read once a run with the scheduler's ``Core`` (``walk_of``)."""
     cdef object tree, index, fits, root
     cdef bint naive, compiled_choose, own_accounts, plain_round, proofs_hold, direct
-    cdef bint own_changed, own_released
+    cdef bint own_changed, own_released, uncapped
 
     def __init__(self, sched):
         tree = sched.tree
@@ -76,6 +85,9 @@ cdef class Walk:
         self.tree, self.index, self.root, self.naive = tree, tree.index, tree.root, tree.naive
         self.fits = tree.index.fits_mask
         self.compiled_choose = tree._native_choose
+        # no queue's caps can hold an app back: the descent then always ends at the leaf of
+        # a lone candidate (``choose_among``)
+        self.uncapped = not any(q.capped for q in tree.queues)
         # the base tree's accounting is this module's (its ``allocated`` calls ``allocated``)
         self.own_accounts = tree._native and kind.allocated is _QueueTreeState.allocated
         self.own_released = tree._native and kind.released is _QueueTreeState.released
@@ -105,9 +117,19 @@ def choose(tree, Py_ssize_t m, free, list order):
 
 cdef object choose_in(tree, index, fits, root, bint naive, Py_ssize_t m, free, list order):
     """``choose`` with what it reads of the tree given."""
-    fit = fits(m, free)
+    return choose_among(tree, index, root, naive, False, m, fits(m, free), order)
+
+
+cdef object choose_among(tree, index, root, bint naive, bint uncapped, Py_ssize_t m, fit, list order):
+    """``choose`` from the node's candidates ``fit`` (``fits_mask(m, free)``).  ``uncapped``:
+    no queue has caps, so a lone candidate is the choice: each queue on its path is then
+    the only active child of its parent (the descent's only side effect, a capped queue's
+    blocked nodes, cannot happen), and its leaf's least entry is its own."""
     q = root
-    cdef dict memo = {}
+    cdef dict memo
+    if uncapped and fit and _PyLong_NumBits(fit & -fit) == _PyLong_NumBits(fit):
+        return (<tuple> index.item(fit).entry)[3]
+    memo = {}
     while fit and qget(q, Q_CHILDREN, "children"):
         found = memo[q] if q in memo else _scan(tree, q, fit, m, memo, naive)
         if found is None:
@@ -129,6 +151,38 @@ cdef object choose_in(tree, index, fits, root, bint naive, Py_ssize_t m, free, l
             best_entry = entry
         fit ^= low
     return (<tuple> best_entry)[3]
+
+
+cdef object refit(index, fit, double *F, Py_ssize_t w):
+    """``fits_mask(m, F)`` just after one placement on node m, from ``fit``, the node's
+    candidates at the choice that made it: the pending index's answer is the pending apps
+    that may use m and whose demand fits F (no d_r > F_r + EPS, as its bisections), and
+    since then only the placed app's pending count and m's free vector changed (down), so
+    the answer is the apps of ``fit`` still pending whose demand fits F, each tested."""
+    cdef Py_ssize_t slot, r, nd
+    cdef list demand = index._demand
+    cdef tuple d
+    out = fit & index._pending
+    rest = out
+    while rest:
+        low = rest & -rest
+        slot = <Py_ssize_t> _PyLong_NumBits(low) - 1
+        d = <tuple> PyList_GET_ITEM(demand, slot)
+        nd = min(PyTuple_GET_SIZE(d), w)
+        for r in range(nd):
+            if <double> (<object> PyTuple_GET_ITEM(d, r)) > F[r] + EPS:
+                out ^= low
+                break
+        rest ^= low
+    return out
+
+
+def refit_of(index, fit, free):
+    """``refit`` for the tests: ``fit`` filtered to the pending apps whose task fits ``free``."""
+    cdef double F[MAX_DIMS]
+    cdef Py_ssize_t w = len(free)
+    load(free, F, w)
+    return refit(index, fit, F, w)
 
 
 cdef object _scan(tree, q, fit, Py_ssize_t m, dict memo, bint naive):
@@ -257,16 +311,27 @@ cdef int offer_in(Core core, node, list placed, proof, asked) except -1:
     """``TreeScheduler._offer_tree`` with its ``_place`` (the compiled
     ``OnlineScheduler._place``, then the tree's ``allocated``): ``node`` offered down the tree
     until nothing more is chosen, or until its free vector is back under its ``proof`` and no
-    app ``asked`` for since fits (the reference's docstring)."""
+    app ``asked`` for since fits (the reference's docstring).  After a placement the node's
+    candidates are the last ones re-tested (``refit``) when few, instead of asked of the
+    pending index again; the base tree's accounting only (a subclass's may do more)."""
     cdef Walk wk = walk_of(core)
     sched, tree = core.sched, wk.tree
     cdef double F[MAX_DIMS]
     cdef list free = get_node(node, N_FREE, "free")
     cdef Py_ssize_t m = node.index, w = PyList_GET_SIZE(free), r
     cdef list order = sched._order
+    cdef bint incremental = wk.compiled_choose and wk.own_accounts
+    fit = None
     while True:
-        app = choose_in(tree, wk.index, wk.fits, wk.root, wk.naive, m, free, order) if wk.compiled_choose \
-            else tree.choose(m, free, order)
+        if not wk.compiled_choose:
+            app = tree.choose(m, free, order)
+        else:
+            if fit is None or not incremental or fit.bit_count() > REFIT_MAX:
+                fit = wk.fits(m, free)
+            else:
+                load(free, F, w)
+                fit = refit(wk.index, fit, F, w)
+            app = choose_among(tree, wk.index, wk.root, wk.naive, wk.uncapped, m, fit, order)
         if app is None:
             return 0
         container = place_in(core, app, node, sched._order)
