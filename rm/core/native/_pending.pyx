@@ -10,14 +10,21 @@ An unconstrained app is eligible on every node, so on a 1,000-node cluster each 
 writes 1,000 rows twice; numpy's fancy indexing pays more per element than the loop.
 """
 
+from cpython.buffer cimport PyBUF_ND, PyBuffer_Release, PyObject_GetBuffer
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 
 cdef extern from "Python.h":
     object _PyLong_FromByteArray(const unsigned char* data, size_t n, int little_endian, int is_signed)
 
 from rayrm.rm.core.model import EPS as _EPS
+from rayrm.rm.core.pending import _Dimension
 
 cdef double EPS = _EPS
+
+include "_slots.pxi"
+
+cdef type DT = _Dimension
+cdef Py_ssize_t D_VALUES = slot_offset(DT, "values"), D_PREFIX = slot_offset(DT, "prefix")
 
 
 def set_bits(unsigned char[:, ::1] bits, unsigned char[::1] stale, Py_ssize_t column,
@@ -49,24 +56,37 @@ cdef Py_ssize_t _at_most(list values, double x) except -1:
 
 def fits_mask(index, Py_ssize_t node, free):
     """``PendingIndex._mask``: the pending apps whose task fits ``free`` and, of those, the
-    ones that may use ``node`` (the node's row re-read when stale and asked)."""
-    cdef bytearray stale
-    cdef Py_ssize_t k
+    ones that may use ``node`` (the node's row re-read when stale and asked).  It is asked
+    at every offer: the dimensions' lists are read at their slots, the row through the
+    buffer protocol, not through Python's attribute and memoryview machinery."""
+    cdef list dims = index._dims
+    cdef Py_ssize_t k, r, w = min(PyList_GET_SIZE(dims), len(free))
+    cdef Py_buffer view
     cand = index._pending
-    for dim, f in zip(index._dims, free):
+    for r in range(w):
         if not cand:
             return 0
-        k = _at_most(dim.values, <double> f + EPS)
-        cand &= (<list> dim.prefix)[k - 1] if k else 0
+        dim = <object> PyList_GET_ITEM(dims, r)
+        k = _at_most(<list> get_slot(dim, D_VALUES, "values"), <double> free[r] + EPS)
+        if not k:
+            return 0
+        cand &= <object> PyList_GET_ITEM(<list> get_slot(dim, D_PREFIX, "prefix"), k - 1)
     if not cand:
         return 0
-    cdef unsigned char[:, ::1] bits
-    stale = index._stale_flags
+    cdef bytearray stale = index._stale_flags
+    cdef list elig = index._elig
     if stale[node]:
-        bits = index._bits          # the row's bytes read straight into an int, little-endian
-        index._elig[node] = _PyLong_FromByteArray(&bits[node, 0], bits.shape[1], 1, 0)
+        # the row's bytes read straight into an int, little-endian
+        PyObject_GetBuffer(index._bits, &view, PyBUF_ND)
+        try:
+            if view.ndim != 2 or not 0 <= node < view.shape[0]:
+                raise ValueError("the pending index's rows are not a (nodes, bytes) array")
+            elig[node] = _PyLong_FromByteArray(<unsigned char *> view.buf + node * view.shape[1],
+                                               view.shape[1], 1, 0)
+        finally:
+            PyBuffer_Release(&view)
         stale[node] = 0
-    return cand & (<list> index._elig)[node]
+    return cand & <object> PyList_GET_ITEM(elig, node)
 
 
 def or_from(list prefix, Py_ssize_t k, bit):
