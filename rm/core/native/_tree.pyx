@@ -127,8 +127,9 @@ cdef object choose_among(tree, index, root, bint naive, bint uncapped, Py_ssize_
     blocked nodes, cannot happen), and its leaf's least entry is its own."""
     q = root
     cdef dict memo
+    cdef list items = index._items      # slot -> app (``PendingIndex.item``)
     if uncapped and fit and _PyLong_NumBits(fit & -fit) == _PyLong_NumBits(fit):
-        return (<tuple> index.item(fit).entry)[3]
+        return (<tuple> (<object> PyList_GET_ITEM(items, _PyLong_NumBits(fit) - 1)).entry)[3]
     memo = {}
     while fit and qget(q, Q_CHILDREN, "children"):
         found = memo[q] if q in memo else _scan(tree, q, fit, m, memo, naive)
@@ -143,10 +144,9 @@ cdef object choose_among(tree, index, root, bint naive, bint uncapped, Py_ssize_
             if fit & bit((<tuple> entry)[2]):
                 return (<tuple> entry)[3]
     best_entry = None
-    item = index.item
     while fit:
         low = fit & -fit
-        entry = item(low).entry
+        entry = (<object> PyList_GET_ITEM(items, _PyLong_NumBits(low) - 1)).entry
         if best_entry is None or entry < best_entry:
             best_entry = entry
         fit ^= low
