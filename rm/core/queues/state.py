@@ -196,11 +196,14 @@ class QueueTreeState:
                     self._add_usage(q, member.user, app.demand, n)
 
     def _contributions(self, app: "AppState", member: Member) -> None:
-        """w_i u_i of the app under the policy of each of its queues' parent."""
+        """w_i u_i of the app under the policy of each of its queues' parent.  Under its
+        leaf's own policy u_i is the app's ``unit``, which the scheduler has just computed
+        with it on this cluster (at submission, and for every app before a rebuild)."""
         parents = member.path[1:] + [self.root]
         view, cview = app.view, self.cluster.view
+        own = member.path[0].policy
         for k, p in enumerate(parents):
-            u = p.policy.unit(view, cview)
+            u = app.unit if p.policy is own else p.policy.unit(view, cview)
             member.contrib[k] = u * app.weight if u < INF else 0.0
 
     @staticmethod
