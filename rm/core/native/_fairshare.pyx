@@ -10,10 +10,14 @@ Python's ``max(x, y)`` keeps x unless y > x and ``min(x, y)`` keeps x unless y <
 clamps below are written that way.  ``sum`` of floats adds them left to right from 0.0.
 """
 
+from cpython.list cimport PyList_GET_ITEM
 from libc.math cimport INFINITY
 from libc.stdlib cimport calloc, free, malloc, qsort
 
 from rayrm.rm.core.model import EPS as _EPS
+
+cdef extern from "Python.h":
+    size_t _PyLong_NumBits(object v) except? <size_t> -1
 
 cdef double EPS = _EPS
 
@@ -301,6 +305,20 @@ cdef class TreeShape:
                 self._fill(c, delta, fair)
 
 
+cdef bint _placeable(index, leaf) except -1:
+    """``TreeView.placeable``: has ``leaf`` an app with a task pending and an eligible node?
+    Its apps with a task pending, lowest slot first, till one has."""
+    cdef list items = index._items          # slot -> app (``PendingIndex.item``)
+    mask = index._pending & leaf.mask
+    while mask:
+        low = mask & -mask
+        app = <object> PyList_GET_ITEM(items, _PyLong_NumBits(low) - 1)
+        if app.pending > 0 and app.eligible_count > 0:
+            return True
+        mask ^= low
+    return False
+
+
 cdef class LeafClocks:
     """preemption.LeafClocks (the reference) on C arrays: per leaf i the same clocks, and
     ``scan`` the same tests in the same order on the C doubles of the view just taken (the
@@ -368,7 +386,8 @@ cdef class LeafClocks:
         return 0
 
     def scan(self, double now, stats, list episodes) -> list:
-        """``LeafClocks.scan`` of the reference; ``stats``: the compiled core's TreeView."""
+        """``LeafClocks.scan`` of the reference; ``stats``: the compiled core's TreeView (its
+        ``placeable`` asked here, ``_placeable``)."""
         cdef TreeShape shape = stats.shape
         if shape is not self.bound:
             self._bind(shape)
@@ -382,7 +401,7 @@ cdef class LeafClocks:
         cdef bint below_min, below_fair, some
         cdef Py_ssize_t nlo
         cdef list queues = stats.tree.queues
-        placeable = stats.placeable
+        index = stats.tree.index
         out = []
         for i in range(self.n):
             q = self.at[i]
@@ -405,7 +424,7 @@ cdef class LeafClocks:
             below_fair = self.t_fair[i] < INFINITY and share[q] < self.theta[i] * fair[q] - EPS
             if not (below_min or below_fair) and not self.episode[i]:
                 continue
-            if not (below_min or below_fair) or not placeable(self.paths[i]):
+            if not (below_min or below_fair) or not _placeable(index, queues[q]):
                 if self.episode[i]:             # the episode ends, both clocks with it
                     self.has_min[i] = self.has_fair[i] = self.episode[i] = 0
                     episodes.append((self.names[i], self.since[i], now))

@@ -63,8 +63,9 @@ class QueueTreeState:
     #: the resources a queue's share of the cluster is read on where the rules compare queues
     #: (preemption): None, all of them (the dominant share); YARN's schedulers, memory
     share_resources: tuple[int, ...] | None = None
-    #: each queue keeps ``pend`` (``track_pending``)
+    #: each queue keeps ``pend`` (``track_pending``), and its usage (``track_usage``)
     tracks_pending = False
+    tracks_usage = False
 
     def __init__(self, tree: QueueTree, policies: dict, default: "Policy", cluster: "ClusterState",
                  index: "PendingIndex", naive: bool = False):
@@ -122,6 +123,9 @@ class QueueTreeState:
     def track_usage(self) -> None:
         """Keep every queue's usage vector from now on (preemption reads them at each
         evaluation), computed once here for the queues that did not keep one."""
+        if self.tracks_usage:
+            return
+        self.tracks_usage = True
         fresh = [q for q in self.queues if not q.track and q is not self.root]
         if not fresh:
             return
