@@ -26,6 +26,7 @@ cdef extern from "Python.h":
 
 cdef double INF = float("inf")
 cdef double EPS = _EPS
+cdef object ONE = 1
 
 #: a node's candidates after a placement on it are those of the last choice filtered one by
 #: one (``refit``) when they were at most this many; more, and the index's bisections
@@ -128,7 +129,8 @@ cdef object choose_among(tree, index, root, bint naive, bint uncapped, Py_ssize_
     q = root
     cdef dict memo
     cdef list items = index._items      # slot -> app (``PendingIndex.item``)
-    if uncapped and fit and _PyLong_NumBits(fit & -fit) == _PyLong_NumBits(fit):
+    # (bit_count reads the digits once; ``fit & -fit`` would make two integers as wide)
+    if uncapped and fit and fit.bit_count() == 1:
         return (<tuple> (<object> PyList_GET_ITEM(items, _PyLong_NumBits(fit) - 1)).entry)[3]
     memo = {}
     while fit and qget(q, Q_CHILDREN, "children"):
@@ -144,12 +146,13 @@ cdef object choose_among(tree, index, root, bint naive, bint uncapped, Py_ssize_
             if fit & bit((<tuple> entry)[2]):
                 return (<tuple> entry)[3]
     best_entry = None
-    while fit:
-        low = fit & -fit
-        entry = (<object> PyList_GET_ITEM(items, _PyLong_NumBits(low) - 1)).entry
+    cdef Py_ssize_t slot
+    while fit:                          # highest slot first: the least entry is the same
+        slot = <Py_ssize_t> _PyLong_NumBits(fit) - 1
+        entry = (<object> PyList_GET_ITEM(items, slot)).entry
         if best_entry is None or entry < best_entry:
             best_entry = entry
-        fit ^= low
+        fit ^= ONE << slot
     return (<tuple> best_entry)[3]
 
 
@@ -164,16 +167,16 @@ cdef object refit(index, fit, double *F, Py_ssize_t w):
     cdef tuple d
     out = fit & index._pending
     rest = out
-    while rest:
-        low = rest & -rest
-        slot = <Py_ssize_t> _PyLong_NumBits(low) - 1
+    while rest:                         # highest slot first
+        slot = <Py_ssize_t> _PyLong_NumBits(rest) - 1
+        bit = ONE << slot
         d = <tuple> PyList_GET_ITEM(demand, slot)
         nd = min(PyTuple_GET_SIZE(d), w)
         for r in range(nd):
             if <double> (<object> PyTuple_GET_ITEM(d, r)) > F[r] + EPS:
-                out ^= low
+                out ^= bit
                 break
-        rest ^= low
+        rest ^= bit
     return out
 
 
