@@ -312,13 +312,15 @@ class Preemption:
     def _forget_ended(self, live: dict) -> list[Victim]:
         """Forget the victims whose container left the scheduler; the others, still running."""
         warned = self.warned
-        # (``<=`` tests each warned id in ``live``; ``-`` would walk all of ``live``)
-        for cid in () if warned.keys() <= live.keys() else [cid for cid in warned if cid not in live]:
-            v, group = warned.pop(cid)
-            groups = self.groups[_path(v.starved)]
-            groups[group] -= 1
-            if not groups[group]:
-                del groups[group]
+        # most evaluations find every warned container still there (``<=`` looks each warned
+        # id up in ``live``; ``warned.keys() - live.keys()`` would walk all of ``live``)
+        if not warned.keys() <= live.keys():
+            for cid in [cid for cid in warned if cid not in live]:
+                v, group = warned.pop(cid)
+                groups = self.groups[_path(v.starved)]
+                groups[group] -= 1
+                if not groups[group]:
+                    del groups[group]
         return [v for v, _ in warned.values()]
 
     def _victims(self, now: float, leaf: int, path: str, app, k: int, stats: TreeView) -> list[Victim]:
