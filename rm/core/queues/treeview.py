@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import operator
+from functools import cached_property
 from typing import Any
 
 from rayrm.rm.core.native import compiled
@@ -61,10 +62,6 @@ class TreeView:
         self._kept: dict[str, list[float]] | None = None
         self._static, answers, shape = self._statics(tree, native)
         self.shape = shape                        # the compiled core's, holding this view's C doubles
-        self._u: dict[str, float] | None = None   # u_q, δ_q by path and F_q by full name
-        self._d: dict[str, float] | None = None
-        self._f: dict[str, float] | None = None
-        self._values = None
         if shape is not None:
             # the compiled view's u, δ and F, copied: most evaluations read them only from C
             # (the starvation clocks' scan), so their dicts are made when first asked
@@ -76,42 +73,38 @@ class TreeView:
         """u, δ and F by the reference code."""
         tree = self.tree
         demand = self._demand(self.usage)
-        self._u = {path: self.frac(u) for path, u in self.usage.items()}
-        self._d = {path: self.frac(d) for path, d in demand.items()}
+        self.shares = {path: self.frac(u) for path, u in self.usage.items()}
+        self.demand_shares = {path: self.frac(d) for path, d in demand.items()}
         # F is a pure function of the tree, the cluster and each queue's hi_q = min(M_q, δ_q)
         # (None: inactive): while the leaves stay backlogged it repeats between evaluations
-        his = tuple(min(big, d) if (d := self._d[path]) > 0 else None
+        his = tuple(min(big, d) if (d := self.demand_shares[path]) > 0 else None
                     for path, (_, big) in self._static.items())
         fair = answers.get(his)
         if fair is None:
-            self._f = {"root": 1.0}
+            self.fair = {"root": 1.0}
             self._fill(tree.root)
             if len(answers) > 4096:
                 answers.clear()
-            answers[his] = dict(self._f)
+            answers[his] = dict(self.fair)
         else:
-            self._f = dict(fair)
+            self.fair = dict(fair)
 
-    @property
+    # the compiled view's values as dicts, made on first read (the reference sets them)
+
+    @cached_property
     def shares(self) -> dict[str, float]:
         """u_q by path."""
-        if self._u is None:
-            self._u = self._values.shares()
-        return self._u
+        return self._values.shares()
 
-    @property
+    @cached_property
     def demand_shares(self) -> dict[str, float]:
         """δ_q by path."""
-        if self._d is None:
-            self._d = self._values.demand_shares()
-        return self._d
+        return self._values.demand_shares()
 
-    @property
+    @cached_property
     def fair(self) -> dict[str, float]:
         """F_q by full name."""
-        if self._f is None:
-            self._f = self._values.fair()
-        return self._f
+        return self._values.fair()
 
     @property
     def usage(self) -> dict[str, list[float]]:
@@ -251,13 +244,13 @@ class TreeView:
 
     def _fill(self, q) -> None:
         """F down the tree: each parent's F divided among its active children."""
-        kids = [c for c in q.children if self._d[c.spec.path] > 0]
+        kids = [c for c in q.children if self.demand_shares[c.spec.path] > 0]
         for c in q.children:
-            self._f[c.name] = 0.0
+            self.fair[c.name] = 0.0
         if kids:
-            bounds = [(m, min(big, self._d[c.spec.path]))
+            bounds = [(m, min(big, self.demand_shares[c.spec.path]))
                       for c in kids for m, big in (self._static[c.spec.path],)]
-            key = (tuple(c.weight for c in kids), tuple(bounds), self._f[q.name])
+            key = (tuple(c.weight for c in kids), tuple(bounds), self.fair[q.name])
             shares = _FAIR_CACHE.get(key)
             if shares is None:
                 if len(_FAIR_CACHE) > 4096:
@@ -265,7 +258,7 @@ class TreeView:
                 shares = _FAIR_CACHE[key] = fair_shares(list(key[0]), [min(m, hi) for m, hi in bounds],
                                                         [hi for _, hi in bounds], key[2])
             for c, f in zip(kids, shares):
-                self._f[c.name] = f
+                self.fair[c.name] = f
         for c in q.children:
             if c.children:
                 self._fill(c)
