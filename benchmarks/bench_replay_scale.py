@@ -23,12 +23,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
+import sys
 import time
 from pathlib import Path
 
 from rayrm.rm.core.config import load_config
 from rayrm.rm.runtime.driver import replay
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_sim import workdir  # noqa: E402
 
 COLUMNS = ("time scale", "wall s", "kept pace", "lag p99 s (trace s)", "makespan / twin",
            "jobs within", "RM CPU s / 1k alloc", "RM RSS MB", "tasks finished", "apps failed")
@@ -69,7 +72,8 @@ def main() -> None:
     ap.add_argument("--max-duration", type=float, default=7200.0)
     ap.add_argument("--policy", default="tsf")
     ap.add_argument("--no-twin", action="store_true", help="skip the simulator twin (faster)")
-    ap.add_argument("--out", help="keep the run directories here (default: a temporary directory)")
+    ap.add_argument("--out", help="keep the trace and run directories here (default: a temporary "
+                    "directory, removed)")
     ap.add_argument("--run-dir", nargs="+", help="only print the rows of these existing replay run directories")
     args = ap.parse_args()
     if args.run_dir:
@@ -79,8 +83,12 @@ def main() -> None:
             rows.append(row(summary["time_scale"], summary, summary.get("wall_seconds") or 0.0))
         print(table(rows))
         return
-    out = Path(args.out or tempfile.mkdtemp(prefix="rayrm-scale-"))
-    out.mkdir(parents=True, exist_ok=True)
+    with workdir(args.out, "rayrm-scale-") as out:
+        run(args, out)
+
+
+def run(args, out: Path) -> None:
+    """Replay at each time scale into ``out``, printing each row as it comes, then all."""
     cfg = load_config(args.config or trace(out, args.max_duration))
     rows = []
     for scale in (float(x) for x in args.time_scales.split(",")):
