@@ -37,7 +37,6 @@ the cluster changes, since h_i changes with it).
 
 from __future__ import annotations
 
-import gc
 from array import array
 import sys
 import time as _time
@@ -50,6 +49,7 @@ import numpy as np
 
 from rayrm.rm.core.errors import InputError
 from rayrm.rm.core.native import compiled, core_name
+from rayrm.rm.core.pausegc import paused_gc
 from rayrm.rm.core.policies import PolicyError, policy_for_run
 from rayrm.rm.core.policies.plugins import policy_source
 from rayrm.rm.core.shares import share_units
@@ -163,13 +163,10 @@ class Simulation:
         small acyclic objects, and full collections over them cost about 10% of the run.
         """
         bar = _progress(self.total_tasks, progress)
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
         try:
-            self._loop(bar)
+            with paused_gc():
+                self._loop(bar)
         finally:
-            if gc_was_enabled:
-                gc.enable()
             if bar is not None:
                 bar.close()
         if self.stopped_early:
@@ -459,9 +456,7 @@ def simulate(config: "ExperimentConfig", policy: str | None = None, seed: int | 
     (``"interrupted": true`` and the reason in the summary), so a partial replay has a twin.
     """
     started = _time.perf_counter()
-    gc_was_enabled = gc.isenabled()
-    gc.disable()      # see Simulation.run; re-enabled once the run's objects are freed
-    try:
+    with paused_gc():    # see Simulation.run; on again once the run's objects are freed
         sim = Simulation(config, policy, seed, launch_jitter, jitter_seed, faults, out=out, fmt=fmt, until=until)
         failed = None
         try:
@@ -485,9 +480,6 @@ def simulate(config: "ExperimentConfig", policy: str | None = None, seed: int | 
         summary = (log.write(out, wall_seconds=wall, **extra) if out is not None
                    else log.summary(wall_seconds=wall, **extra))
         del sim, log
-    finally:
-        if gc_was_enabled:
-            gc.enable()
     if failed is not None:
         raise failed
     return summary
