@@ -83,18 +83,12 @@ cdef class TextColumn:
     cdef inline int put_int(self, long long v) except -1:
         """The decimal text of ``v``, as ``str`` writes an int."""
         cdef char buf[24]
-        cdef Py_ssize_t i = 24
-        cdef unsigned long long u = <unsigned long long> (-v) if v < 0 else <unsigned long long> v
-        while True:
-            i -= 1
-            buf[i] = <char> (48 + u % 10)
-            u //= 10
-            if not u:
-                break
+        cdef char *digits = buf
         if v < 0:
-            i -= 1
-            buf[i] = 45                 # '-'
-        return self.put_utf8(buf + i, 24 - i)
+            buf[0] = 45                 # '-'
+            digits += 1
+        cdef char *end = _digits(digits, <unsigned long long> (-v) if v < 0 else <unsigned long long> v)
+        return self.put_utf8(buf, end - buf)
 
     cdef int put(self, object v) except -1:
         """Append the cell of ``v``: a str as it is, None as '', anything else as ``str(v)``."""
