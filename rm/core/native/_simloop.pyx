@@ -24,6 +24,39 @@ from ._tree cimport tree_schedule, tree_release
 
 from . import _offer, _runlog, _tree
 
+from cpython cimport array
+
+include "_slots.pxi"
+
+#: the slots of the simulator's jobs (``_Job``, rm/sim/engine.py) that the per-task steps read
+#: and write, at their offsets (_slots.pxi); set by the first ``Steps``
+cdef type JobT = None
+cdef Py_ssize_t J_APP_ID, J_NUM_TASKS, J_SUBMIT, J_DURATIONS, J_NEXT_TASK, J_RETRY, J_DONE
+
+
+cdef int job_slots() except -1:
+    """``JobT`` and the offsets of its slots, read once (the engine imports this module)."""
+    global JobT, J_APP_ID, J_NUM_TASKS, J_SUBMIT, J_DURATIONS, J_NEXT_TASK, J_RETRY, J_DONE
+    if JobT is not None:
+        return 0
+    from rayrm.rm.sim.engine import _Job
+    J_APP_ID, J_NUM_TASKS = slot_offset(_Job, "app_id"), slot_offset(_Job, "num_tasks")
+    J_SUBMIT, J_DURATIONS = slot_offset(_Job, "submit"), slot_offset(_Job, "durations")
+    J_NEXT_TASK, J_RETRY = slot_offset(_Job, "next_task"), slot_offset(_Job, "retry")
+    J_DONE = slot_offset(_Job, "done")
+    JobT = _Job
+    return 0
+
+
+cdef inline object jget(object job, Py_ssize_t offset, str name):
+    """``job.<name>`` (``slot_of``: a ``_Job``'s at its offset)."""
+    return slot_of(job, JobT, offset, name)
+
+
+cdef inline int jset(object job, Py_ssize_t offset, str name, object value) except -1:
+    """``job.<name> = value`` (``set_slot_of``)."""
+    return set_slot_of(job, JobT, offset, name, value)
+
 #: Simulation's event priorities (rm/sim/engine.py)
 cdef enum:
     COMPLETE, FAULT, LEAVE, JOIN, ARRIVE, KILL, WAKE
@@ -152,6 +185,7 @@ cdef class Steps:
         self.start = _start if type(self.log).start is _start else None
         self.finish_app, self.app_done = self.sched.finish_app, self.log.app_done
         self.jitter = sim.launch_jitter
+        job_slots()
 
     cdef int complete_due(self, double t, dict changed) except -1:
         """Pop the completions at ``t`` from the top of the heap and handle each as
@@ -178,48 +212,56 @@ cdef class Steps:
                 self.sched.release(cid)
             else:
                 self.release(self.sched, cid)
-            app_id = job.app_id
+            app_id = jget(job, J_APP_ID, "app_id")
             if self.end is None:
                 self.log.end(app_id, task, attempt, "finished", t, None, cid)
             else:
                 self.end(self.log, app_id, task, attempt, "finished", t, None, cid)
-            job.done += 1
+            done = jget(job, J_DONE, "done") + 1
+            jset(job, J_DONE, "done", done)
             changed[app_id] = job
-            if job.done == job.num_tasks:
+            if done == jget(job, J_NUM_TASKS, "num_tasks"):
                 self.finish_app(app_id)
                 self.app_done(app_id, t)
-                job.durations = None    # nothing of the job runs again
+                jset(job, J_DURATIONS, "durations", None)   # nothing of the job runs again
         return 0
 
     cdef int place(self, list containers, double t, dict changed) except -1:
         """``Simulation.place``: containers the scheduler placed at ``t``; each one's task (a
         lost one asked again first, else the next never started), its start (``t``, or
         later by a launch jitter), its row in the log and its completion on the heap."""
-        cdef double start
+        cdef double start, duration
+        cdef Py_ssize_t k
         sim, log = self.sim, self.log
         faults = sim.faults if sim.faults is not None and sim.faults.intercepting else None
-        cdef object c, job, task, submit, attempt, app_id, cid
+        cdef object c, job, task, submit, attempt, app_id, cid, durations
         for c in containers:
-            app_id = <object> PyTuple_GET_ITEM(c, 1)         # Container(container_id, app_id, task, node)
-            job = self.jobs[app_id]
-            changed[job.app_id] = job
+            # Container(container_id, app_id, task, node)
+            job = self.jobs[<object> PyTuple_GET_ITEM(c, 1)]
+            app_id = jget(job, J_APP_ID, "app_id")
+            changed[app_id] = job
             if faults is not None and faults.intercept(c, t):
                 continue                    # held for a new AM attempt, or refused by a dead NM
-            retry = job.retry
+            retry = jget(job, J_RETRY, "retry")
             if retry:
                 task, submit = retry.popleft()
                 attempts = job.attempts
                 attempt = attempts[task] = attempts.get(task, 0) + 1
             else:
-                task, submit, attempt = job.next_task, job.submit, 0
-                job.next_task += 1
+                task, submit, attempt = jget(job, J_NEXT_TASK, "next_task"), jget(job, J_SUBMIT, "submit"), 0
+                jset(job, J_NEXT_TASK, "next_task", task + 1)
             cid = <object> PyTuple_GET_ITEM(c, 0)
             self.running[cid] = (job, task, attempt)
             start = t + self.jitter * sim._jitter.random() if self.jitter else t
             if self.start is None:
-                log.start(job.app_id, task, attempt, <object> PyTuple_GET_ITEM(c, 3), submit, start, None, cid)
+                log.start(app_id, task, attempt, <object> PyTuple_GET_ITEM(c, 3), submit, start, None, cid)
             else:
-                self.start(log, job.app_id, task, attempt, <object> PyTuple_GET_ITEM(c, 3), submit, start, None,
-                           cid)
-            self.heap.push(start + <double> job.durations[task], COMPLETE, cid)
+                self.start(log, app_id, task, attempt, <object> PyTuple_GET_ITEM(c, 3), submit, start, None, cid)
+            durations = jget(job, J_DURATIONS, "durations")
+            k = task
+            if type(durations) is array.array and 0 <= k < (<array.array> durations).ob_size:
+                duration = (<array.array> durations).data.as_doubles[k]    # as _Job holds them
+            else:
+                duration = durations[task]
+            self.heap.push(start + duration, COMPLETE, cid)
         return 0
