@@ -5,9 +5,10 @@
 
 Statement for statement the reference's, on the same objects: what changes is that the
 event heap is popped and pushed in C (``EventHeap``, _eventheap.pxd), without a (t,
-priority, payload) tuple per completion, that what the loop reads at every instant (the
-scheduler, the log, their methods) is read once per run (``Steps``), and that the
-scheduler's compiled ``release`` and ``schedule`` and the compiled run log's ``start`` and
+priority, payload) tuple per completion, that a job's fields are read and written at
+their slots' offsets (a task's duration from its array in place), that what the loop
+reads at every instant (the scheduler, the log, their methods) is read once per run
+(``Steps``), and that the scheduler's compiled ``release`` and ``schedule`` and the compiled run log's ``start`` and
 ``end`` are called as C-level functions when the scheduler and the log are the plain ones
 (a subclass or a replaced method is called as the reference calls it).  Every other event
 (a fault, an arrival, a node leaving or joining, a preemption kill) is the simulation's own
