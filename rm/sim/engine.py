@@ -48,8 +48,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rayrm.rm.core.errors import InputError
+from rayrm.rm.core.model import paused_gc
 from rayrm.rm.core.native import compiled, core_name
-from rayrm.rm.core.pausegc import paused_gc
 from rayrm.rm.core.policies import PolicyError, policy_for_run
 from rayrm.rm.core.policies.plugins import policy_source
 from rayrm.rm.core.shares import share_units

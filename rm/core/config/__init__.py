@@ -51,8 +51,7 @@ from rayrm.rm.core.queues.scheduler import check_tree_policies
 from rayrm.rm.core.queues.preemption import PreemptionConfig, check_preemption
 from rayrm.rm.core.queues.tree import QueueTree, default_tree, parse_queues
 from rayrm.rm.core.faults import parse_faults
-from rayrm.rm.core.model import AppSpec, NodeSpec
-from rayrm.rm.core.pausegc import paused_gc
+from rayrm.rm.core.model import AppSpec, NodeSpec, paused_gc
 from rayrm.rm.core.policies.plugins import resolve_policy
 from rayrm.rm.core.policies import PolicyError
 
@@ -332,7 +331,7 @@ def load_config(path: str | Path) -> ExperimentConfig:
         raise InputError(f"cannot read config: {e.strerror}", file=str(path)) from None
     except UnicodeDecodeError as e:
         raise InputError(f"cannot read config: not UTF-8 text (byte {e.start + 1})", file=str(path)) from None
-    with paused_gc():       # the parse builds ~10^5 objects, none in a cycle (pausegc)
+    with paused_gc():       # the parse builds ~10^5 objects, none in a cycle
         try:
             doc = yaml.load(text, Loader=_YAML_LOADER)
         except yaml.YAMLError as e:
